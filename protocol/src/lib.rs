@@ -1,0 +1,6 @@
+//! Kafka wire format for Tern: framing, request dispatch, record batches, compression codecs
+//! and a small async client. Nothing here touches disk.
+
+pub mod compression;
+pub mod record_batch;
+pub mod records;
