@@ -4,3 +4,5 @@
 pub mod compression;
 pub mod record_batch;
 pub mod records;
+pub mod api;
+pub mod frame;
