@@ -1,8 +1,9 @@
 //! Kafka wire format for Tern: framing, request dispatch, record batches, compression codecs
 //! and a small async client. Nothing here touches disk.
 
+pub mod api;
 pub mod compression;
+pub mod error;
+pub mod frame;
 pub mod record_batch;
 pub mod records;
-pub mod api;
-pub mod frame;

@@ -1,0 +1,415 @@
+//! The controller: validates admin commands, turns them into metadata records, makes them
+//! durable in the metadata log, applies them to the MetadataImage and publishes the new image.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use tern_protocol::error::{ApiError, ResponseError};
+use tokio::sync::watch;
+use uuid::Uuid;
+
+use crate::image::MetadataImage;
+use crate::metadata_log::MetadataLog;
+use crate::placement::assign_replicas;
+use crate::records::{ConfigResourceType, MetadataRecord};
+use crate::topic_configs::validate_topic_config;
+use crate::ControllerError;
+
+/// Longest topic name Kafka accepts.
+const MAX_TOPIC_NAME_LEN: usize = 249;
+/// Producer ids handed out per metadata record (Kafka's block size).
+const PRODUCER_ID_BLOCK: i64 = 1000;
+
+/// A request to create one topic.
+#[derive(Debug, Clone, Default)]
+pub struct CreateTopic {
+    /// Topic name.
+    pub name: String,
+    /// Partition count; -1 means the broker default.
+    pub num_partitions: i32,
+    /// Replication factor; -1 means the broker default.
+    pub replication_factor: i16,
+    /// Explicit replica assignment, partition by partition (empty: let placement choose).
+    pub assignments: Vec<Vec<i32>>,
+    /// Topic configs.
+    pub configs: Vec<(String, String)>,
+    /// A given topic id (mirrors keep the source's), or a fresh one.
+    pub topic_id: Option<Uuid>,
+}
+
+/// Cluster defaults the controller applies when a request leaves them out.
+#[derive(Debug, Clone)]
+pub struct ControllerConfig {
+    /// `num.partitions`.
+    pub num_partitions: i32,
+    /// `default.replication.factor`.
+    pub default_replication_factor: i16,
+}
+
+struct Inner {
+    log: Box<dyn MetadataLog>,
+    image: MetadataImage,
+}
+
+/// The cluster controller (one voter; the quorum log sits behind [`MetadataLog`]).
+pub struct Controller {
+    config: ControllerConfig,
+    inner: Mutex<Inner>,
+    publisher: watch::Sender<Arc<MetadataImage>>,
+}
+
+/// Checks a topic name against Kafka's rules.
+pub fn validate_topic_name(name: &str) -> Result<(), ApiError> {
+    let invalid = |why: String| Err(ApiError::new(ResponseError::InvalidTopicException, why));
+    if name.is_empty() {
+        return invalid("Topic name is illegal, it can't be empty".into());
+    }
+    if name == "." || name == ".." {
+        return invalid("Topic name cannot be \".\" or \"..\"".into());
+    }
+    if name.len() > MAX_TOPIC_NAME_LEN {
+        return invalid(format!(
+            "Topic name is illegal, it can't be longer than {MAX_TOPIC_NAME_LEN} characters"
+        ));
+    }
+    if !name
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '_' || c == '-')
+    {
+        return invalid(format!(
+            "Topic name \"{name}\" is illegal, it contains a character other than ASCII alphanumerics, '.', '_' and '-'"
+        ));
+    }
+    Ok(())
+}
+
+impl Controller {
+    /// Replays the metadata log into an image and starts publishing it.
+    pub fn open(
+        mut log: Box<dyn MetadataLog>,
+        config: ControllerConfig,
+    ) -> Result<Self, ControllerError> {
+        let mut image = MetadataImage::default();
+        for record in log.replay()? {
+            image.apply(&record);
+        }
+        let (publisher, _) = watch::channel(Arc::new(image.clone()));
+        Ok(Controller {
+            config,
+            inner: Mutex::new(Inner { log, image }),
+            publisher,
+        })
+    }
+
+    /// The current image.
+    pub fn image(&self) -> Arc<MetadataImage> {
+        self.publisher.borrow().clone()
+    }
+
+    /// A receiver that sees every new image.
+    pub fn subscribe(&self) -> watch::Receiver<Arc<MetadataImage>> {
+        self.publisher.subscribe()
+    }
+
+    fn commit(&self, inner: &mut Inner, records: Vec<MetadataRecord>) -> Result<(), ApiError> {
+        if records.is_empty() {
+            return Ok(());
+        }
+        inner.log.append(&records).map_err(|e| {
+            ApiError::new(
+                ResponseError::UnknownServerError,
+                format!("metadata log: {e}"),
+            )
+        })?;
+        for record in &records {
+            inner.image.apply(record);
+        }
+        self.publisher.send_replace(Arc::new(inner.image.clone()));
+        Ok(())
+    }
+
+    /// Registers a broker (idempotent when nothing changed).
+    pub fn register_broker(
+        &self,
+        broker_id: i32,
+        host: &str,
+        port: u16,
+        rack: Option<String>,
+    ) -> Result<(), ApiError> {
+        let mut inner = self.inner.lock();
+        if let Some(b) = inner.image.brokers.get(&broker_id) {
+            if b.host == host && b.port == port && b.rack == rack {
+                return Ok(());
+            }
+        }
+        let record = MetadataRecord::RegisterBroker {
+            broker_id,
+            host: host.to_string(),
+            port,
+            rack,
+        };
+        self.commit(&mut inner, vec![record])
+    }
+
+    /// Creates a topic, or with `validate_only` just checks that it could be. Returns its id.
+    pub fn create_topic(&self, req: &CreateTopic, validate_only: bool) -> Result<Uuid, ApiError> {
+        validate_topic_name(&req.name)?;
+        let mut inner = self.inner.lock();
+        if inner.image.topic(&req.name).is_some() {
+            return Err(ApiError::new(
+                ResponseError::TopicAlreadyExists,
+                format!("Topic '{}' already exists.", req.name),
+            ));
+        }
+        if let Some(id) = req.topic_id {
+            if inner.image.topics.contains_key(&id) {
+                return Err(ApiError::new(
+                    ResponseError::TopicAlreadyExists,
+                    format!("Topic id {id} already exists."),
+                ));
+            }
+        }
+        for (name, value) in &req.configs {
+            validate_topic_config(name, value)
+                .map_err(|m| ApiError::new(ResponseError::InvalidConfig, m))?;
+        }
+        let brokers: Vec<i32> = inner.image.brokers.keys().copied().collect();
+        let assignments = if req.assignments.is_empty() {
+            let partitions = if req.num_partitions == -1 {
+                self.config.num_partitions
+            } else {
+                req.num_partitions
+            };
+            if partitions <= 0 {
+                return Err(ApiError::new(
+                    ResponseError::InvalidPartitions,
+                    "Number of partitions must be larger than 0.",
+                ));
+            }
+            let rf = if req.replication_factor == -1 {
+                self.config.default_replication_factor
+            } else {
+                req.replication_factor
+            };
+            if rf <= 0 {
+                return Err(ApiError::new(
+                    ResponseError::InvalidReplicationFactor,
+                    "Replication factor must be larger than 0.",
+                ));
+            }
+            if rf as usize > brokers.len() {
+                return Err(ApiError::new(
+                    ResponseError::InvalidReplicationFactor,
+                    format!(
+                        "Unable to replicate the partition {rf} time(s): The target replication factor of {rf} cannot be reached because only {} broker(s) are registered.",
+                        brokers.len()
+                    ),
+                ));
+            }
+            assign_replicas(&brokers, 0, partitions, rf as usize)
+        } else {
+            if req.num_partitions != -1 || req.replication_factor != -1 {
+                return Err(ApiError::new(
+                    ResponseError::InvalidRequest,
+                    "Both numPartitions or replicationFactor and replicasAssignments were set. Both cannot be used at the same time.",
+                ));
+            }
+            validate_assignments(&req.assignments, &brokers)?;
+            req.assignments.clone()
+        };
+        let topic_id = req.topic_id.unwrap_or_else(Uuid::new_v4);
+        if validate_only {
+            return Ok(topic_id);
+        }
+        let mut records = vec![MetadataRecord::Topic {
+            name: req.name.clone(),
+            topic_id,
+        }];
+        records.extend(partition_records(topic_id, 0, &assignments));
+        records.extend(
+            req.configs
+                .iter()
+                .map(|(name, value)| MetadataRecord::Config {
+                    resource_type: ConfigResourceType::Topic,
+                    resource_name: req.name.clone(),
+                    name: name.clone(),
+                    value: Some(value.clone()),
+                }),
+        );
+        self.commit(&mut inner, records)?;
+        Ok(topic_id)
+    }
+
+    /// Deletes a topic by name.
+    pub fn delete_topic(&self, name: &str) -> Result<Uuid, ApiError> {
+        let mut inner = self.inner.lock();
+        let Some(topic_id) = inner.image.topic_ids.get(name).copied() else {
+            return Err(ApiError::new(
+                ResponseError::UnknownTopicOrPartition,
+                "This server does not host this topic-partition.",
+            ));
+        };
+        self.commit(&mut inner, vec![MetadataRecord::RemoveTopic { topic_id }])?;
+        Ok(topic_id)
+    }
+
+    /// Grows a topic to `count` partitions.
+    pub fn create_partitions(
+        &self,
+        name: &str,
+        count: i32,
+        assignments: &[Vec<i32>],
+        validate_only: bool,
+    ) -> Result<(), ApiError> {
+        let mut inner = self.inner.lock();
+        let Some(topic) = inner.image.topic(name).cloned() else {
+            return Err(ApiError::new(
+                ResponseError::UnknownTopicOrPartition,
+                format!("The topic '{name}' does not exist."),
+            ));
+        };
+        let current = topic.partitions.len() as i32;
+        if count <= current {
+            return Err(ApiError::new(
+                ResponseError::InvalidPartitions,
+                format!("Topic currently has {current} partitions, which is higher than the requested {count}."),
+            ));
+        }
+        let brokers: Vec<i32> = inner.image.brokers.keys().copied().collect();
+        let new = if assignments.is_empty() {
+            let rf = topic
+                .partitions
+                .values()
+                .next()
+                .map(|p| p.replicas.len())
+                .unwrap_or(1);
+            assign_replicas(&brokers, current, count - current, rf)
+        } else {
+            if assignments.len() as i32 != count - current {
+                return Err(ApiError::new(
+                    ResponseError::InvalidReplicaAssignment,
+                    format!(
+                        "Increasing the number of partitions by {} but {} assignments provided.",
+                        count - current,
+                        assignments.len()
+                    ),
+                ));
+            }
+            validate_assignments(assignments, &brokers)?;
+            assignments.to_vec()
+        };
+        if validate_only {
+            return Ok(());
+        }
+        let records = partition_records(topic.id, current, &new);
+        self.commit(&mut inner, records)
+    }
+
+    /// Sets (`Some`) or removes (`None`) topic configs. With `replace_all` (the legacy
+    /// AlterConfigs) every config not named is reset to its default.
+    pub fn alter_topic_configs(
+        &self,
+        name: &str,
+        changes: &[(String, Option<String>)],
+        replace_all: bool,
+        validate_only: bool,
+    ) -> Result<(), ApiError> {
+        let mut inner = self.inner.lock();
+        if inner.image.topic(name).is_none() {
+            return Err(ApiError::new(
+                ResponseError::UnknownTopicOrPartition,
+                format!("Topic {name} does not exist"),
+            ));
+        }
+        for (key, value) in changes {
+            match value {
+                Some(v) => validate_topic_config(key, v),
+                None => crate::topic_configs::topic_config(key)
+                    .map(|_| ())
+                    .ok_or_else(|| format!("Unknown topic config name: {key}")),
+            }
+            .map_err(|m| ApiError::new(ResponseError::InvalidConfig, m))?;
+        }
+        if validate_only {
+            return Ok(());
+        }
+        let mut records = Vec::new();
+        if replace_all {
+            for key in inner.image.topic_configs(name).into_keys() {
+                if !changes.iter().any(|(k, _)| *k == key) {
+                    records.push(config_record(name, &key, None));
+                }
+            }
+        }
+        records.extend(
+            changes
+                .iter()
+                .map(|(k, v)| config_record(name, k, v.clone())),
+        );
+        self.commit(&mut inner, records)
+    }
+
+    /// Hands out a block of producer ids; returns (first id, count).
+    pub fn allocate_producer_ids(&self) -> Result<(i64, i64), ApiError> {
+        let mut inner = self.inner.lock();
+        let first = inner.image.next_producer_id;
+        self.commit(
+            &mut inner,
+            vec![MetadataRecord::ProducerIds {
+                next_producer_id: first + PRODUCER_ID_BLOCK,
+            }],
+        )?;
+        Ok((first, PRODUCER_ID_BLOCK))
+    }
+}
+
+fn config_record(topic: &str, name: &str, value: Option<String>) -> MetadataRecord {
+    MetadataRecord::Config {
+        resource_type: ConfigResourceType::Topic,
+        resource_name: topic.to_string(),
+        name: name.to_string(),
+        value,
+    }
+}
+
+fn partition_records(topic_id: Uuid, first: i32, assignments: &[Vec<i32>]) -> Vec<MetadataRecord> {
+    assignments
+        .iter()
+        .enumerate()
+        .map(|(i, replicas)| MetadataRecord::Partition {
+            topic_id,
+            partition: first + i as i32,
+            replicas: replicas.clone(),
+            isr: replicas.clone(),
+            leader: replicas.first().copied().unwrap_or(-1),
+            leader_epoch: 0,
+            partition_epoch: 0,
+        })
+        .collect()
+}
+
+fn validate_assignments(assignments: &[Vec<i32>], brokers: &[i32]) -> Result<(), ApiError> {
+    let invalid = |m: String| Err(ApiError::new(ResponseError::InvalidReplicaAssignment, m));
+    let rf = assignments.first().map(Vec::len).unwrap_or(0);
+    for (p, replicas) in assignments.iter().enumerate() {
+        if replicas.is_empty() {
+            return invalid(format!("Partition {p} has an empty replica list."));
+        }
+        if replicas.len() != rf {
+            return invalid("All partitions should have the same number of replicas.".into());
+        }
+        let mut seen = BTreeMap::new();
+        for r in replicas {
+            if !brokers.contains(r) {
+                return invalid(format!(
+                    "Replica {r} of partition {p} is not a registered broker."
+                ));
+            }
+            if seen.insert(*r, ()).is_some() {
+                return invalid(format!("Duplicate replica {r} in partition {p}."));
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,173 @@
+//! The MetadataImage: the cluster as the committed metadata records describe it.
+
+use std::collections::{BTreeMap, HashMap};
+
+use uuid::Uuid;
+
+use crate::records::{ConfigResourceType, MetadataRecord};
+
+/// A registered broker.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BrokerInfo {
+    /// Node id.
+    pub id: i32,
+    /// Advertised host.
+    pub host: String,
+    /// Advertised port.
+    pub port: u16,
+    /// Rack, if any.
+    pub rack: Option<String>,
+}
+
+/// Replicas, ISR and leadership of one partition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartitionInfo {
+    /// Replica broker ids.
+    pub replicas: Vec<i32>,
+    /// In-sync replica broker ids.
+    pub isr: Vec<i32>,
+    /// Leader broker id or -1.
+    pub leader: i32,
+    /// Leader epoch.
+    pub leader_epoch: i32,
+    /// Partition epoch.
+    pub partition_epoch: i32,
+}
+
+/// A topic and its partitions.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TopicImage {
+    /// Topic name.
+    pub name: String,
+    /// Topic id.
+    pub id: Uuid,
+    /// Partitions by index.
+    pub partitions: BTreeMap<i32, PartitionInfo>,
+}
+
+/// The whole cluster metadata at one point of the metadata log.
+#[derive(Debug, Clone, Default)]
+pub struct MetadataImage {
+    /// Number of records applied; grows with every change.
+    pub offset: u64,
+    /// Registered brokers by id.
+    pub brokers: BTreeMap<i32, BrokerInfo>,
+    /// Topic ids by name.
+    pub topic_ids: BTreeMap<String, Uuid>,
+    /// Topics by id.
+    pub topics: HashMap<Uuid, TopicImage>,
+    /// Explicitly set configs by resource.
+    pub configs: BTreeMap<(ConfigResourceType, String), BTreeMap<String, String>>,
+    /// Next producer id to hand out.
+    pub next_producer_id: i64,
+}
+
+impl MetadataImage {
+    /// Applies one committed record.
+    pub fn apply(&mut self, record: &MetadataRecord) {
+        self.offset += 1;
+        match record {
+            MetadataRecord::RegisterBroker {
+                broker_id,
+                host,
+                port,
+                rack,
+            } => {
+                self.brokers.insert(
+                    *broker_id,
+                    BrokerInfo {
+                        id: *broker_id,
+                        host: host.clone(),
+                        port: *port,
+                        rack: rack.clone(),
+                    },
+                );
+            }
+            MetadataRecord::Topic { name, topic_id } => {
+                self.topic_ids.insert(name.clone(), *topic_id);
+                self.topics.insert(
+                    *topic_id,
+                    TopicImage {
+                        name: name.clone(),
+                        id: *topic_id,
+                        partitions: BTreeMap::new(),
+                    },
+                );
+            }
+            MetadataRecord::Partition {
+                topic_id,
+                partition,
+                replicas,
+                isr,
+                leader,
+                leader_epoch,
+                partition_epoch,
+            } => {
+                if let Some(topic) = self.topics.get_mut(topic_id) {
+                    topic.partitions.insert(
+                        *partition,
+                        PartitionInfo {
+                            replicas: replicas.clone(),
+                            isr: isr.clone(),
+                            leader: *leader,
+                            leader_epoch: *leader_epoch,
+                            partition_epoch: *partition_epoch,
+                        },
+                    );
+                }
+            }
+            MetadataRecord::Config {
+                resource_type,
+                resource_name,
+                name,
+                value,
+            } => {
+                let key = (*resource_type, resource_name.clone());
+                match value {
+                    Some(v) => {
+                        self.configs
+                            .entry(key)
+                            .or_default()
+                            .insert(name.clone(), v.clone());
+                    }
+                    None => {
+                        if let Some(map) = self.configs.get_mut(&key) {
+                            map.remove(name);
+                            if map.is_empty() {
+                                self.configs.remove(&key);
+                            }
+                        }
+                    }
+                }
+            }
+            MetadataRecord::RemoveTopic { topic_id } => {
+                if let Some(topic) = self.topics.remove(topic_id) {
+                    self.topic_ids.remove(&topic.name);
+                    self.configs
+                        .remove(&(ConfigResourceType::Topic, topic.name));
+                }
+            }
+            MetadataRecord::ProducerIds { next_producer_id } => {
+                self.next_producer_id = self.next_producer_id.max(*next_producer_id);
+            }
+        }
+    }
+
+    /// The topic of a name.
+    pub fn topic(&self, name: &str) -> Option<&TopicImage> {
+        self.topic_ids.get(name).and_then(|id| self.topics.get(id))
+    }
+
+    /// The topic of an id.
+    pub fn topic_by_id(&self, id: &Uuid) -> Option<&TopicImage> {
+        self.topics.get(id)
+    }
+
+    /// The explicitly set configs of a topic.
+    pub fn topic_configs(&self, name: &str) -> BTreeMap<String, String> {
+        self.configs
+            .get(&(ConfigResourceType::Topic, name.to_string()))
+            .cloned()
+            .unwrap_or_default()
+    }
+}

@@ -1,0 +1,74 @@
+//! Metadata records: every change to the cluster is one of these, appended to the metadata log.
+
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+/// Kind of resource a config record applies to (Kafka's ConfigResource types).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum ConfigResourceType {
+    /// A topic's configs.
+    Topic,
+    /// A broker's dynamic configs.
+    Broker,
+}
+
+/// One change to the cluster metadata.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum MetadataRecord {
+    /// A broker registered (or re-registered after a restart).
+    RegisterBroker {
+        /// Node id.
+        broker_id: i32,
+        /// Advertised host.
+        host: String,
+        /// Advertised port.
+        port: u16,
+        /// Rack, if configured.
+        rack: Option<String>,
+    },
+    /// A topic was created.
+    Topic {
+        /// Topic name.
+        name: String,
+        /// Topic id.
+        topic_id: Uuid,
+    },
+    /// A partition was created, or its replicas, ISR or leader changed.
+    Partition {
+        /// Topic id.
+        topic_id: Uuid,
+        /// Partition index.
+        partition: i32,
+        /// Replica broker ids, preferred leader first.
+        replicas: Vec<i32>,
+        /// In-sync replicas.
+        isr: Vec<i32>,
+        /// Leader broker id, or -1.
+        leader: i32,
+        /// Bumped on every leader change.
+        leader_epoch: i32,
+        /// Bumped on every change of this partition.
+        partition_epoch: i32,
+    },
+    /// A config was set (`value` Some) or removed (`value` None).
+    Config {
+        /// Resource type.
+        resource_type: ConfigResourceType,
+        /// Topic name, or broker id as a string ("" for the cluster default).
+        resource_name: String,
+        /// Config key.
+        name: String,
+        /// New value, or None to remove.
+        value: Option<String>,
+    },
+    /// A topic and all its partitions and configs were deleted.
+    RemoveTopic {
+        /// Topic id.
+        topic_id: Uuid,
+    },
+    /// A block of producer ids was handed out (ids below `next_producer_id` are taken).
+    ProducerIds {
+        /// The next id not yet handed out.
+        next_producer_id: i64,
+    },
+}

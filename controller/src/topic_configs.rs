@@ -1,0 +1,344 @@
+//! The catalog of topic configs Tern accepts: Kafka's names, types, defaults and the broker
+//! config that supplies each default.
+
+/// Value type of a config, as DescribeConfigs reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConfigType {
+    /// true/false.
+    Boolean,
+    /// 32-bit integer.
+    Int,
+    /// 64-bit integer.
+    Long,
+    /// Floating point.
+    Double,
+    /// Free text or an enumerated word.
+    String,
+    /// Comma-separated list.
+    List,
+}
+
+impl ConfigType {
+    /// Kafka's DescribeConfigs config_type code.
+    pub fn code(self) -> i8 {
+        match self {
+            ConfigType::Boolean => 1,
+            ConfigType::String => 2,
+            ConfigType::Int => 3,
+            ConfigType::Long => 5,
+            ConfigType::Double => 6,
+            ConfigType::List => 7,
+        }
+    }
+}
+
+/// One topic config.
+#[derive(Debug, Clone, Copy)]
+pub struct TopicConfigDef {
+    /// Topic-level name.
+    pub name: &'static str,
+    /// Built-in default.
+    pub default: &'static str,
+    /// Value type.
+    pub kind: ConfigType,
+    /// Broker config that sets the cluster-wide default, if any.
+    pub broker_synonym: Option<&'static str>,
+    /// Smallest accepted numeric value.
+    pub min: Option<f64>,
+    /// Accepted words for enumerated strings and lists.
+    pub choices: &'static [&'static str],
+}
+
+const fn def(
+    name: &'static str,
+    default: &'static str,
+    kind: ConfigType,
+    broker_synonym: Option<&'static str>,
+    min: Option<f64>,
+    choices: &'static [&'static str],
+) -> TopicConfigDef {
+    TopicConfigDef {
+        name,
+        default,
+        kind,
+        broker_synonym,
+        min,
+        choices,
+    }
+}
+
+use ConfigType::{Boolean, Double, Int, List, Long};
+
+/// Every topic config Tern knows, sorted by name.
+pub const TOPIC_CONFIGS: &[TopicConfigDef] = &[
+    def(
+        "cleanup.policy",
+        "delete",
+        List,
+        Some("log.cleanup.policy"),
+        None,
+        &["compact", "delete"],
+    ),
+    def(
+        "compression.type",
+        "producer",
+        ConfigType::String,
+        Some("compression.type"),
+        None,
+        &["uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"],
+    ),
+    def(
+        "delete.retention.ms",
+        "86400000",
+        Long,
+        Some("log.cleaner.delete.retention.ms"),
+        Some(0.0),
+        &[],
+    ),
+    def(
+        "file.delete.delay.ms",
+        "60000",
+        Long,
+        Some("log.segment.delete.delay.ms"),
+        Some(0.0),
+        &[],
+    ),
+    def(
+        "flush.messages",
+        "9223372036854775807",
+        Long,
+        Some("log.flush.interval.messages"),
+        Some(1.0),
+        &[],
+    ),
+    def(
+        "flush.ms",
+        "9223372036854775807",
+        Long,
+        Some("log.flush.interval.ms"),
+        Some(0.0),
+        &[],
+    ),
+    def(
+        "index.interval.bytes",
+        "4096",
+        Int,
+        Some("log.index.interval.bytes"),
+        Some(0.0),
+        &[],
+    ),
+    def(
+        "max.compaction.lag.ms",
+        "9223372036854775807",
+        Long,
+        Some("log.cleaner.max.compaction.lag.ms"),
+        Some(1.0),
+        &[],
+    ),
+    def(
+        "max.message.bytes",
+        "1048588",
+        Int,
+        Some("message.max.bytes"),
+        Some(0.0),
+        &[],
+    ),
+    def(
+        "message.timestamp.after.max.ms",
+        "3600000",
+        Long,
+        Some("log.message.timestamp.after.max.ms"),
+        Some(0.0),
+        &[],
+    ),
+    def(
+        "message.timestamp.before.max.ms",
+        "9223372036854775807",
+        Long,
+        Some("log.message.timestamp.before.max.ms"),
+        Some(0.0),
+        &[],
+    ),
+    def(
+        "message.timestamp.type",
+        "CreateTime",
+        ConfigType::String,
+        Some("log.message.timestamp.type"),
+        None,
+        &["CreateTime", "LogAppendTime"],
+    ),
+    def(
+        "min.cleanable.dirty.ratio",
+        "0.5",
+        Double,
+        Some("log.cleaner.min.cleanable.ratio"),
+        Some(0.0),
+        &[],
+    ),
+    def(
+        "min.compaction.lag.ms",
+        "0",
+        Long,
+        Some("log.cleaner.min.compaction.lag.ms"),
+        Some(0.0),
+        &[],
+    ),
+    def(
+        "min.insync.replicas",
+        "1",
+        Int,
+        Some("min.insync.replicas"),
+        Some(1.0),
+        &[],
+    ),
+    def("mirror.name", "", ConfigType::String, None, None, &[]),
+    def(
+        "preallocate",
+        "false",
+        Boolean,
+        Some("log.preallocate"),
+        None,
+        &[],
+    ),
+    def(
+        "retention.bytes",
+        "-1",
+        Long,
+        Some("log.retention.bytes"),
+        None,
+        &[],
+    ),
+    def(
+        "retention.ms",
+        "604800000",
+        Long,
+        Some("log.retention.ms"),
+        Some(-1.0),
+        &[],
+    ),
+    def(
+        "segment.bytes",
+        "1073741824",
+        Int,
+        Some("log.segment.bytes"),
+        Some(14.0),
+        &[],
+    ),
+    def(
+        "segment.index.bytes",
+        "10485760",
+        Int,
+        Some("log.index.size.max.bytes"),
+        Some(4.0),
+        &[],
+    ),
+    def(
+        "segment.jitter.ms",
+        "0",
+        Long,
+        Some("log.roll.jitter.ms"),
+        Some(0.0),
+        &[],
+    ),
+    def(
+        "segment.ms",
+        "604800000",
+        Long,
+        Some("log.roll.ms"),
+        Some(1.0),
+        &[],
+    ),
+    def(
+        "unclean.leader.election.enable",
+        "false",
+        Boolean,
+        Some("unclean.leader.election.enable"),
+        None,
+        &[],
+    ),
+];
+
+/// The definition of a topic config name.
+pub fn topic_config(name: &str) -> Option<&'static TopicConfigDef> {
+    TOPIC_CONFIGS.iter().find(|d| d.name == name)
+}
+
+/// Checks a value against its definition; the error is Kafka's INVALID_CONFIG message.
+pub fn validate_topic_config(name: &str, value: &str) -> Result<(), String> {
+    let Some(d) = topic_config(name) else {
+        return Err(format!("Unknown topic config name: {name}"));
+    };
+    let bad = |why: &str| {
+        Err(format!(
+            "Invalid value {value} for configuration {name}: {why}"
+        ))
+    };
+    let number = match d.kind {
+        Boolean => {
+            return match value.trim().to_ascii_lowercase().as_str() {
+                "true" | "false" => Ok(()),
+                _ => bad("Expected value to be either true or false"),
+            }
+        }
+        Int => value.trim().parse::<i32>().map(f64::from).ok(),
+        Long => value.trim().parse::<i64>().map(|v| v as f64).ok(),
+        Double => value.trim().parse::<f64>().ok(),
+        ConfigType::String => {
+            return if d.choices.is_empty() || d.choices.contains(&value.trim()) {
+                Ok(())
+            } else {
+                bad(&format!("String must be one of: {}", d.choices.join(", ")))
+            }
+        }
+        List => {
+            let items: Vec<&str> = value.split(',').map(str::trim).collect();
+            return if items.iter().all(|i| d.choices.contains(i)) {
+                Ok(())
+            } else {
+                bad(&format!(
+                    "List items must be among: {}",
+                    d.choices.join(", ")
+                ))
+            };
+        }
+    };
+    match number {
+        None => bad("Not a number of the expected type"),
+        Some(n) => match d.min {
+            Some(min) if n < min => bad(&format!("Value must be at least {min}")),
+            _ => Ok(()),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn catalog_is_sorted_and_defaults_validate() {
+        for pair in TOPIC_CONFIGS.windows(2) {
+            assert!(
+                pair[0].name < pair[1].name,
+                "{} before {}",
+                pair[0].name,
+                pair[1].name
+            );
+        }
+        for d in TOPIC_CONFIGS.iter().filter(|d| d.name != "mirror.name") {
+            validate_topic_config(d.name, d.default).unwrap();
+        }
+    }
+
+    #[test]
+    fn bad_values_are_rejected() {
+        assert!(validate_topic_config("retention.ms", "abc").is_err());
+        assert!(validate_topic_config("segment.bytes", "10").is_err());
+        assert!(validate_topic_config("segment.bytes", "99999999999").is_err());
+        assert!(validate_topic_config("cleanup.policy", "compact,bogus").is_err());
+        assert!(validate_topic_config("no.such.config", "1").is_err());
+        assert!(validate_topic_config("preallocate", "maybe").is_err());
+        validate_topic_config("cleanup.policy", "compact,delete").unwrap();
+        validate_topic_config("retention.ms", "-1").unwrap();
+    }
+}
