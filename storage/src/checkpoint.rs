@@ -1,0 +1,124 @@
+//! Checkpoint files, replaced atomically: write `<name>.tmp`, fsync it, rename over `<name>`,
+//! fsync the directory. A crash leaves either the old or the new file, never a mix.
+
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::Path;
+
+use crate::error::{IoContext, Result, StorageError};
+
+/// File holding the offset below which all data is known to be on disk.
+pub const RECOVERY_POINT_CHECKPOINT: &str = "recovery-point-offset-checkpoint";
+/// File holding the log start offset (raised by DeleteRecords and retention).
+pub const LOG_START_OFFSET_CHECKPOINT: &str = "log-start-offset-checkpoint";
+/// File holding the leader epoch cache.
+pub const LEADER_EPOCH_CHECKPOINT: &str = "leader-epoch-checkpoint";
+/// Marker written last on a clean close; its absence on open means "recover".
+pub const CLEAN_SHUTDOWN_FILE: &str = ".kafka_cleanshutdown";
+
+/// fsyncs a directory so renames and unlinks in it are durable.
+pub fn fsync_dir(dir: &Path) -> Result<()> {
+    File::open(dir).ctx(dir)?.sync_all().ctx(dir)
+}
+
+/// Atomically replaces `dir/name` with `contents`.
+pub fn write_atomic(dir: &Path, name: &str, contents: &[u8]) -> Result<()> {
+    let tmp = dir.join(format!("{name}.tmp"));
+    let path = dir.join(name);
+    {
+        let mut f = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&tmp)
+            .ctx(&tmp)?;
+        f.write_all(contents).ctx(&tmp)?;
+        f.sync_all().ctx(&tmp)?;
+    }
+    std::fs::rename(&tmp, &path).ctx(&path)?;
+    fsync_dir(dir)
+}
+
+fn corrupt(path: &Path, reason: impl Into<String>) -> StorageError {
+    StorageError::Corrupt {
+        path: path.to_path_buf(),
+        reason: reason.into(),
+    }
+}
+
+/// Kafka's checkpoint text format: version line `0`, entry count line, then one entry per line.
+/// Returns the entry lines, or `None` if the file does not exist.
+pub fn read_entries(dir: &Path, name: &str) -> Result<Option<Vec<String>>> {
+    let path = dir.join(name);
+    let text = match std::fs::read(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(StorageError::Io { path, source: e }),
+    };
+    let text = String::from_utf8(text).map_err(|_| corrupt(&path, "not UTF-8"))?;
+    let mut lines = text.lines();
+    if lines.next() != Some("0") {
+        return Err(corrupt(&path, "unknown version"));
+    }
+    let count: usize = lines
+        .next()
+        .and_then(|l| l.trim().parse().ok())
+        .ok_or_else(|| corrupt(&path, "bad entry count"))?;
+    let entries: Vec<String> = lines.map(str::to_string).collect();
+    if entries.len() != count || !text.ends_with('\n') {
+        return Err(corrupt(&path, "entry count does not match"));
+    }
+    Ok(Some(entries))
+}
+
+/// Writes entries in Kafka's checkpoint format.
+pub fn write_entries(dir: &Path, name: &str, entries: &[String]) -> Result<()> {
+    let mut text = format!("0\n{}\n", entries.len());
+    for e in entries {
+        text.push_str(e);
+        text.push('\n');
+    }
+    write_atomic(dir, name, text.as_bytes())
+}
+
+/// Reads a single-offset checkpoint (this partition's entry).
+pub fn read_offset(dir: &Path, name: &str) -> Result<Option<i64>> {
+    let path = dir.join(name);
+    match read_entries(dir, name)? {
+        None => Ok(None),
+        Some(entries) if entries.len() == 1 => entries[0]
+            .trim()
+            .parse()
+            .map(Some)
+            .map_err(|_| corrupt(&path, "bad offset")),
+        Some(_) => Err(corrupt(&path, "expected one entry")),
+    }
+}
+
+/// Writes a single-offset checkpoint.
+pub fn write_offset(dir: &Path, name: &str, offset: i64) -> Result<()> {
+    write_entries(dir, name, &[offset.to_string()])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn offset_checkpoint_round_trip_and_corruption() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(read_offset(dir.path(), "x").unwrap(), None);
+        write_offset(dir.path(), "x", 42).unwrap();
+        assert_eq!(read_offset(dir.path(), "x").unwrap(), Some(42));
+        assert!(!dir.path().join("x.tmp").exists());
+        std::fs::write(dir.path().join("x"), b"0\n1\n4z\n").unwrap();
+        assert!(matches!(
+            read_offset(dir.path(), "x"),
+            Err(StorageError::Corrupt { .. })
+        ));
+        std::fs::write(dir.path().join("x"), b"0\n2\n4\n").unwrap();
+        assert!(read_offset(dir.path(), "x").is_err());
+        std::fs::write(dir.path().join("x"), [0xffu8, 0, 1]).unwrap();
+        assert!(read_offset(dir.path(), "x").is_err());
+    }
+}
