@@ -83,11 +83,10 @@ pub fn decode_request(
     supported: impl Fn(ApiKey, i16) -> bool,
 ) -> Result<DecodedRequest, RequestError> {
     let prefix = peek_prefix(&frame)?;
-    let api_key =
-        ApiKey::try_from(prefix.api_key).map_err(|_| RequestError::UnknownApiKey {
-            api_key: prefix.api_key,
-            correlation_id: prefix.correlation_id,
-        })?;
+    let api_key = ApiKey::try_from(prefix.api_key).map_err(|_| RequestError::UnknownApiKey {
+        api_key: prefix.api_key,
+        correlation_id: prefix.correlation_id,
+    })?;
     if !supported(api_key, prefix.api_version) {
         return Err(RequestError::UnsupportedVersion {
             api_key: prefix.api_key,
@@ -145,4 +144,3 @@ pub fn encode_request(
         .map_err(|e| e.to_string())?;
     Ok(buf)
 }
-

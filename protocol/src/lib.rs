@@ -2,6 +2,7 @@
 //! and a small async client. Nothing here touches disk.
 
 pub mod api;
+pub mod client;
 pub mod compression;
 pub mod error;
 pub mod frame;
