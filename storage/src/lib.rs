@@ -13,6 +13,9 @@ pub mod record;
 pub mod segment;
 pub mod txn_index;
 
+#[cfg(test)]
+mod log_tests;
+
 pub use config::{CleanupPolicy, LogConfig, TimestampType};
 pub use epoch::LeaderEpochFileCache;
 pub use error::StorageError;

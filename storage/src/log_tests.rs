@@ -1,0 +1,567 @@
+//! Unit tests of [`crate::Log`] against hand-checked outcomes.
+
+use bytes::BytesMut;
+use tern_protocol::record_batch::{validate_batch, BatchIter, TimestampType};
+
+use crate::record::{build_batch, build_control_batch, BatchSpec};
+use crate::{Log, LogConfig, StorageError};
+
+fn batch(n: usize, ts: i64) -> BytesMut {
+    let value = [b'x'; 100];
+    let recs: Vec<(Option<&[u8]>, Option<&[u8]>)> =
+        (0..n).map(|_| (None, Some(&value[..]))).collect();
+    BytesMut::from(
+        &build_batch(
+            &BatchSpec {
+                base_timestamp: ts,
+                ..BatchSpec::default()
+            },
+            &recs,
+        )[..],
+    )
+}
+
+fn spec_batch(spec: BatchSpec, n: usize) -> BytesMut {
+    let recs: Vec<(Option<&[u8]>, Option<&[u8]>)> =
+        (0..n).map(|_| (None, Some(&b"v"[..]))).collect();
+    BytesMut::from(&build_batch(&spec, &recs)[..])
+}
+
+fn small_segments() -> LogConfig {
+    LogConfig {
+        segment_bytes: 1000,
+        index_interval_bytes: 200,
+        ..LogConfig::default()
+    }
+}
+
+fn offsets(records: &[u8]) -> Vec<(i64, i64)> {
+    BatchIter::new(records)
+        .map(|r| r.map(|(h, _)| (h.base_offset, h.last_offset())).unwrap())
+        .collect()
+}
+
+#[test]
+fn leader_append_assigns_offsets_and_reads_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = Log::open(dir.path(), LogConfig::default()).unwrap();
+    let a = log.append_as_leader(batch(3, 10), 5).unwrap();
+    assert_eq!((a.first_offset, a.last_offset, a.record_count), (0, 2, 3));
+    let b = log.append_as_leader(batch(2, 20), 5).unwrap();
+    assert_eq!((b.first_offset, b.last_offset), (3, 4));
+    assert_eq!(b.max_timestamp, 21);
+    assert_eq!(log.log_end_offset(), 5);
+    let r = log.read(0, 1 << 20, None, true).unwrap();
+    assert_eq!(offsets(&r.records), vec![(0, 2), (3, 4)]);
+    // An offset inside a batch returns the whole batch.
+    let r = log.read(4, 1 << 20, None, true).unwrap();
+    assert_eq!(offsets(&r.records), vec![(3, 4)]);
+    assert_eq!(r.first_offset, 3);
+    for (h, bytes) in BatchIter::new(&r.records).map(Result::unwrap) {
+        assert_eq!(h.partition_leader_epoch, 5);
+        validate_batch(bytes).unwrap();
+    }
+    assert!(log.read(5, 100, None, true).unwrap().records.is_empty());
+    assert!(matches!(
+        log.read(6, 100, None, true),
+        Err(StorageError::OffsetOutOfRange { offset: 6, .. })
+    ));
+    assert_eq!(log.latest_epoch(), Some(5));
+}
+
+#[test]
+fn read_limits_bytes_and_offsets() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = Log::open(dir.path(), LogConfig::default()).unwrap();
+    let one = batch(2, 0).len();
+    for _ in 0..4 {
+        log.append_as_leader(batch(2, 0), 0).unwrap();
+    }
+    assert_eq!(
+        offsets(&log.read(0, one * 2 + 10, None, false).unwrap().records).len(),
+        2
+    );
+    assert!(log
+        .read(0, one - 1, None, false)
+        .unwrap()
+        .records
+        .is_empty());
+    assert_eq!(
+        offsets(&log.read(0, one - 1, None, true).unwrap().records),
+        vec![(0, 1)]
+    );
+    // max_offset is exclusive and applies to a batch's last offset.
+    assert_eq!(
+        offsets(&log.read(0, 1 << 20, Some(5), true).unwrap().records),
+        vec![(0, 1), (2, 3)]
+    );
+    assert!(log
+        .read(2, 1 << 20, Some(3), true)
+        .unwrap()
+        .records
+        .is_empty());
+}
+
+#[test]
+fn a_bad_batch_rejects_the_whole_request() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = Log::open(dir.path(), LogConfig::default()).unwrap();
+    let mut req = batch(2, 0);
+    let mut bad = batch(1, 0);
+    let last = bad.len() - 1;
+    bad[last] ^= 0x55;
+    req.extend_from_slice(&bad);
+    assert!(matches!(
+        log.append_as_leader(req, 0),
+        Err(StorageError::InvalidBatch(_))
+    ));
+    assert_eq!(log.log_end_offset(), 0);
+    assert_eq!(log.size_bytes(), 0);
+    let mut trunc = batch(2, 0);
+    trunc.truncate(trunc.len() - 3);
+    assert!(log.append_as_leader(trunc, 0).is_err());
+    assert!(matches!(
+        log.append_as_leader(BytesMut::new(), 0),
+        Err(StorageError::EmptyAppend)
+    ));
+    let big = LogConfig {
+        max_message_bytes: 50,
+        ..LogConfig::default()
+    };
+    log.update_config(big);
+    assert!(matches!(
+        log.append_as_leader(batch(1, 0), 0),
+        Err(StorageError::RecordTooLarge { .. })
+    ));
+    assert_eq!(log.log_end_offset(), 0);
+}
+
+#[test]
+fn replicated_append_keeps_offsets_and_allows_gaps() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = Log::open(dir.path(), LogConfig::default()).unwrap();
+    let mut req = spec_batch(
+        BatchSpec {
+            base_offset: 10,
+            leader_epoch: 3,
+            ..BatchSpec::default()
+        },
+        2,
+    );
+    req.extend_from_slice(&spec_batch(
+        BatchSpec {
+            base_offset: 20,
+            leader_epoch: 4,
+            ..BatchSpec::default()
+        },
+        1,
+    ));
+    let info = log.append_replicated(req, None).unwrap();
+    assert_eq!((info.first_offset, info.last_offset), (10, 20));
+    assert_eq!(log.log_end_offset(), 21);
+    assert_eq!(log.epoch_entries(), vec![(3, 10), (4, 20)]);
+    assert_eq!(log.end_offset_for_epoch(3), Some((3, 20)));
+    // Gap: offset 15 lies in no batch; the read moves on to the next batch.
+    assert_eq!(
+        offsets(&log.read(15, 1 << 20, None, true).unwrap().records),
+        vec![(20, 20)]
+    );
+    let below = spec_batch(
+        BatchSpec {
+            base_offset: 20,
+            ..BatchSpec::default()
+        },
+        1,
+    );
+    assert!(matches!(
+        log.append_replicated(below, None),
+        Err(StorageError::InvalidOffsets { .. })
+    ));
+    let info = log
+        .append_replicated(
+            spec_batch(
+                BatchSpec {
+                    base_offset: 30,
+                    leader_epoch: 1,
+                    ..BatchSpec::default()
+                },
+                1,
+            ),
+            Some(9),
+        )
+        .unwrap();
+    assert_eq!(info.first_offset, 30);
+    let r = log.read(30, 1 << 20, None, true).unwrap();
+    let (h, _) = BatchIter::new(&r.records).next().unwrap().unwrap();
+    assert_eq!(h.partition_leader_epoch, 9);
+    assert_eq!(log.latest_epoch(), Some(9));
+}
+
+#[test]
+fn rolls_and_reads_across_segments() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = Log::open(dir.path(), small_segments()).unwrap();
+    for i in 0..30 {
+        log.append_as_leader(batch(2, i), 0).unwrap();
+    }
+    assert!(log.num_segments() > 3, "{}", log.num_segments());
+    let mut next = 0;
+    let mut seen = 0;
+    while next < log.log_end_offset() {
+        let r = log.read(next, 300, None, true).unwrap();
+        let o = offsets(&r.records);
+        assert_eq!(o[0].0, next);
+        next = o.last().unwrap().1 + 1;
+        seen += o.len();
+    }
+    assert_eq!(seen, 30);
+    for i in 0..60 {
+        let r = log.read(i, 1, None, true).unwrap();
+        assert_eq!(offsets(&r.records), vec![(i / 2 * 2, i / 2 * 2 + 1)]);
+    }
+}
+
+#[test]
+fn truncate_to_drops_whole_batches() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = Log::open(dir.path(), small_segments()).unwrap();
+    for i in 0..20 {
+        log.append_as_leader(batch(2, i), i as i32).unwrap();
+    }
+    let segs = log.num_segments();
+    log.truncate_to(11).unwrap();
+    assert_eq!(log.log_end_offset(), 10);
+    assert!(log.num_segments() < segs);
+    assert_eq!(log.latest_epoch(), Some(4));
+    let info = log.append_as_leader(batch(1, 0), 7).unwrap();
+    assert_eq!(info.first_offset, 10);
+    assert_eq!(
+        offsets(&log.read(8, 1 << 20, None, true).unwrap().records),
+        vec![(8, 9), (10, 10)]
+    );
+    log.truncate_to(0).unwrap();
+    assert_eq!(log.log_end_offset(), 0);
+    assert_eq!(log.num_segments(), 1);
+    assert_eq!(log.latest_epoch(), None);
+}
+
+#[test]
+fn truncate_fully_and_delete_records() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = Log::open(dir.path(), small_segments()).unwrap();
+    for i in 0..20 {
+        log.append_as_leader(batch(2, i), 0).unwrap();
+    }
+    let segs = log.num_segments();
+    assert_eq!(log.delete_records_before(15).unwrap(), 15);
+    assert_eq!(log.log_start_offset(), 15);
+    assert!(log.num_segments() < segs);
+    assert!(matches!(
+        log.read(13, 100, None, true),
+        Err(StorageError::OffsetOutOfRange { .. })
+    ));
+    assert_eq!(
+        offsets(&log.read(15, 1, None, true).unwrap().records),
+        vec![(14, 15)]
+    );
+    assert!(log.delete_records_before(41).is_err());
+    log.close().unwrap();
+    let log = Log::open(dir.path(), small_segments()).unwrap();
+    assert_eq!(log.log_start_offset(), 15);
+    assert_eq!(log.log_end_offset(), 40);
+    log.truncate_fully_and_start_at(100).unwrap();
+    assert_eq!(
+        (
+            log.log_start_offset(),
+            log.log_end_offset(),
+            log.num_segments()
+        ),
+        (100, 100, 1)
+    );
+    assert_eq!(
+        log.append_as_leader(batch(1, 0), 0).unwrap().first_offset,
+        100
+    );
+    drop(log);
+    let log = Log::open(dir.path(), small_segments()).unwrap();
+    assert_eq!((log.log_start_offset(), log.log_end_offset()), (100, 101));
+}
+
+#[test]
+fn delete_records_up_to_log_end_empties_the_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = Log::open(dir.path(), LogConfig::default()).unwrap();
+    log.append_as_leader(batch(3, 0), 0).unwrap();
+    assert_eq!(log.delete_records_before(3).unwrap(), 3);
+    assert_eq!(log.num_segments(), 1);
+    assert_eq!(log.size_bytes(), 0);
+    assert!(log.read(3, 100, None, true).unwrap().records.is_empty());
+    drop(log);
+    let log = Log::open(dir.path(), LogConfig::default()).unwrap();
+    assert_eq!((log.log_start_offset(), log.log_end_offset()), (3, 3));
+}
+
+#[test]
+fn reopen_after_clean_close_and_after_crash() {
+    for clean in [true, false] {
+        let dir = tempfile::tempdir().unwrap();
+        let log = Log::open(dir.path(), small_segments()).unwrap();
+        for i in 0..25 {
+            log.append_as_leader(batch(3, 1000 + i), (i / 10) as i32)
+                .unwrap();
+        }
+        let before = log.read(0, 1 << 20, None, true).unwrap().records;
+        let segs = log.num_segments();
+        if clean {
+            log.close().unwrap();
+        } else {
+            drop(log);
+        }
+        let log = Log::open(dir.path(), small_segments()).unwrap();
+        assert_eq!(log.log_end_offset(), 75);
+        assert_eq!(log.num_segments(), segs);
+        assert_eq!(log.read(0, 1 << 20, None, true).unwrap().records, before);
+        assert_eq!(log.epoch_entries(), vec![(0, 0), (1, 30), (2, 60)]);
+        assert_eq!(
+            log.append_as_leader(batch(1, 0), 3).unwrap().first_offset,
+            75
+        );
+        for i in 0..75 {
+            assert_eq!(
+                offsets(&log.read(i, 1, None, true).unwrap().records)[0].0,
+                i / 3 * 3
+            );
+        }
+    }
+}
+
+#[test]
+fn idempotent_producer_dedup_survives_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = Log::open(dir.path(), LogConfig::default()).unwrap();
+    let p = |seq, n| {
+        spec_batch(
+            BatchSpec {
+                producer_id: 42,
+                producer_epoch: 1,
+                base_sequence: seq,
+                ..BatchSpec::default()
+            },
+            n,
+        )
+    };
+    assert_eq!(log.append_as_leader(p(0, 3), 0).unwrap().first_offset, 0);
+    assert_eq!(log.append_as_leader(p(3, 2), 0).unwrap().first_offset, 3);
+    let dup = log.append_as_leader(p(0, 3), 0).unwrap();
+    assert!(dup.duplicate);
+    assert_eq!((dup.first_offset, dup.last_offset), (0, 2));
+    assert_eq!(log.log_end_offset(), 5);
+    assert!(matches!(
+        log.append_as_leader(p(9, 1), 0),
+        Err(StorageError::OutOfOrderSequence { expected: 5, .. })
+    ));
+    let stale = spec_batch(
+        BatchSpec {
+            producer_id: 42,
+            producer_epoch: 0,
+            base_sequence: 5,
+            ..BatchSpec::default()
+        },
+        1,
+    );
+    assert!(matches!(
+        log.append_as_leader(stale, 0),
+        Err(StorageError::InvalidProducerEpoch { .. })
+    ));
+    let entry = log.producer_state(42).unwrap();
+    assert_eq!(
+        (
+            entry.producer_epoch,
+            entry.last_sequence(),
+            entry.last_offset()
+        ),
+        (1, 4, 4)
+    );
+    // Unknown producers may start anywhere (Kafka 2.5+).
+    let fresh = spec_batch(
+        BatchSpec {
+            producer_id: 7,
+            producer_epoch: 0,
+            base_sequence: 17,
+            ..BatchSpec::default()
+        },
+        1,
+    );
+    assert!(!log.append_as_leader(fresh, 0).unwrap().duplicate);
+    for clean in [false, true] {
+        let log2 = if clean {
+            log_reopen_clean(dir.path())
+        } else {
+            Log::open(dir.path(), LogConfig::default()).unwrap()
+        };
+        assert!(log2.append_as_leader(p(3, 2), 0).unwrap().duplicate);
+        assert_eq!(log2.producer_state(42).unwrap().last_sequence(), 4);
+        log2.close().unwrap();
+    }
+    drop(log);
+}
+
+fn log_reopen_clean(dir: &std::path::Path) -> Log {
+    Log::open(dir, LogConfig::default())
+        .unwrap()
+        .close()
+        .unwrap();
+    Log::open(dir, LogConfig::default()).unwrap()
+}
+
+#[test]
+fn log_append_time_is_stamped() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = LogConfig {
+        message_timestamp_type: TimestampType::LogAppendTime,
+        ..LogConfig::default()
+    };
+    let log = Log::open(dir.path(), config).unwrap();
+    let info = log.append_as_leader(batch(2, 5), 0).unwrap();
+    assert!(info.log_append_time > 1_600_000_000_000);
+    let r = log.read(0, 1 << 20, None, true).unwrap();
+    let h = validate_batch(&r.records).unwrap();
+    assert_eq!(h.max_timestamp, info.log_append_time);
+    assert_eq!(h.timestamp_type(), TimestampType::LogAppendTime);
+}
+
+#[test]
+fn timestamp_lookups() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = Log::open(dir.path(), small_segments()).unwrap();
+    for i in 0..20 {
+        log.append_as_leader(batch(2, 1000 + i * 10), 0).unwrap();
+    }
+    // Batch i holds timestamps 1000+10i and 1001+10i at offsets 2i and 2i+1.
+    let t = log.fetch_offset_by_timestamp(1051).unwrap().unwrap();
+    assert_eq!((t.timestamp, t.offset), (1051, 11));
+    let t = log.fetch_offset_by_timestamp(1052).unwrap().unwrap();
+    assert_eq!((t.timestamp, t.offset), (1060, 12));
+    assert_eq!(log.fetch_offset_by_timestamp(0).unwrap().unwrap().offset, 0);
+    assert!(log.fetch_offset_by_timestamp(5000).unwrap().is_none());
+    let m = log.max_timestamp_and_offset().unwrap().unwrap();
+    assert_eq!((m.timestamp, m.offset), (1191, 39));
+}
+
+#[test]
+fn aborted_transactions_and_last_stable_offset() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = Log::open(dir.path(), LogConfig::default()).unwrap();
+    let txn = |pid, seq| {
+        spec_batch(
+            BatchSpec {
+                producer_id: pid,
+                producer_epoch: 0,
+                base_sequence: seq,
+                transactional: true,
+                ..BatchSpec::default()
+            },
+            2,
+        )
+    };
+    let marker = |pid, commit| {
+        BytesMut::from(
+            &build_control_batch(
+                &BatchSpec {
+                    producer_id: pid,
+                    producer_epoch: 0,
+                    ..BatchSpec::default()
+                },
+                commit,
+            )[..],
+        )
+    };
+    log.append_as_leader(batch(1, 0), 0).unwrap(); // 0
+    log.append_as_leader(txn(1, 0), 0).unwrap(); // 1-2
+    log.append_as_leader(txn(2, 0), 0).unwrap(); // 3-4
+    assert_eq!(log.last_stable_offset(100), 1);
+    log.append_as_leader(marker(1, false), 0).unwrap(); // 5 abort
+    assert_eq!(log.last_stable_offset(100), 3);
+    log.append_as_leader(marker(2, true), 0).unwrap(); // 6 commit
+    assert_eq!(log.last_stable_offset(100), 100);
+    let aborted = log.aborted_transactions(0, 10);
+    assert_eq!(aborted.len(), 1);
+    assert_eq!(
+        (
+            aborted[0].producer_id,
+            aborted[0].first_offset,
+            aborted[0].last_offset
+        ),
+        (1, 1, 5)
+    );
+    assert!(log.aborted_transactions(6, 10).is_empty());
+    drop(log);
+    // Recovery rebuilds the transaction index.
+    std::fs::remove_file(dir.path().join("00000000000000000000.txnindex")).unwrap();
+    let log = Log::open(dir.path(), LogConfig::default()).unwrap();
+    assert_eq!(log.aborted_transactions(0, 10).len(), 1);
+    log.append_as_leader(txn(3, 0), 0).unwrap();
+    assert_eq!(log.last_stable_offset(100), 7);
+}
+
+#[test]
+fn retention_by_size_and_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = Log::open(dir.path(), small_segments()).unwrap();
+    for i in 0..30 {
+        log.append_as_leader(batch(2, 1000 + i), 0).unwrap();
+    }
+    let segs = log.num_segments();
+    assert_eq!(log.enforce_retention(2000).unwrap(), 0);
+    let mut c = small_segments();
+    c.retention_bytes = 2500;
+    log.update_config(c.clone());
+    let deleted = log.enforce_retention(2000).unwrap();
+    assert!(deleted > 0);
+    // Kafka deletes a segment only if what remains is still >= retention.bytes.
+    assert!(
+        log.size_bytes() >= 2500 && log.size_bytes() < 2500 + 1000,
+        "{}",
+        log.size_bytes()
+    );
+    assert_eq!(log.num_segments(), segs - deleted);
+    assert_eq!(log.log_start_offset(), log.segment_base_offsets()[0]);
+    c.retention_bytes = -1;
+    c.retention_ms = 10;
+    log.update_config(c.clone());
+    let deleted = log.enforce_retention(1_000_000).unwrap();
+    assert!(deleted > 0);
+    assert_eq!(log.num_segments(), 1, "active segment is never deleted");
+    c.cleanup_policy.delete = false;
+    c.cleanup_policy.compact = true;
+    log.update_config(c);
+    log.roll().unwrap();
+    assert_eq!(log.enforce_retention(1_000_000).unwrap(), 0);
+}
+
+#[test]
+fn flush_advances_recovery_point() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = LogConfig {
+        flush_messages: 4,
+        ..LogConfig::default()
+    };
+    let log = Log::open(dir.path(), config).unwrap();
+    log.append_as_leader(batch(2, 0), 0).unwrap();
+    assert_eq!(log.recovery_point(), 0);
+    log.append_as_leader(batch(2, 0), 0).unwrap();
+    assert_eq!(log.recovery_point(), 4);
+    log.append_as_leader(batch(1, 0), 0).unwrap();
+    log.flush().unwrap();
+    assert_eq!(log.recovery_point(), 5);
+}
+
+#[test]
+fn writes_after_close_or_delete_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t-0");
+    let log = Log::open(&path, LogConfig::default()).unwrap();
+    log.append_as_leader(batch(1, 0), 0).unwrap();
+    log.delete().unwrap();
+    assert!(!path.exists());
+}
