@@ -1,13 +1,16 @@
-//! Cross-checks with kafka-python (an implementation nobody here wrote).
+//! Cross-checks with implementations nobody here wrote: kafka-python and Apache Kafka's Java
+//! client.
 //!
 //! `testdata/kafka_python/*.bin` are batches built by kafka-python's `DefaultRecordBatchBuilder`
-//! and codecs (see `testdata/gen_fixtures.py gen`); each `.expected` lists the records that were
-//! appended. We decode every batch and compare every field.
+//! and codecs (`testdata/gen_fixtures.py gen`); `testdata/kafka_java/*.bin` by Kafka 4.3.1's
+//! `MemoryRecordsBuilder` with snappy-java, lz4-java, zstd-jni and java.util.zip
+//! (`testdata/KafkaInterop.java gen`). Each `.expected` lists the records that were appended.
+//! We decode every batch and compare every field.
 //!
 //! `testdata/tern_built/*.bin` are batches from our `RecordBatchBuilder`, checked with
-//! kafka-python by `gen_fixtures.py verify`. The test below fails if the builder's output
+//! kafka-python (`gen_fixtures.py verify`) and Kafka's Java client (`KafkaInterop.java verify`). The test below fails if the builder's output
 //! drifts from those verified bytes; then regenerate with `TERN_REGEN_FIXTURES=1 cargo test -p
-//! tern-protocol --test fixtures` and rerun `verify`.
+//! tern-protocol --test fixtures` and rerun both `verify` steps.
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -106,20 +109,60 @@ fn fixture_names(dir: &PathBuf) -> Vec<String> {
     names
 }
 
+/// Directories of batches written by other implementations, and how many each must hold.
+const FOREIGN: [(&str, usize); 2] = [("kafka_python", 13), ("kafka_java", 13)];
+
 #[test]
-fn decodes_every_kafka_python_fixture() {
-    let dir = testdata("kafka_python");
-    let names = fixture_names(&dir);
-    assert!(names.len() >= 13, "fixtures missing: {names:?}");
-    for name in &names {
+fn decodes_every_foreign_fixture() {
+    for (sub, min) in FOREIGN {
+        let dir = testdata(sub);
+        let names = fixture_names(&dir);
+        assert!(names.len() >= min, "{sub}: fixtures missing: {names:?}");
+        for name in &names {
+            let batch = std::fs::read(dir.join(format!("{name}.bin"))).unwrap();
+            let expected = std::fs::read_to_string(dir.join(format!("{name}.expected"))).unwrap();
+            let (header, records) =
+                decode_records(&batch, MAX).unwrap_or_else(|e| panic!("{sub}/{name}: {e}"));
+            assert_eq!(describe(&header, &records), expected, "{sub}/{name}");
+            // The codec in the attributes is the one the fixture is named after.
+            let codec = header.compression().unwrap();
+            assert!(
+                name.starts_with(codec.name()) || name.starts_with("control"),
+                "{sub}/{name} has codec {codec:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn java_control_batches_are_transaction_markers() {
+    let dir = testdata("kafka_java");
+    for (name, want) in [
+        ("control_commit", ControlRecordType::Commit),
+        ("control_abort", ControlRecordType::Abort),
+    ] {
         let batch = std::fs::read(dir.join(format!("{name}.bin"))).unwrap();
-        let expected = std::fs::read_to_string(dir.join(format!("{name}.expected"))).unwrap();
-        let (header, records) =
-            decode_records(&batch, MAX).unwrap_or_else(|e| panic!("{name}: {e}"));
-        assert_eq!(describe(&header, &records), expected, "fixture {name}");
-        // The codec in the attributes is the one the fixture is named after.
-        let codec = header.compression().unwrap();
-        assert!(name.starts_with(codec.name()), "{name} has codec {codec:?}");
+        let (h, records) = decode_records(&batch, MAX).unwrap();
+        assert!(h.is_control() && h.is_transactional(), "{name}");
+        assert_eq!(records.len(), 1);
+        assert_eq!(control_record_type(&records[0]), Some(want));
+        assert_eq!(end_txn_coordinator_epoch(&records[0]), Some(12));
+        // Our marker for the same transaction is the same batch, up to offset and epoch.
+        let mut ours = build_control_batch(
+            4242,
+            7,
+            want == ControlRecordType::Commit,
+            12,
+            1_700_000_000_123,
+        )
+        .unwrap()
+        .to_vec();
+        tern_protocol::record_batch::set_base_offset(&mut ours, h.base_offset);
+        tern_protocol::record_batch::set_partition_leader_epoch(
+            &mut ours,
+            h.partition_leader_epoch,
+        );
+        assert_eq!(ours, batch, "{name}");
     }
 }
 
@@ -146,23 +189,25 @@ fn kafka_python_fixture_flags() {
 }
 
 #[test]
-fn kafka_python_fixtures_respect_the_output_bound() {
-    let dir = testdata("kafka_python");
-    for name in fixture_names(&dir) {
-        let batch = std::fs::read(dir.join(format!("{name}.bin"))).unwrap();
-        let header = validate_batch(&batch).unwrap();
-        let size = decompress(header.compression().unwrap(), &batch[61..], MAX)
-            .unwrap()
-            .len();
-        assert!(decode_records(&batch, size).is_ok(), "{name}");
-        let err = decode_records(&batch, size - 1).unwrap_err();
-        assert!(
-            matches!(
-                err,
-                RecordsError::Compression(CompressionError::OutputTooLarge { limit, .. }) if limit == size - 1
-            ),
-            "{name}: {err}"
-        );
+fn foreign_fixtures_respect_the_output_bound() {
+    for (sub, _) in FOREIGN {
+        let dir = testdata(sub);
+        for name in fixture_names(&dir) {
+            let batch = std::fs::read(dir.join(format!("{name}.bin"))).unwrap();
+            let header = validate_batch(&batch).unwrap();
+            let size = decompress(header.compression().unwrap(), &batch[61..], MAX)
+                .unwrap()
+                .len();
+            assert!(decode_records(&batch, size).is_ok(), "{sub}/{name}");
+            let err = decode_records(&batch, size - 1).unwrap_err();
+            assert!(
+                matches!(
+                    err,
+                    RecordsError::Compression(CompressionError::OutputTooLarge { limit, .. }) if limit == size - 1
+                ),
+                "{sub}/{name}: {err}"
+            );
+        }
     }
 }
 
@@ -318,7 +363,7 @@ fn tern_built_batches() -> Vec<(String, Bytes, String)> {
 }
 
 #[test]
-fn tern_built_batches_decode_and_match_kafka_python_verified_bytes() {
+fn tern_built_batches_match_the_bytes_kafka_python_and_java_verified() {
     let dir = testdata("tern_built");
     let regen = std::env::var_os("TERN_REGEN_FIXTURES").is_some();
     if regen {
@@ -338,8 +383,8 @@ fn tern_built_batches_decode_and_match_kafka_python_verified_bytes() {
         let committed = std::fs::read(&bin).unwrap();
         assert!(
             committed == batch[..],
-            "{name}: builder output differs from the bytes kafka-python verified; \
-             regenerate (TERN_REGEN_FIXTURES=1) and rerun gen_fixtures.py verify"
+            "{name}: builder output differs from the bytes kafka-python and Java verified; \
+             regenerate (TERN_REGEN_FIXTURES=1) and rerun both verify steps"
         );
         assert_eq!(&std::fs::read_to_string(&exp).unwrap(), expected, "{name}");
     }

@@ -1,12 +1,14 @@
-//! Snappy. The Java client (snappy-java) and librdkafka write the xerial block framing:
+//! Snappy. The Java client (snappy-java's `SnappyOutputStream`) writes the xerial block framing:
 //!
 //! ```text
 //! header: 0x82 'S' 'N' 'A' 'P' 'P' 'Y' 0x00, version i32 BE (1), compatible version i32 BE (1)
 //! then blocks: length i32 BE, raw snappy block (each of at most 32 KiB uncompressed)
 //! ```
 //!
-//! Some producers write one raw snappy block with no framing; decoding accepts both. The
-//! version fields are ignored, as kafka-python does (some writers get their byte order wrong).
+//! librdkafka's producer writes one raw snappy block with no framing (its message-set writer
+//! calls `rd_kafka_snappy_compress_iov`); decoding accepts both, telling them apart by the
+//! magic as snappy-java and kafka-python do. The version fields are ignored, as kafka-python
+//! does (some writers get their byte order wrong). Encoding writes xerial framing.
 
 use super::CompressionError;
 use crate::record_batch::Compression;
