@@ -1,0 +1,148 @@
+//! The broker's shared state and its start-up: storage, controller, replica manager.
+
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use parking_lot::Mutex;
+use tern_controller::{Controller, ControllerConfig, FileMetadataLog};
+use tern_protocol::error::ApiError;
+use tern_storage::{LogConfig, LogManager};
+
+use crate::config::BrokerConfig;
+use crate::meta_properties::load_or_format;
+use crate::replica_manager::ReplicaManager;
+
+/// Everything a request handler needs.
+pub struct Broker {
+    /// Static configuration.
+    pub config: BrokerConfig,
+    /// Cluster id from meta.properties.
+    pub cluster_id: String,
+    /// The metadata controller (in-process: the combined broker,controller mode).
+    pub controller: Arc<Controller>,
+    /// Hosted partitions.
+    pub replicas: Arc<ReplicaManager>,
+    /// All partition logs.
+    pub logs: Arc<LogManager>,
+    /// Topic-config defaults from the broker's `log.*` settings.
+    pub default_log_config: LogConfig,
+    producer_ids: Mutex<(i64, i64)>,
+}
+
+/// Topic-config defaults from broker properties (`log.retention.ms`, `log.segment.bytes`, ...).
+pub fn default_log_config(config: &BrokerConfig) -> Result<LogConfig> {
+    let mut log_config = LogConfig::default();
+    for def in tern_controller::topic_configs::TOPIC_CONFIGS {
+        let Some(synonym) = def.broker_synonym else {
+            continue;
+        };
+        if let Some(value) = config.properties.get(synonym) {
+            log_config
+                .set(def.name, value)
+                .with_context(|| format!("broker config {synonym}={value}"))?;
+        }
+    }
+    // Kafka also accepts these coarser retention settings.
+    if !config.properties.contains_key("log.retention.ms") {
+        let coarse = [
+            ("log.retention.minutes", 60_000i64),
+            ("log.retention.hours", 3_600_000),
+        ];
+        for (key, unit) in coarse {
+            if let Some(v) = config.properties.get(key) {
+                let n: i64 = v
+                    .parse()
+                    .with_context(|| format!("broker config {key}={v}"))?;
+                log_config.set("retention.ms", &(n * unit).to_string())?;
+                break;
+            }
+        }
+    }
+    Ok(log_config)
+}
+
+impl Broker {
+    /// Opens (formatting on first start) storage and metadata, and registers this broker.
+    pub fn start(config: BrokerConfig) -> Result<Arc<Broker>> {
+        for dir in &config.log_dirs {
+            std::fs::create_dir_all(dir)
+                .with_context(|| format!("creating log dir {}", dir.display()))?;
+        }
+        let meta = load_or_format(&config.log_dirs, config.node_id)?;
+        let default_log_config = default_log_config(&config)?;
+        let logs = Arc::new(
+            LogManager::open(&config.log_dirs, default_log_config.clone())
+                .context("opening partition logs")?,
+        );
+        let metadata_log =
+            FileMetadataLog::open(&config.metadata_dir()).context("opening the metadata log")?;
+        let controller = Arc::new(Controller::open(
+            Box::new(metadata_log),
+            ControllerConfig {
+                num_partitions: config.num_partitions,
+                default_replication_factor: config.default_replication_factor,
+            },
+        )?);
+        let advertised = config.advertised().clone();
+        controller
+            .register_broker(
+                config.node_id,
+                &advertised.host,
+                advertised.port,
+                config.rack.clone(),
+            )
+            .map_err(|e| anyhow::anyhow!("registering broker: {e}"))?;
+        let replicas = Arc::new(ReplicaManager::new(
+            config.node_id,
+            logs.clone(),
+            default_log_config.clone(),
+        ));
+        replicas.apply_image(&controller.image());
+        Ok(Arc::new(Broker {
+            config,
+            cluster_id: meta.cluster_id,
+            controller,
+            replicas,
+            logs,
+            default_log_config,
+            producer_ids: Mutex::new((0, 0)),
+        }))
+    }
+
+    /// Re-registers after the advertised port is known (port 0 binds pick one).
+    pub fn set_advertised_port(&self, port: u16) -> Result<(), ApiError> {
+        let advertised = self.config.advertised();
+        self.controller.register_broker(
+            self.config.node_id,
+            &advertised.host,
+            port,
+            self.config.rack.clone(),
+        )
+    }
+
+    /// Hands out the next producer id, taking a new block from the controller when needed.
+    pub fn next_producer_id(&self) -> Result<i64, ApiError> {
+        let mut ids = self.producer_ids.lock();
+        if ids.0 >= ids.1 {
+            let (first, count) = self.controller.allocate_producer_ids()?;
+            *ids = (first, first + count);
+        }
+        let id = ids.0;
+        ids.0 += 1;
+        Ok(id)
+    }
+
+    /// Follows controller images into the replica manager until the process ends.
+    pub fn spawn_metadata_listener(self: &Arc<Self>) {
+        let mut rx = self.controller.subscribe();
+        let broker = self.clone();
+        tokio::spawn(async move {
+            while rx.changed().await.is_ok() {
+                let image = rx.borrow_and_update().clone();
+                let replicas = broker.replicas.clone();
+                // Log creation and deletion touch the disk: keep them off the reactor.
+                let _ = tokio::task::spawn_blocking(move || replicas.apply_image(&image)).await;
+            }
+        });
+    }
+}

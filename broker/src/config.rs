@@ -1,0 +1,261 @@
+//! Broker configuration: Apache Kafka's names and defaults, read from a server.properties file
+//! with `--override key=value` on top.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use anyhow::{anyhow, bail, Context, Result};
+
+/// One `NAME://host:port` listener.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Listener {
+    /// Listener name (PLAINTEXT, ...).
+    pub name: String,
+    /// Host or IP; empty binds every interface.
+    pub host: String,
+    /// TCP port (0 picks a free one).
+    pub port: u16,
+}
+
+impl Listener {
+    /// Address to bind, `host:port`, with IPv6 literals bracketed.
+    pub fn bind_addr(&self) -> String {
+        let host = if self.host.is_empty() {
+            "0.0.0.0"
+        } else {
+            &self.host
+        };
+        if host.contains(':') {
+            format!("[{host}]:{}", self.port)
+        } else {
+            format!("{host}:{}", self.port)
+        }
+    }
+}
+
+/// Parses a comma-separated listener list such as `PLAINTEXT://127.0.0.1:9092,EXTERNAL://[::1]:9093`.
+pub fn parse_listeners(value: &str) -> Result<Vec<Listener>> {
+    let mut out = Vec::new();
+    for item in value.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let (name, rest) = item
+            .split_once("://")
+            .ok_or_else(|| anyhow!("listener '{item}' is not NAME://host:port"))?;
+        let (host, port) = if let Some(stripped) = rest.strip_prefix('[') {
+            let (h, p) = stripped
+                .split_once("]:")
+                .ok_or_else(|| anyhow!("listener '{item}': bad IPv6 literal"))?;
+            (h.to_string(), p)
+        } else {
+            let (h, p) = rest
+                .rsplit_once(':')
+                .ok_or_else(|| anyhow!("listener '{item}' has no port"))?;
+            (h.to_string(), p)
+        };
+        let port = port
+            .parse::<u16>()
+            .with_context(|| format!("listener '{item}': bad port"))?;
+        out.push(Listener {
+            name: name.to_ascii_uppercase(),
+            host,
+            port,
+        });
+    }
+    if out.is_empty() {
+        bail!("no listeners in '{value}'");
+    }
+    Ok(out)
+}
+
+/// Reads `key=value` lines; `#` and `!` start comments.
+pub fn parse_properties(text: &str) -> BTreeMap<String, String> {
+    let mut map = BTreeMap::new();
+    for line in text.lines() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') || line.starts_with('!') {
+            continue;
+        }
+        let split = line.find(['=', ':']);
+        let (k, v) = match split {
+            Some(i) => (&line[..i], &line[i + 1..]),
+            None => (line, ""),
+        };
+        map.insert(k.trim().to_string(), v.trim().to_string());
+    }
+    map
+}
+
+/// The broker's settings.
+#[derive(Debug, Clone)]
+pub struct BrokerConfig {
+    /// `node.id`.
+    pub node_id: i32,
+    /// `process.roles`.
+    pub process_roles: Vec<String>,
+    /// `listeners` that serve clients (controller-only listeners are left out).
+    pub listeners: Vec<Listener>,
+    /// `advertised.listeners`, defaulting to `listeners`.
+    pub advertised_listeners: Vec<Listener>,
+    /// `log.dirs` (or `log.dir`).
+    pub log_dirs: Vec<PathBuf>,
+    /// `num.partitions`.
+    pub num_partitions: i32,
+    /// `default.replication.factor`.
+    pub default_replication_factor: i16,
+    /// `auto.create.topics.enable`.
+    pub auto_create_topics_enable: bool,
+    /// `socket.request.max.bytes`.
+    pub socket_request_max_bytes: usize,
+    /// `queued.max.requests`: requests buffered per connection.
+    pub queued_max_requests: usize,
+    /// `max.connections`.
+    pub max_connections: usize,
+    /// `log.retention.check.interval.ms`.
+    pub log_retention_check_interval_ms: u64,
+    /// `broker.rack`.
+    pub rack: Option<String>,
+    /// Every property given, for DescribeConfigs and topic-config defaults.
+    pub properties: BTreeMap<String, String>,
+}
+
+const CONTROLLER_LISTENER: &str = "CONTROLLER";
+
+impl BrokerConfig {
+    /// Builds the config from a properties file (optional) and overrides, with Kafka's defaults.
+    pub fn load(file: Option<&Path>, overrides: &[String]) -> Result<Self> {
+        let mut props = match file {
+            Some(path) => parse_properties(
+                &std::fs::read_to_string(path)
+                    .with_context(|| format!("reading {}", path.display()))?,
+            ),
+            None => BTreeMap::new(),
+        };
+        for o in overrides {
+            let (k, v) = o
+                .split_once('=')
+                .ok_or_else(|| anyhow!("--override '{o}' is not key=value"))?;
+            props.insert(k.trim().to_string(), v.trim().to_string());
+        }
+        Self::from_properties(props)
+    }
+
+    /// Builds the config from a property map.
+    pub fn from_properties(props: BTreeMap<String, String>) -> Result<Self> {
+        let get = |k: &str| props.get(k).map(String::as_str);
+        fn num<T: std::str::FromStr>(props: &BTreeMap<String, String>, k: &str, d: T) -> Result<T> {
+            match props.get(k) {
+                Some(v) => v
+                    .parse::<T>()
+                    .map_err(|_| anyhow!("config {k}={v} is not a valid number")),
+                None => Ok(d),
+            }
+        }
+        let controller_names: Vec<String> = get("controller.listener.names")
+            .unwrap_or(CONTROLLER_LISTENER)
+            .split(',')
+            .map(|s| s.trim().to_ascii_uppercase())
+            .collect();
+        let listeners: Vec<Listener> =
+            parse_listeners(get("listeners").unwrap_or("PLAINTEXT://127.0.0.1:9092"))?
+                .into_iter()
+                .filter(|l| !controller_names.contains(&l.name))
+                .collect();
+        if listeners.is_empty() {
+            bail!("no client listener in 'listeners'");
+        }
+        let advertised_listeners = match get("advertised.listeners") {
+            Some(v) => parse_listeners(v)?,
+            None => listeners.clone(),
+        };
+        let log_dirs: Vec<PathBuf> = get("log.dirs")
+            .or(get("log.dir"))
+            .unwrap_or("./data")
+            .split(',')
+            .map(|s| PathBuf::from(s.trim()))
+            .collect();
+        let bool_of = |k: &str, d: bool| -> Result<bool> {
+            match get(k) {
+                None => Ok(d),
+                Some(v) => v
+                    .parse::<bool>()
+                    .map_err(|_| anyhow!("config {k}={v} is not true/false")),
+            }
+        };
+        Ok(BrokerConfig {
+            node_id: num(&props, "node.id", num(&props, "broker.id", 1)?)?,
+            process_roles: get("process.roles")
+                .unwrap_or("broker,controller")
+                .split(',')
+                .map(|s| s.trim().to_string())
+                .collect(),
+            listeners,
+            advertised_listeners,
+            log_dirs,
+            num_partitions: num(&props, "num.partitions", 1)?,
+            default_replication_factor: num(&props, "default.replication.factor", 1)?,
+            auto_create_topics_enable: bool_of("auto.create.topics.enable", true)?,
+            socket_request_max_bytes: num(&props, "socket.request.max.bytes", 104_857_600)?,
+            queued_max_requests: num(&props, "queued.max.requests", 500)?,
+            max_connections: num(&props, "max.connections", 10_000)?,
+            log_retention_check_interval_ms: num(
+                &props,
+                "log.retention.check.interval.ms",
+                300_000,
+            )?,
+            rack: get("broker.rack").map(str::to_string),
+            properties: props,
+        })
+    }
+
+    /// The advertised listener clients should use (the first).
+    pub fn advertised(&self) -> &Listener {
+        &self.advertised_listeners[0]
+    }
+
+    /// Where the controller keeps the metadata log.
+    pub fn metadata_dir(&self) -> PathBuf {
+        match self.properties.get("metadata.log.dir") {
+            Some(d) => PathBuf::from(d),
+            // No "-<n>" suffix, so the partition-log scan does not take it for a topic.
+            None => self.log_dirs[0].join("__cluster_metadata"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_serve_loopback_9092_from_data() {
+        let c = BrokerConfig::from_properties(BTreeMap::new()).unwrap();
+        assert_eq!(c.listeners[0].bind_addr(), "127.0.0.1:9092");
+        assert_eq!(c.log_dirs, vec![PathBuf::from("./data")]);
+        assert_eq!(c.node_id, 1);
+        assert!(c.auto_create_topics_enable);
+    }
+
+    #[test]
+    fn listeners_parse_ipv6_and_skip_controller() {
+        let l = parse_listeners("PLAINTEXT://[::1]:9093,CONTROLLER://:9094").unwrap();
+        assert_eq!(l[0].bind_addr(), "[::1]:9093");
+        let mut p = BTreeMap::new();
+        p.insert(
+            "listeners".to_string(),
+            "PLAINTEXT://[::1]:9093,CONTROLLER://:9094".to_string(),
+        );
+        let c = BrokerConfig::from_properties(p).unwrap();
+        assert_eq!(c.listeners.len(), 1);
+        assert!(parse_listeners("nonsense").is_err());
+        assert!(parse_listeners("PLAINTEXT://host:notaport").is_err());
+    }
+
+    #[test]
+    fn properties_and_overrides() {
+        let p = parse_properties("# c\nnode.id=3\nlog.dirs = /tmp/x \n\n");
+        assert_eq!(p["node.id"], "3");
+        assert_eq!(p["log.dirs"], "/tmp/x");
+        let c = BrokerConfig::load(None, &["num.partitions=4".into()]).unwrap();
+        assert_eq!(c.num_partitions, 4);
+        assert!(BrokerConfig::load(None, &["num.partitions=four".into()]).is_err());
+    }
+}

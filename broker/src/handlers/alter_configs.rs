@@ -1,0 +1,172 @@
+//! AlterConfigs (replace all) and IncrementalAlterConfigs (set, delete, append, subtract).
+
+use kafka_protocol::messages::{
+    alter_configs_response, incremental_alter_configs_response, AlterConfigsRequest,
+    AlterConfigsResponse, IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse,
+};
+use kafka_protocol::ResponseError;
+use tern_protocol::error::ApiError;
+
+use super::describe_configs::{RESOURCE_BROKER, RESOURCE_TOPIC};
+use crate::broker::Broker;
+
+const OP_SET: i8 = 0;
+const OP_DELETE: i8 = 1;
+const OP_APPEND: i8 = 2;
+const OP_SUBTRACT: i8 = 3;
+
+fn unsupported_resource(resource_type: i8) -> ApiError {
+    if resource_type == RESOURCE_BROKER {
+        ApiError::new(
+            ResponseError::InvalidRequest,
+            "Dynamic broker configs are not supported yet; set them in server.properties",
+        )
+    } else {
+        ApiError::new(
+            ResponseError::InvalidRequest,
+            format!("Unsupported resource type {resource_type}"),
+        )
+    }
+}
+
+fn apply(
+    broker: &Broker,
+    resource_type: i8,
+    name: &str,
+    changes: Result<Vec<(String, Option<String>)>, ApiError>,
+    replace_all: bool,
+    validate_only: bool,
+) -> Result<(), ApiError> {
+    if resource_type != RESOURCE_TOPIC {
+        return Err(unsupported_resource(resource_type));
+    }
+    broker
+        .controller
+        .alter_topic_configs(name, &changes?, replace_all, validate_only)?;
+    if !validate_only {
+        broker.replicas.apply_image(&broker.controller.image());
+    }
+    Ok(())
+}
+
+/// Answers the legacy AlterConfigs: the given set replaces every topic config.
+pub fn handle_legacy(broker: &Broker, req: AlterConfigsRequest) -> AlterConfigsResponse {
+    let responses = req
+        .resources
+        .into_iter()
+        .map(|r| {
+            let changes = r
+                .configs
+                .iter()
+                .map(|c| (c.name.to_string(), c.value.as_ref().map(|v| v.to_string())))
+                .collect();
+            let result = apply(
+                broker,
+                r.resource_type,
+                r.resource_name.as_str(),
+                Ok(changes),
+                true,
+                req.validate_only,
+            );
+            let resp = alter_configs_response::AlterConfigsResourceResponse::default()
+                .with_resource_type(r.resource_type)
+                .with_resource_name(r.resource_name);
+            match result {
+                Ok(()) => resp,
+                Err(e) => resp
+                    .with_error_code(e.code())
+                    .with_error_message(Some(super::sb(e.message))),
+            }
+        })
+        .collect();
+    AlterConfigsResponse::default().with_responses(responses)
+}
+
+fn incremental_changes(
+    broker: &Broker,
+    topic: &str,
+    ops: &[kafka_protocol::messages::incremental_alter_configs_request::AlterableConfig],
+) -> Result<Vec<(String, Option<String>)>, ApiError> {
+    let current = broker.controller.image().topic_configs(topic);
+    let mut out = Vec::with_capacity(ops.len());
+    for op in ops {
+        let name = op.name.to_string();
+        let value = op.value.as_ref().map(|v| v.to_string());
+        let list = |v: &Option<String>| -> Vec<String> {
+            v.as_deref()
+                .unwrap_or("")
+                .split(',')
+                .map(|s| s.trim().to_string())
+                .filter(|s| !s.is_empty())
+                .collect()
+        };
+        let change = match op.config_operation {
+            OP_SET => (name, value),
+            OP_DELETE => (name, None),
+            OP_APPEND | OP_SUBTRACT => {
+                let is_list = tern_controller::topic_configs::topic_config(&name)
+                    .is_some_and(|d| d.kind == tern_controller::topic_configs::ConfigType::List);
+                if !is_list {
+                    return Err(ApiError::new(
+                        ResponseError::InvalidConfig,
+                        format!(
+                            "Config {name} is not a list; APPEND and SUBTRACT apply to lists only"
+                        ),
+                    ));
+                }
+                let mut items = list(&current.get(&name).cloned());
+                for item in list(&value) {
+                    if op.config_operation == OP_APPEND {
+                        if !items.contains(&item) {
+                            items.push(item);
+                        }
+                    } else {
+                        items.retain(|i| *i != item);
+                    }
+                }
+                (name, Some(items.join(",")))
+            }
+            other => {
+                return Err(ApiError::new(
+                    ResponseError::InvalidRequest,
+                    format!("Unknown config operation {other}"),
+                ))
+            }
+        };
+        out.push(change);
+    }
+    Ok(out)
+}
+
+/// Answers IncrementalAlterConfigs.
+pub fn handle_incremental(
+    broker: &Broker,
+    req: IncrementalAlterConfigsRequest,
+) -> IncrementalAlterConfigsResponse {
+    let responses = req
+        .resources
+        .into_iter()
+        .map(|r| {
+            let name = r.resource_name.to_string();
+            let changes = incremental_changes(broker, &name, &r.configs);
+            let result = apply(
+                broker,
+                r.resource_type,
+                &name,
+                changes,
+                false,
+                req.validate_only,
+            );
+            let resp = incremental_alter_configs_response::AlterConfigsResourceResponse::default()
+                .with_resource_type(r.resource_type)
+                .with_resource_name(r.resource_name);
+            match result {
+                Ok(()) => resp,
+                Err(e) => resp
+                    .with_error_code(e.code())
+                    .with_error_message(Some(super::sb(e.message))),
+            }
+        })
+        .collect();
+    IncrementalAlterConfigsResponse::default().with_responses(responses)
+}

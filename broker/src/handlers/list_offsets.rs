@@ -1,0 +1,84 @@
+//! ListOffsets: earliest, latest, by timestamp, max timestamp.
+
+use kafka_protocol::messages::list_offsets_response::{
+    ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
+};
+use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
+use kafka_protocol::ResponseError;
+
+use crate::broker::Broker;
+use crate::errors::storage_error_code;
+
+const LATEST: i64 = -1;
+const EARLIEST: i64 = -2;
+const MAX_TIMESTAMP: i64 = -3;
+const EARLIEST_LOCAL: i64 = -4;
+const LATEST_TIERED: i64 = -5;
+const READ_COMMITTED: i8 = 1;
+
+/// Answers ListOffsets.
+pub fn handle(broker: &Broker, req: ListOffsetsRequest, _version: i16) -> ListOffsetsResponse {
+    let topics = req
+        .topics
+        .into_iter()
+        .map(|topic| {
+            let name = topic.name.0.to_string();
+            let partitions = topic
+                .partitions
+                .into_iter()
+                .map(|p| {
+                    let resp = ListOffsetsPartitionResponse::default()
+                        .with_partition_index(p.partition_index);
+                    let partition = match broker.replicas.partition(&name, p.partition_index) {
+                        Some(part) if part.is_leader() => part,
+                        Some(_) => {
+                            return resp.with_error_code(ResponseError::NotLeaderOrFollower.code())
+                        }
+                        None => {
+                            return resp
+                                .with_error_code(ResponseError::UnknownTopicOrPartition.code())
+                        }
+                    };
+                    if p.current_leader_epoch >= 0
+                        && p.current_leader_epoch < partition.leader_epoch()
+                    {
+                        return resp.with_error_code(ResponseError::FencedLeaderEpoch.code());
+                    }
+                    let log = &partition.log;
+                    let epoch = log.latest_epoch().unwrap_or(-1);
+                    let at = |offset: i64| -> (i64, i64, i32) {
+                        (-1, offset, log.epoch_for_offset(offset).unwrap_or(epoch))
+                    };
+                    let result = match p.timestamp {
+                        LATEST => Ok(Some(at(if req.isolation_level == READ_COMMITTED {
+                            partition.last_stable_offset()
+                        } else {
+                            partition.high_watermark()
+                        }))),
+                        EARLIEST | EARLIEST_LOCAL => Ok(Some(at(log.log_start_offset()))),
+                        LATEST_TIERED => Ok(Some((-1, -1, -1))),
+                        MAX_TIMESTAMP => log.max_timestamp_and_offset().map(|o| {
+                            o.map(|t| (t.timestamp, t.offset, t.leader_epoch.unwrap_or(epoch)))
+                        }),
+                        ts => log.fetch_offset_by_timestamp(ts).map(|o| {
+                            o.filter(|t| t.offset < partition.high_watermark())
+                                .map(|t| (t.timestamp, t.offset, t.leader_epoch.unwrap_or(epoch)))
+                        }),
+                    };
+                    match result {
+                        Ok(Some((timestamp, offset, leader_epoch))) => resp
+                            .with_timestamp(timestamp)
+                            .with_offset(offset)
+                            .with_leader_epoch(leader_epoch),
+                        Ok(None) => resp.with_timestamp(-1).with_offset(-1),
+                        Err(e) => resp.with_error_code(storage_error_code(&e).code()),
+                    }
+                })
+                .collect();
+            ListOffsetsTopicResponse::default()
+                .with_name(topic.name)
+                .with_partitions(partitions)
+        })
+        .collect();
+    ListOffsetsResponse::default().with_topics(topics)
+}

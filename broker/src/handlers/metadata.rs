@@ -1,0 +1,130 @@
+//! Metadata: brokers, controller and topic/partition leadership; creates topics on demand.
+
+use kafka_protocol::messages::metadata_response::{
+    MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
+};
+use kafka_protocol::messages::{BrokerId, MetadataRequest, MetadataResponse, TopicName};
+use kafka_protocol::ResponseError;
+use tern_controller::{MetadataImage, TopicImage};
+
+use super::sb;
+use crate::broker::Broker;
+
+/// Answers Metadata.
+pub fn handle(broker: &Broker, req: MetadataRequest, version: i16) -> MetadataResponse {
+    let requested: Option<Vec<String>> = match req.topics {
+        // v0 used an empty list to mean "all topics".
+        Some(t) if t.is_empty() && version == 0 => None,
+        Some(t) => Some(
+            t.into_iter()
+                .filter_map(|t| match t.name {
+                    Some(n) => Some(n.0.to_string()),
+                    None => {
+                        let image = broker.controller.image();
+                        image.topic_by_id(&t.topic_id).map(|ti| ti.name.clone())
+                    }
+                })
+                .collect(),
+        ),
+        None => None,
+    };
+    let auto_create =
+        broker.config.auto_create_topics_enable && (version < 4 || req.allow_auto_topic_creation);
+    let mut image = broker.controller.image();
+    if let (Some(names), true) = (&requested, auto_create) {
+        let mut created = false;
+        for name in names {
+            if image.topic(name).is_none() {
+                let create = tern_controller::CreateTopic {
+                    name: name.clone(),
+                    num_partitions: -1,
+                    replication_factor: -1,
+                    ..Default::default()
+                };
+                if broker.controller.create_topic(&create, false).is_ok() {
+                    created = true;
+                }
+            }
+        }
+        if created {
+            image = broker.controller.image();
+            // Make sure the new logs exist before clients are told to produce.
+            broker.replicas.apply_image(&image);
+        }
+    }
+    let topics = match requested {
+        None => {
+            let mut all: Vec<&TopicImage> = image.topics.values().collect();
+            all.sort_by(|a, b| a.name.cmp(&b.name));
+            all.into_iter()
+                .map(|t| topic_metadata(t, version))
+                .collect()
+        }
+        Some(names) => names
+            .iter()
+            .map(|name| match image.topic(name) {
+                Some(t) => topic_metadata(t, version),
+                None => {
+                    let code = if tern_controller::validate_topic_name(name).is_err() {
+                        ResponseError::InvalidTopicException
+                    } else if auto_create {
+                        ResponseError::LeaderNotAvailable
+                    } else {
+                        ResponseError::UnknownTopicOrPartition
+                    };
+                    MetadataResponseTopic::default()
+                        .with_name(Some(TopicName(sb(name.clone()))))
+                        .with_error_code(code.code())
+                }
+            })
+            .collect(),
+    };
+    MetadataResponse::default()
+        .with_brokers(brokers(&image))
+        .with_cluster_id(Some(sb(broker.cluster_id.clone())))
+        .with_controller_id(BrokerId(broker.config.node_id))
+        .with_topics(topics)
+}
+
+fn brokers(image: &MetadataImage) -> Vec<MetadataResponseBroker> {
+    image
+        .brokers
+        .values()
+        .map(|b| {
+            MetadataResponseBroker::default()
+                .with_node_id(BrokerId(b.id))
+                .with_host(sb(b.host.clone()))
+                .with_port(b.port as i32)
+                .with_rack(b.rack.clone().map(sb))
+        })
+        .collect()
+}
+
+fn topic_metadata(t: &TopicImage, version: i16) -> MetadataResponseTopic {
+    let partitions = t
+        .partitions
+        .iter()
+        .map(|(&i, p)| {
+            let ids = |v: &[i32]| v.iter().map(|&b| BrokerId(b)).collect::<Vec<_>>();
+            MetadataResponsePartition::default()
+                .with_partition_index(i)
+                .with_error_code(if p.leader < 0 {
+                    ResponseError::LeaderNotAvailable.code()
+                } else {
+                    0
+                })
+                .with_leader_id(BrokerId(p.leader))
+                .with_leader_epoch(p.leader_epoch)
+                .with_replica_nodes(ids(&p.replicas))
+                .with_isr_nodes(ids(&p.isr))
+        })
+        .collect();
+    let mut topic = MetadataResponseTopic::default()
+        .with_name(Some(TopicName(sb(t.name.clone()))))
+        .with_is_internal(t.name.starts_with("__"))
+        .with_partitions(partitions);
+    if version >= 10 {
+        topic.topic_id = t.id;
+    }
+    topic
+}

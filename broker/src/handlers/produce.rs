@@ -1,0 +1,101 @@
+//! Produce: validate, check the topic is writable, append as leader, answer with the offsets.
+
+use bytes::BytesMut;
+use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
+use kafka_protocol::ResponseError;
+
+use super::sb;
+use crate::broker::Broker;
+use crate::errors::{storage_error_code, READ_ONLY_TOPIC};
+
+fn error_partition(index: i32, code: i16, message: Option<String>) -> PartitionProduceResponse {
+    PartitionProduceResponse::default()
+        .with_index(index)
+        .with_error_code(code)
+        .with_base_offset(-1)
+        .with_error_message(message.map(sb))
+}
+
+/// Answers Produce.
+pub async fn handle(broker: &Broker, req: ProduceRequest, _version: i16) -> ProduceResponse {
+    let image = broker.controller.image();
+    let mut responses = Vec::with_capacity(req.topic_data.len());
+    for topic in req.topic_data {
+        let name = topic.name.0.to_string();
+        let read_only = image
+            .topic_configs(&name)
+            .get("mirror.name")
+            .is_some_and(|m| !m.is_empty());
+        let mut partitions = Vec::with_capacity(topic.partition_data.len());
+        for pd in topic.partition_data {
+            let partition = match broker.replicas.partition(&name, pd.index) {
+                Some(p) if p.is_leader() => p,
+                Some(_) => {
+                    partitions.push(error_partition(
+                        pd.index,
+                        ResponseError::NotLeaderOrFollower.code(),
+                        None,
+                    ));
+                    continue;
+                }
+                None => {
+                    partitions.push(error_partition(
+                        pd.index,
+                        ResponseError::UnknownTopicOrPartition.code(),
+                        None,
+                    ));
+                    continue;
+                }
+            };
+            if read_only {
+                partitions.push(error_partition(
+                    pd.index,
+                    READ_ONLY_TOPIC,
+                    Some(format!(
+                        "Topic {name} is read-only: it is mirrored from another cluster"
+                    )),
+                ));
+                continue;
+            }
+            let Some(records) = pd.records else {
+                partitions.push(error_partition(
+                    pd.index,
+                    ResponseError::InvalidRecord.code(),
+                    Some("produce request without records".into()),
+                ));
+                continue;
+            };
+            let records = BytesMut::from(&records[..]);
+            match partition
+                .log
+                .append_as_leader(records, partition.leader_epoch())
+            {
+                Ok(info) => {
+                    partition.on_local_append();
+                    partitions.push(
+                        PartitionProduceResponse::default()
+                            .with_index(pd.index)
+                            .with_base_offset(info.first_offset)
+                            .with_log_append_time_ms(info.log_append_time)
+                            .with_log_start_offset(info.log_start_offset),
+                    );
+                }
+                Err(e) => {
+                    tracing::debug!(topic = %name, partition = pd.index, error = %e, "produce rejected");
+                    partitions.push(error_partition(
+                        pd.index,
+                        storage_error_code(&e).code(),
+                        Some(e.to_string()),
+                    ));
+                }
+            }
+        }
+        responses.push(
+            TopicProduceResponse::default()
+                .with_name(topic.name)
+                .with_partition_responses(partitions),
+        );
+    }
+    ProduceResponse::default().with_responses(responses)
+}

@@ -1,0 +1,10 @@
+//! The Tern broker: network server, request handlers, replica manager and configuration.
+
+pub mod broker;
+pub mod config;
+pub mod connection;
+pub mod errors;
+pub mod handlers;
+pub mod meta_properties;
+pub mod replica_manager;
+pub mod server;

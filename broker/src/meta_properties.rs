@@ -1,0 +1,100 @@
+//! `meta.properties` in each log dir: the cluster id and node id, written on first start
+//! (Kafka's `kafka-storage format`, done implicitly).
+
+use std::path::PathBuf;
+
+use anyhow::{bail, Context, Result};
+
+use crate::config::parse_properties;
+
+/// What meta.properties records.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MetaProperties {
+    /// The cluster id.
+    pub cluster_id: String,
+    /// The node id.
+    pub node_id: i32,
+}
+
+/// A Kafka-style cluster id: 16 random bytes, URL-safe base64 without padding (22 chars).
+fn new_cluster_id() -> String {
+    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    let bytes = uuid::Uuid::new_v4().into_bytes();
+    let mut bits: u128 = u128::from_be_bytes(bytes);
+    let mut out = Vec::with_capacity(22);
+    for _ in 0..22 {
+        out.push(ALPHABET[(bits & 63) as usize]);
+        bits >>= 6;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Reads meta.properties from every log dir, writing it where missing. All dirs must agree.
+pub fn load_or_format(log_dirs: &[PathBuf], node_id: i32) -> Result<MetaProperties> {
+    let mut found: Option<MetaProperties> = None;
+    for dir in log_dirs {
+        let path = dir.join("meta.properties");
+        if !path.exists() {
+            continue;
+        }
+        let props = parse_properties(
+            &std::fs::read_to_string(&path)
+                .with_context(|| format!("reading {}", path.display()))?,
+        );
+        let meta = MetaProperties {
+            cluster_id: props.get("cluster.id").cloned().unwrap_or_default(),
+            node_id: props
+                .get("node.id")
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(node_id),
+        };
+        if meta.node_id != node_id {
+            bail!(
+                "{} belongs to node {}, but this is node.id={node_id}",
+                path.display(),
+                meta.node_id
+            );
+        }
+        if let Some(prev) = &found {
+            if prev.cluster_id != meta.cluster_id {
+                bail!("log dirs belong to different clusters");
+            }
+        }
+        found = Some(meta);
+    }
+    let meta = found.unwrap_or_else(|| MetaProperties {
+        cluster_id: new_cluster_id(),
+        node_id,
+    });
+    for dir in log_dirs {
+        let path = dir.join("meta.properties");
+        if path.exists() {
+            continue;
+        }
+        let text = format!(
+            "#Written by tern on first start\nversion=1\ncluster.id={}\nnode.id={}\n",
+            meta.cluster_id, meta.node_id
+        );
+        let tmp = dir.join("meta.properties.tmp");
+        std::fs::write(&tmp, text)?;
+        std::fs::File::open(&tmp)?.sync_all()?;
+        std::fs::rename(&tmp, &path)?;
+    }
+    Ok(meta)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn formats_once_and_keeps_the_cluster_id() {
+        let dir = tempfile::tempdir().unwrap();
+        let dirs = vec![dir.path().to_path_buf()];
+        let a = load_or_format(&dirs, 1).unwrap();
+        assert_eq!(a.cluster_id.len(), 22);
+        let b = load_or_format(&dirs, 1).unwrap();
+        assert_eq!(a, b);
+        assert!(load_or_format(&dirs, 2).is_err());
+    }
+}

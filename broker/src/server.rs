@@ -1,0 +1,122 @@
+//! The network server: one accept loop per listener, one task per connection, and a clean
+//! shutdown that stops accepting, lets connections finish their current request, and closes logs.
+
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use tokio::net::TcpListener;
+use tokio::sync::{watch, Semaphore};
+
+use crate::broker::Broker;
+use crate::connection::serve_connection;
+
+/// A running server.
+pub struct Server {
+    /// The broker behind it.
+    pub broker: Arc<Broker>,
+    /// Bound addresses, one per listener (useful when port 0 was asked for).
+    pub local_addrs: Vec<std::net::SocketAddr>,
+    shutdown: watch::Sender<bool>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+    background: Option<tern_storage::BackgroundHandle>,
+}
+
+impl Server {
+    /// Binds every listener and starts serving.
+    pub async fn start(broker: Arc<Broker>) -> Result<Server> {
+        let (shutdown, shutdown_rx) = watch::channel(false);
+        let connections = Arc::new(Semaphore::new(broker.config.max_connections));
+        let mut local_addrs = Vec::new();
+        let mut tasks = Vec::new();
+        for listener_config in &broker.config.listeners {
+            let addr = listener_config.bind_addr();
+            let listener = TcpListener::bind(&addr)
+                .await
+                .with_context(|| format!("binding listener {addr}"))?;
+            let local = listener.local_addr()?;
+            tracing::info!(listener = %listener_config.name, %local, "listening");
+            local_addrs.push(local);
+            tasks.push(tokio::spawn(accept_loop(
+                listener,
+                broker.clone(),
+                connections.clone(),
+                shutdown_rx.clone(),
+            )));
+        }
+        if broker.config.advertised().port == 0 {
+            if let Some(first) = local_addrs.first() {
+                broker
+                    .set_advertised_port(first.port())
+                    .map_err(|e| anyhow::anyhow!("{e}"))?;
+            }
+        }
+        broker.spawn_metadata_listener();
+        let background = broker
+            .logs
+            .start_background_tasks(broker.config.log_retention_check_interval_ms);
+        Ok(Server {
+            broker,
+            local_addrs,
+            shutdown,
+            tasks,
+            background: Some(background),
+        })
+    }
+
+    /// Stops accepting, waits for connection tasks to wind down, and closes the logs.
+    pub async fn shutdown(mut self) -> Result<()> {
+        let _ = self.shutdown.send(true);
+        for task in self.tasks.drain(..) {
+            let _ = task.await;
+        }
+        if let Some(bg) = self.background.take() {
+            bg.stop();
+        }
+        let logs = self.broker.logs.clone();
+        tokio::task::spawn_blocking(move || logs.shutdown())
+            .await
+            .context("joining log shutdown")?
+            .context("closing logs")?;
+        Ok(())
+    }
+}
+
+async fn accept_loop(
+    listener: TcpListener,
+    broker: Arc<Broker>,
+    connections: Arc<Semaphore>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let mut conns = tokio::task::JoinSet::new();
+    loop {
+        let permit = tokio::select! {
+            p = connections.clone().acquire_owned() => match p {
+                Ok(p) => p,
+                Err(_) => break,
+            },
+            _ = shutdown.changed() => break,
+        };
+        let accepted = tokio::select! {
+            a = listener.accept() => a,
+            _ = shutdown.changed() => break,
+        };
+        match accepted {
+            Ok((stream, peer)) => {
+                let _ = stream.set_nodelay(true);
+                let broker = broker.clone();
+                let shutdown = shutdown.clone();
+                conns.spawn(async move {
+                    serve_connection(stream, peer, broker, shutdown).await;
+                    drop(permit);
+                });
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "accept failed");
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            }
+        }
+        // Reap finished connection tasks so the set stays small.
+        while conns.try_join_next().is_some() {}
+    }
+    conns.shutdown().await;
+}

@@ -1,0 +1,193 @@
+//! Broker APIs over a real socket: bad input gets Kafka's error codes or a closed connection,
+//! never a panic, never a partial append, never an effect on other connections.
+
+mod support;
+
+use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+use kafka_protocol::messages::{ApiVersionsRequest, ListOffsetsRequest, MetadataRequest};
+use kafka_protocol::ResponseError;
+use support::*;
+use tern_protocol::client::ClientError;
+
+async fn latest_offset(conn: &mut tern_protocol::client::KafkaConnection, topic: &str) -> i64 {
+    let req = ListOffsetsRequest::default()
+        .with_replica_id(kafka_protocol::messages::BrokerId(-1))
+        .with_topics(vec![ListOffsetsTopic::default()
+            .with_name(name(topic))
+            .with_partitions(vec![ListOffsetsPartition::default()
+                .with_partition_index(0)
+                .with_timestamp(-1)])]);
+    let resp = conn.send(&req, 7).await.unwrap();
+    let p = &resp.topics[0].partitions[0];
+    assert_eq!(p.error_code, 0);
+    p.offset
+}
+
+#[tokio::test]
+async fn api_versions_lists_produce_and_fetch() {
+    let s = TestServer::start().await;
+    let mut c = s.connect().await;
+    let resp = c.send(&ApiVersionsRequest::default(), 3).await.unwrap();
+    assert_eq!(resp.error_code, 0);
+    let keys: Vec<i16> = resp.api_keys.iter().map(|k| k.api_key).collect();
+    assert!(keys.contains(&0) && keys.contains(&1) && keys.contains(&3));
+}
+
+#[tokio::test]
+async fn unknown_api_versions_version_gets_v0_unsupported_reply() {
+    let s = TestServer::start().await;
+    let mut c = s.connect().await;
+    // ApiVersions v99, correlation id 7, no client id.
+    let mut req = Vec::new();
+    req.extend_from_slice(&18i16.to_be_bytes());
+    req.extend_from_slice(&99i16.to_be_bytes());
+    req.extend_from_slice(&7i32.to_be_bytes());
+    req.extend_from_slice(&(-1i16).to_be_bytes());
+    c.send_raw_frame(&req).await.unwrap();
+    let frame = c.read_raw_frame().await.unwrap();
+    assert_eq!(&frame[..4], &7i32.to_be_bytes());
+    assert_eq!(&frame[4..6], &35i16.to_be_bytes(), "UNSUPPORTED_VERSION");
+}
+
+#[tokio::test]
+async fn garbage_and_oversized_frames_close_only_their_connection() {
+    let s = TestServer::start().await;
+    let mut good = s.connect().await;
+    for garbage in [
+        vec![0xffu8; 3],
+        vec![0, 3, 0, 9, 0, 0, 0, 1, 0xff, 0xff, 0xff],
+        (0..200u8).collect::<Vec<_>>(),
+        vec![0, 0, 0, 12, 0, 0, 0, 1, 0, 0, 0x7f, 0xff, 0xff, 0xff, 0xff],
+        // Metadata v4 declaring 2^31-1 topics: must not reserve memory for them.
+        vec![
+            0, 3, 0, 4, 0, 0, 0, 1, 0xff, 0xff, 0x7f, 0xff, 0xff, 0xff, 0,
+        ],
+        // Metadata v9 (flexible) declaring 2^32-2 topics as a compact array.
+        vec![
+            0, 3, 0, 9, 0, 0, 0, 1, 0xff, 0xff, 0, 0xff, 0xff, 0xff, 0xff, 0x0f, 0,
+        ],
+    ] {
+        let mut bad = s.connect().await;
+        bad.send_raw_frame(&garbage).await.unwrap();
+        assert!(matches!(
+            bad.read_raw_frame().await,
+            Err(ClientError::Closed) | Err(ClientError::Frame(_))
+        ));
+    }
+    // A declared size beyond socket.request.max.bytes.
+    let mut stream = tokio::net::TcpStream::connect(s.addr()).await.unwrap();
+    tokio::io::AsyncWriteExt::write_all(&mut stream, &i32::MAX.to_be_bytes())
+        .await
+        .unwrap();
+    let mut buf = [0u8; 1];
+    let n = tokio::io::AsyncReadExt::read(&mut stream, &mut buf)
+        .await
+        .unwrap_or(0);
+    assert_eq!(n, 0, "oversized frame closes the connection");
+    // The first connection is unaffected.
+    let resp = good
+        .send(&MetadataRequest::default().with_topics(None), 12)
+        .await
+        .unwrap();
+    assert_eq!(resp.brokers.len(), 1);
+}
+
+#[tokio::test]
+async fn corrupt_batch_is_rejected_and_nothing_is_appended() {
+    let s = TestServer::start().await;
+    let mut c = s.connect().await;
+    create_topic(&mut c, "t", 1, &[]).await;
+    let good = batch(3);
+    let mut bad = good.to_vec();
+    let last = bad.len() - 1;
+    bad[last] ^= 0x40;
+    // A request with one good and one corrupt batch must append neither.
+    let mut both = good.to_vec();
+    both.extend_from_slice(&bad);
+    let resp = produce(&mut c, "t", 0, both.into()).await;
+    let p = &resp.responses[0].partition_responses[0];
+    assert_eq!(p.error_code, ResponseError::CorruptMessage.code());
+    assert_eq!(latest_offset(&mut c, "t").await, 0);
+    let resp = produce(&mut c, "t", 0, good).await;
+    assert_eq!(resp.responses[0].partition_responses[0].error_code, 0);
+    assert_eq!(latest_offset(&mut c, "t").await, 3);
+}
+
+#[tokio::test]
+async fn idempotent_duplicates_are_acknowledged_once_and_gaps_rejected() {
+    let s = TestServer::start().await;
+    let mut c = s.connect().await;
+    create_topic(&mut c, "idem", 1, &[]).await;
+    let first = produce(&mut c, "idem", 0, idempotent_batch(5, 42, 0, 0)).await;
+    assert_eq!(first.responses[0].partition_responses[0].base_offset, 0);
+    let dup = produce(&mut c, "idem", 0, idempotent_batch(5, 42, 0, 0)).await;
+    let p = &dup.responses[0].partition_responses[0];
+    assert_eq!((p.error_code, p.base_offset), (0, 0));
+    assert_eq!(latest_offset(&mut c, "idem").await, 5);
+    let gap = produce(&mut c, "idem", 0, idempotent_batch(1, 42, 0, 9)).await;
+    assert_eq!(
+        gap.responses[0].partition_responses[0].error_code,
+        ResponseError::OutOfOrderSequenceNumber.code()
+    );
+    assert_eq!(latest_offset(&mut c, "idem").await, 5);
+}
+
+#[tokio::test]
+async fn create_topic_errors_match_kafka() {
+    let s = TestServer::start().await;
+    let mut c = s.connect().await;
+    let code = |r: kafka_protocol::messages::CreateTopicsResponse| r.topics[0].error_code;
+    assert_eq!(code(create_topic(&mut c, "ok", 2, &[]).await), 0);
+    assert_eq!(
+        code(create_topic(&mut c, "ok", 2, &[]).await),
+        ResponseError::TopicAlreadyExists.code()
+    );
+    assert_eq!(
+        code(create_topic(&mut c, "bad name!", 1, &[]).await),
+        ResponseError::InvalidTopicException.code()
+    );
+    assert_eq!(
+        code(create_topic(&mut c, "zero", 0, &[]).await),
+        ResponseError::InvalidPartitions.code()
+    );
+    assert_eq!(
+        code(create_topic(&mut c, "cfg", 1, &[("retention.ms", "soon")]).await),
+        ResponseError::InvalidConfig.code()
+    );
+    assert_eq!(
+        code(create_topic(&mut c, "cfg2", 1, &[("no.such.config", "1")]).await),
+        ResponseError::InvalidConfig.code()
+    );
+    let meta = c
+        .send(&MetadataRequest::default().with_topics(None), 12)
+        .await
+        .unwrap();
+    let names: Vec<String> = meta
+        .topics
+        .iter()
+        .map(|t| t.name.as_ref().unwrap().0.to_string())
+        .collect();
+    assert_eq!(names, vec!["ok".to_string()]);
+}
+
+#[tokio::test]
+async fn topics_and_records_survive_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let server = start_in(dir.path(), &[]).await;
+        let mut c = tern_protocol::client::KafkaConnection::connect(server.local_addrs[0], "t")
+            .await
+            .unwrap();
+        create_topic(&mut c, "keep", 1, &[("retention.ms", "3600000")]).await;
+        produce(&mut c, "keep", 0, batch(4)).await;
+        server.shutdown().await.unwrap();
+    }
+    let server = start_in(dir.path(), &[]).await;
+    let mut c = tern_protocol::client::KafkaConnection::connect(server.local_addrs[0], "t")
+        .await
+        .unwrap();
+    assert_eq!(latest_offset(&mut c, "keep").await, 4);
+    let resp = produce(&mut c, "keep", 0, batch(1)).await;
+    assert_eq!(resp.responses[0].partition_responses[0].base_offset, 4);
+    server.shutdown().await.unwrap();
+}

@@ -1,0 +1,135 @@
+//! Starts an in-process tern on a free loopback port with a temporary data dir.
+
+#![allow(dead_code, unreachable_pub)]
+
+use std::collections::BTreeMap;
+
+use bytes::Bytes;
+use kafka_protocol::messages::create_topics_request::CreatableTopic;
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::{
+    CreateTopicsRequest, CreateTopicsResponse, ProduceRequest, ProduceResponse, TopicName,
+};
+use kafka_protocol::protocol::StrBytes;
+use tern_broker::broker::Broker;
+use tern_broker::config::BrokerConfig;
+use tern_broker::server::Server;
+use tern_protocol::client::KafkaConnection;
+use tern_protocol::record_batch::Compression;
+use tern_protocol::records::RecordBatchBuilder;
+
+/// A running server and the temp dir holding its data.
+pub struct TestServer {
+    pub server: Server,
+    pub dir: tempfile::TempDir,
+}
+
+impl TestServer {
+    pub async fn start() -> TestServer {
+        let dir = tempfile::tempdir().unwrap();
+        let server = start_in(dir.path(), &[]).await;
+        TestServer { server, dir }
+    }
+
+    pub fn addr(&self) -> std::net::SocketAddr {
+        self.server.local_addrs[0]
+    }
+
+    pub async fn connect(&self) -> KafkaConnection {
+        KafkaConnection::connect(self.addr(), "test").await.unwrap()
+    }
+}
+
+pub async fn start_in(dir: &std::path::Path, extra: &[(&str, &str)]) -> Server {
+    let mut props = BTreeMap::new();
+    props.insert(
+        "listeners".to_string(),
+        "PLAINTEXT://127.0.0.1:0".to_string(),
+    );
+    props.insert("log.dirs".to_string(), dir.display().to_string());
+    for (k, v) in extra {
+        props.insert(k.to_string(), v.to_string());
+    }
+    let config = BrokerConfig::from_properties(props).unwrap();
+    let broker = tokio::task::spawn_blocking(move || Broker::start(config))
+        .await
+        .unwrap()
+        .unwrap();
+    Server::start(broker).await.unwrap()
+}
+
+pub fn name(s: &str) -> TopicName {
+    TopicName(StrBytes::from_string(s.to_string()))
+}
+
+pub async fn create_topic(
+    conn: &mut KafkaConnection,
+    topic: &str,
+    partitions: i32,
+    configs: &[(&str, &str)],
+) -> CreateTopicsResponse {
+    use kafka_protocol::messages::create_topics_request::CreatableTopicConfig;
+    let t = CreatableTopic::default()
+        .with_name(name(topic))
+        .with_num_partitions(partitions)
+        .with_replication_factor(1)
+        .with_configs(
+            configs
+                .iter()
+                .map(|(k, v)| {
+                    CreatableTopicConfig::default()
+                        .with_name(StrBytes::from_string(k.to_string()))
+                        .with_value(Some(StrBytes::from_string(v.to_string())))
+                })
+                .collect(),
+        );
+    conn.send(
+        &CreateTopicsRequest::default()
+            .with_topics(vec![t])
+            .with_timeout_ms(5000),
+        7,
+    )
+    .await
+    .unwrap()
+}
+
+/// A batch of `n` records "v0".."v{n-1}".
+pub fn batch(n: usize) -> Bytes {
+    let mut b = RecordBatchBuilder::new(Compression::None);
+    for i in 0..n {
+        b.push(
+            1_000 + i as i64,
+            Some(b"k"),
+            Some(format!("v{i}").as_bytes()),
+            &[],
+        )
+        .unwrap();
+    }
+    b.build().unwrap()
+}
+
+/// An idempotent producer's batch.
+pub fn idempotent_batch(n: usize, producer_id: i64, epoch: i16, seq: i32) -> Bytes {
+    let mut b = RecordBatchBuilder::new(Compression::None).producer(producer_id, epoch, seq);
+    for i in 0..n {
+        b.push(1_000 + i as i64, None, Some(b"x"), &[]).unwrap();
+    }
+    b.build().unwrap()
+}
+
+pub async fn produce(
+    conn: &mut KafkaConnection,
+    topic: &str,
+    partition: i32,
+    records: Bytes,
+) -> ProduceResponse {
+    let req = ProduceRequest::default()
+        .with_acks(-1)
+        .with_timeout_ms(5000)
+        .with_topic_data(vec![TopicProduceData::default()
+            .with_name(name(topic))
+            .with_partition_data(vec![PartitionProduceData::default()
+                .with_index(partition)
+                .with_records(Some(records))])]);
+    conn.send(&req, 9).await.unwrap()
+}

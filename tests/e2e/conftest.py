@@ -1,0 +1,92 @@
+"""Fixtures that start a real `tern` process on a free loopback port with a fresh data dir."""
+
+import os
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+
+import pytest
+
+TERN_BIN = os.environ.get("TERN_BIN", "target/release/tern")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Tern:
+    """A tern server process that tests can stop, kill -9 and restart on the same data."""
+
+    def __init__(self, data_dir, port, extra=()):
+        self.data_dir = data_dir
+        self.port = port
+        self.extra = list(extra)
+        self.proc = None
+        self.log_path = os.path.join(data_dir, "tern.log")
+
+    @property
+    def bootstrap(self):
+        return f"127.0.0.1:{self.port}"
+
+    def start(self):
+        args = [
+            TERN_BIN,
+            "server",
+            "--override", f"listeners=PLAINTEXT://127.0.0.1:{self.port}",
+            "--override", f"log.dirs={self.data_dir}/logs",
+        ]
+        for kv in self.extra:
+            args += ["--override", kv]
+        log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"tern exited with {self.proc.returncode}: {self.tail()}")
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
+                    return self
+            except OSError:
+                time.sleep(0.05)
+        raise RuntimeError(f"tern did not start listening: {self.tail()}")
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc = None
+
+    def kill9(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        self.proc = None
+
+    def restart(self):
+        self.stop()
+        return self.start()
+
+    def tail(self, n=40):
+        try:
+            with open(self.log_path, "rb") as f:
+                return b"\n".join(f.read().splitlines()[-n:]).decode(errors="replace")
+        except OSError:
+            return ""
+
+
+@pytest.fixture
+def tern():
+    with tempfile.TemporaryDirectory(prefix="tern-e2e-") as d:
+        t = Tern(d, free_port()).start()
+        try:
+            yield t
+        finally:
+            t.stop()

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Runs every test: the Rust unit and integration tests, then the end-to-end tests with real
+# Kafka clients (confluent-kafka / librdkafka, kafka-python) against a real tern process.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export TERN_CACHE="${TERN_CACHE:-$HOME/.cache/tern}"
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$TERN_CACHE/target}"
+
+echo "== cargo test"
+cargo test --workspace --release 2>&1 | tee "$TERN_CACHE/cargo-test.log"
+
+echo "== building tern"
+cargo build --release -p tern-broker --bin tern
+export TERN_BIN="$CARGO_TARGET_DIR/release/tern"
+
+echo "== python clients"
+VENV="$TERN_CACHE/venv"
+if [ ! -x "$VENV/bin/python" ]; then
+  python3 -m venv "$VENV"
+fi
+"$VENV/bin/pip" install --quiet --disable-pip-version-check -r tests/e2e/requirements.txt
+
+echo "== end-to-end tests"
+"$VENV/bin/python" -m pytest -q tests/e2e "$@"
