@@ -3,11 +3,13 @@
 //! See `storage/DESIGN.md` for the on-disk format and fsync ordering.
 
 pub mod checkpoint;
+pub mod cleaner;
 pub mod config;
 pub mod epoch;
 pub mod error;
 pub mod index;
 pub mod log;
+pub mod manager;
 pub mod producer_state;
 pub mod record;
 pub mod segment;
@@ -16,10 +18,12 @@ pub mod txn_index;
 #[cfg(test)]
 mod log_tests;
 
+pub use cleaner::CompactionStats;
 pub use config::{CleanupPolicy, LogConfig, TimestampType};
 pub use epoch::LeaderEpochFileCache;
 pub use error::StorageError;
 pub use log::{FetchDataInfo, Log, LogAppendInfo, TimestampAndOffset};
+pub use manager::{BackgroundHandle, LogManager};
 pub use producer_state::{BatchMetadata, ProducerStateEntry, ProducerStateManager};
 pub use segment::LogSegment;
 pub use txn_index::AbortedTxn;

@@ -157,6 +157,18 @@ impl Log {
             }
         }
         bases.sort_unstable();
+        let mut must_recover = must_recover;
+        for &b in &bases {
+            let has_index = index_files
+                .iter()
+                .any(|(ib, p)| *ib == b && p.extension().is_some_and(|e| e == "index"));
+            let log_len =
+                std::fs::metadata(dir.join(file_name(b, LOG_SUFFIX))).map_or(0, |m| m.len());
+            if !has_index && log_len > 0 {
+                // A cleaner swap (or a user) removed the index: rebuild rather than trust an empty one.
+                must_recover.insert(b);
+            }
+        }
         for (b, path) in index_files {
             if bases.binary_search(&b).is_err() {
                 std::fs::remove_file(&path).ctx(&path)?;
@@ -304,7 +316,13 @@ impl Log {
             epochs: RwLock::new(epochs),
             producers: Mutex::new(ProducerStateManager::new(dir)),
             offline: AtomicBool::new(false),
-            cleaner_checkpoint: AtomicI64::new(log_start),
+            cleaner_checkpoint: AtomicI64::new(
+                read_offset(dir, crate::cleaner::CLEANER_OFFSET_CHECKPOINT)
+                    .ok()
+                    .flatten()
+                    .unwrap_or(log_start)
+                    .clamp(log_start, leo),
+            ),
         };
         let producers = log.load_producer_state(leo, first_recovered)?;
         *log.producers.lock() = producers;
@@ -348,6 +366,9 @@ impl Log {
                 continue;
             }
             let rebuild = rebuild_txn_from.is_some_and(|b| seg.base_offset() >= b);
+            if rebuild {
+                seg.reset_txn_index()?;
+            }
             seg.scan(0, seg.size(), false, |_, h, batch| {
                 if h.base_offset < from || h.base_offset >= upto {
                     return Ok(());
@@ -1110,13 +1131,23 @@ impl Log {
         std::fs::remove_dir_all(&self.dir).ctx(&self.dir)
     }
 
-    /// Serialises a maintenance operation (the cleaner) with appends.
-    pub(crate) fn lock_writer(&self) -> parking_lot::MutexGuard<'_, impl Sized> {
-        self.writer.lock()
+    /// Refuses further writes (the log is being deleted).
+    pub(crate) fn mark_offline(&self) {
+        self.offline.store(true, Ordering::Release);
     }
 
-    pub(crate) fn is_offline(&self) -> bool {
-        self.offline.load(Ordering::Acquire)
+    /// Runs `f` with the writer lock held (the cleaner's swap).
+    pub(crate) fn with_writer_lock<T>(&self, f: impl FnOnce() -> Result<T>) -> Result<T> {
+        let _w = self.writer.lock();
+        self.check_online()?;
+        self.io_guard(f())
+    }
+
+    pub(crate) fn producer_last_offset(&self, producer_id: i64) -> Option<i64> {
+        self.producers
+            .lock()
+            .get(producer_id)
+            .map(|e| e.last_offset())
     }
 }
 
@@ -1167,6 +1198,5 @@ fn cleanup_stray_files(dir: &Path) -> Result<BTreeSet<i64>> {
     if !committed.is_empty() {
         fsync_dir(dir)?;
     }
-    let _ = file_name;
     Ok(committed)
 }

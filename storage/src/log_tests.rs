@@ -3,13 +3,12 @@
 use bytes::BytesMut;
 use tern_protocol::record_batch::{validate_batch, BatchIter, TimestampType};
 
-use crate::record::{build_batch, build_control_batch, BatchSpec};
+use crate::record::{build_batch, build_control_batch, BatchSpec, KeyValue};
 use crate::{Log, LogConfig, StorageError};
 
 fn batch(n: usize, ts: i64) -> BytesMut {
     let value = [b'x'; 100];
-    let recs: Vec<(Option<&[u8]>, Option<&[u8]>)> =
-        (0..n).map(|_| (None, Some(&value[..]))).collect();
+    let recs: Vec<KeyValue<'_>> = (0..n).map(|_| (None, Some(&value[..]))).collect();
     BytesMut::from(
         &build_batch(
             &BatchSpec {
@@ -22,8 +21,7 @@ fn batch(n: usize, ts: i64) -> BytesMut {
 }
 
 fn spec_batch(spec: BatchSpec, n: usize) -> BytesMut {
-    let recs: Vec<(Option<&[u8]>, Option<&[u8]>)> =
-        (0..n).map(|_| (None, Some(&b"v"[..]))).collect();
+    let recs: Vec<KeyValue<'_>> = (0..n).map(|_| (None, Some(&b"v"[..]))).collect();
     BytesMut::from(&build_batch(&spec, &recs)[..])
 }
 

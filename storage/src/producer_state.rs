@@ -388,11 +388,11 @@ impl ProducerStateManager {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::{build_batch, BatchSpec};
+    use crate::record::{build_batch, BatchSpec, KeyValue};
     use tern_protocol::record_batch::validate_batch;
 
     fn header(pid: i64, epoch: i16, seq: i32, n: usize, base_offset: i64) -> RecordBatchHeader {
-        let recs: Vec<(Option<&[u8]>, Option<&[u8]>)> = vec![(None, Some(b"v")); n];
+        let recs: Vec<KeyValue<'_>> = vec![(None, Some(b"v")); n];
         let b = build_batch(
             &BatchSpec {
                 base_offset,

@@ -132,6 +132,9 @@ pub fn encode_record(
     out.extend_from_slice(&body);
 }
 
+/// A record's key and value; `None` is null.
+pub type KeyValue<'a> = (Option<&'a [u8]>, Option<&'a [u8]>);
+
 /// Fields of a batch header chosen by the builder.
 #[derive(Debug, Clone, Copy)]
 pub struct BatchSpec {
@@ -169,7 +172,7 @@ impl Default for BatchSpec {
 }
 
 /// Builds a valid uncompressed v2 batch from (key, value) pairs; record i has offset delta i.
-pub fn build_batch(spec: &BatchSpec, records: &[(Option<&[u8]>, Option<&[u8]>)]) -> Vec<u8> {
+pub fn build_batch(spec: &BatchSpec, records: &[KeyValue<'_>]) -> Vec<u8> {
     let mut body = Vec::new();
     for (i, (k, v)) in records.iter().enumerate() {
         encode_record(&mut body, i as i32, i as i64, *k, *v);

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use bytes::Bytes;
 use parking_lot::{Mutex, RwLock};
 use tern_protocol::record_batch::{
-    validate_batch, BatchError, Compression, RecordBatchHeader, LOG_OVERHEAD, RECORD_BATCH_OVERHEAD,
+    validate_batch, BatchError, Compression, RecordBatchHeader, RECORD_BATCH_OVERHEAD,
 };
 
 use crate::error::{IoContext, Result, StorageError};
@@ -247,6 +247,11 @@ impl LogSegment {
         self.txn.lock().append(txn)
     }
 
+    /// Drops the transaction index entries (before they are rebuilt).
+    pub(crate) fn reset_txn_index(&self) -> Result<()> {
+        self.txn.lock().reset()
+    }
+
     /// Aborted transactions overlapping `[start, upper)`.
     pub(crate) fn collect_aborted(&self, start: i64, upper: i64, out: &mut Vec<AbortedTxn>) {
         self.txn.lock().collect(start, upper, out)
@@ -424,7 +429,6 @@ impl LogSegment {
         i.bytes_since_last_entry = 0;
         i.max_timestamp = -1;
         i.offset_of_max_timestamp = self.base_offset;
-        self.txn.lock().reset()?;
         let ix = &mut *i;
         let end = self.scan(0, file_len, true, |pos, h, batch| {
             if h.max_timestamp > ix.max_timestamp {
@@ -611,11 +615,6 @@ impl LogSegment {
         let _ = r;
         Ok(found)
     }
-
-    /// Renames the segment's files by adding `.suffix` (cleaner and deletion protocol).
-    pub(crate) fn dir(&self) -> &Path {
-        &self.dir
-    }
 }
 
 /// Reads whether a control batch commits (`Some(true)`) or aborts.
@@ -626,6 +625,3 @@ pub(crate) fn control_of(h: &RecordBatchHeader, batch: &[u8]) -> Option<bool> {
         None
     }
 }
-
-/// Size of a batch's length prefix, re-exported for callers that walk raw buffers.
-pub const BATCH_LOG_OVERHEAD: usize = LOG_OVERHEAD;

@@ -1,0 +1,517 @@
+//! The log cleaner: key-based compaction of a log's inactive segments.
+//!
+//! One pass builds a map key -> latest offset over the dirty part of the log (from the cleaner
+//! checkpoint to the end of the last inactive segment), then rewrites every inactive segment
+//! keeping, per key, only the latest record. Offsets never change: a batch keeps its base
+//! offset and last offset delta, so gaps stay gaps. Batches where nothing is removed are copied
+//! byte for byte. A rewritten segment is written as `.log.cleaned`, fsynced, renamed to
+//! `.log.swap` (the commit point), then renamed over `.log`; recovery finishes a committed swap.
+
+use std::collections::HashMap;
+use std::fs::OpenOptions;
+use std::io::Write;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use tern_protocol::record_batch::{
+    compute_crc, Compression, RecordBatchHeader, LOG_OVERHEAD, RECORD_BATCH_OVERHEAD,
+};
+
+use crate::checkpoint::{fsync_dir, write_offset};
+use crate::error::{IoContext, Result};
+use crate::log::Log;
+use crate::record::parse_records;
+use crate::segment::{
+    file_name, LogSegment, CLEANED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX, TIME_INDEX_SUFFIX,
+};
+
+/// File holding the offset up to which the log has been cleaned (Kafka keeps one per log dir).
+pub const CLEANER_OFFSET_CHECKPOINT: &str = "cleaner-offset-checkpoint";
+
+/// What one compaction pass did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CompactionStats {
+    /// Segments rewritten or removed.
+    pub segments_cleaned: usize,
+    /// Bytes of the segments before cleaning.
+    pub bytes_before: u64,
+    /// Bytes of the segments after cleaning.
+    pub bytes_after: u64,
+    /// Records removed because a later record has the same key.
+    pub records_removed: u64,
+    /// Tombstones removed because their delete horizon passed.
+    pub tombstones_removed: u64,
+}
+
+enum Cleaned {
+    Keep,
+    Drop,
+    Rewrite(Vec<u8>),
+}
+
+/// Decides the fate of one batch. Only uncompressed, non-transactional data batches are
+/// filtered; everything else is kept as it is.
+fn clean_batch(
+    h: &RecordBatchHeader,
+    batch: &[u8],
+    map: &HashMap<Vec<u8>, i64>,
+    tombstone_horizon: i64,
+    keep_whole: bool,
+    stats: &mut CompactionStats,
+) -> Cleaned {
+    if h.is_control() || h.is_transactional() || h.compression() != Ok(Compression::None) {
+        return Cleaned::Keep;
+    }
+    let Some(records) = parse_records(&batch[RECORD_BATCH_OVERHEAD..], h.records_count as usize)
+    else {
+        return Cleaned::Keep;
+    };
+    let mut kept = Vec::with_capacity(records.len());
+    let (mut superseded, mut tombstones) = (0u64, 0u64);
+    for r in &records {
+        let offset = h.base_offset + r.offset_delta as i64;
+        let Some(key) = r.key else {
+            kept.push(r);
+            continue;
+        };
+        if map.get(key).is_some_and(|&latest| offset < latest) {
+            superseded += 1;
+            continue;
+        }
+        // Tombstones live for delete.retention.ms after their batch's timestamp.
+        if r.value.is_none() && h.max_timestamp < tombstone_horizon {
+            tombstones += 1;
+            continue;
+        }
+        kept.push(r);
+    }
+    if kept.len() == records.len() {
+        return Cleaned::Keep;
+    }
+    if kept.is_empty() && keep_whole {
+        // The producer's last batch carries its state (sequence, epoch); Kafka keeps it too.
+        return Cleaned::Keep;
+    }
+    stats.records_removed += superseded;
+    stats.tombstones_removed += tombstones;
+    if kept.is_empty() {
+        return Cleaned::Drop;
+    }
+    let body_len: usize = kept.iter().map(|r| r.raw.len()).sum();
+    let mut out = Vec::with_capacity(RECORD_BATCH_OVERHEAD + body_len);
+    out.extend_from_slice(&batch[..RECORD_BATCH_OVERHEAD]);
+    for r in &kept {
+        out.extend_from_slice(r.raw);
+    }
+    let batch_length = (out.len() - LOG_OVERHEAD) as i32;
+    out[8..12].copy_from_slice(&batch_length.to_be_bytes());
+    out[57..61].copy_from_slice(&(kept.len() as i32).to_be_bytes());
+    let crc = compute_crc(&out);
+    out[17..21].copy_from_slice(&crc.to_be_bytes());
+    Cleaned::Rewrite(out)
+}
+
+impl Log {
+    /// One compaction pass (only with `cleanup.policy` containing `compact`). Skips the pass
+    /// when the dirty ratio is below `min.cleanable.dirty.ratio`; never touches the active
+    /// segment or segments younger than `min.compaction.lag.ms`.
+    pub fn compact(&self, now_ms: i64) -> Result<CompactionStats> {
+        let mut stats = CompactionStats::default();
+        let config = self.config();
+        if !config.cleanup_policy.compact {
+            return Ok(stats);
+        }
+        let segs: Vec<Arc<LogSegment>> = self.segments.read().values().cloned().collect();
+        let mut end = segs.len().saturating_sub(1);
+        if config.min_compaction_lag_ms > 0 {
+            if let Some(i) = segs[..end]
+                .iter()
+                .position(|s| s.largest_timestamp() > now_ms - config.min_compaction_lag_ms)
+            {
+                end = i;
+            }
+        }
+        if end == 0 {
+            return Ok(stats);
+        }
+        let cleanable = &segs[..end];
+        let next_base = |i: usize| segs[i + 1].base_offset();
+        let dirty_end = next_base(end - 1);
+        let first_dirty = self
+            .cleaner_checkpoint
+            .load(Ordering::Acquire)
+            .max(self.log_start_offset());
+        let (mut clean_bytes, mut dirty_bytes) = (0u64, 0u64);
+        for (i, s) in cleanable.iter().enumerate() {
+            if next_base(i) <= first_dirty {
+                clean_bytes += s.size();
+            } else {
+                dirty_bytes += s.size();
+            }
+        }
+        if dirty_bytes == 0
+            || (dirty_bytes as f64) / ((clean_bytes + dirty_bytes) as f64)
+                < config.min_cleanable_dirty_ratio
+        {
+            return Ok(stats);
+        }
+
+        let mut map: HashMap<Vec<u8>, i64> = HashMap::new();
+        for (i, s) in cleanable.iter().enumerate() {
+            if next_base(i) <= first_dirty {
+                continue;
+            }
+            s.scan(0, s.size(), false, |_, h, batch| {
+                if h.is_control() || h.compression() != Ok(Compression::None) {
+                    return Ok(());
+                }
+                if let Some(records) =
+                    parse_records(&batch[RECORD_BATCH_OVERHEAD..], h.records_count as usize)
+                {
+                    for r in records {
+                        if let Some(k) = r.key {
+                            map.insert(k.to_vec(), h.base_offset + r.offset_delta as i64);
+                        }
+                    }
+                }
+                Ok(())
+            })?;
+        }
+
+        let horizon = now_ms.saturating_sub(config.delete_retention_ms);
+        for s in cleanable {
+            let size = s.size();
+            let mut out = Vec::with_capacity(size as usize);
+            let mut changed = false;
+            s.scan(0, size, false, |_, h, batch| {
+                let keep_whole = h.has_producer_id()
+                    && self.producer_last_offset(h.producer_id) == Some(h.last_offset());
+                match clean_batch(h, batch, &map, horizon, keep_whole, &mut stats) {
+                    Cleaned::Keep => out.extend_from_slice(batch),
+                    Cleaned::Drop => changed = true,
+                    Cleaned::Rewrite(b) => {
+                        out.extend_from_slice(&b);
+                        changed = true;
+                    }
+                }
+                Ok(())
+            })?;
+            if !changed {
+                continue;
+            }
+            if self.swap_segment(s, size, &out)? {
+                stats.segments_cleaned += 1;
+                stats.bytes_before += size;
+                stats.bytes_after += out.len() as u64;
+            }
+        }
+        self.cleaner_checkpoint
+            .fetch_max(dirty_end, Ordering::AcqRel);
+        write_offset(
+            self.dir(),
+            CLEANER_OFFSET_CHECKPOINT,
+            self.cleaner_checkpoint.load(Ordering::Acquire),
+        )?;
+        Ok(stats)
+    }
+
+    /// Replaces `old` (if it is unchanged since it was read at `size` bytes) by `data`.
+    fn swap_segment(&self, old: &Arc<LogSegment>, size: u64, data: &[u8]) -> Result<bool> {
+        let dir = self.dir().to_path_buf();
+        let base = old.base_offset();
+        let log_name = file_name(base, LOG_SUFFIX);
+        let cleaned = dir.join(format!("{log_name}.{CLEANED_SUFFIX}"));
+        if !data.is_empty() {
+            let mut f = OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .open(&cleaned)
+                .ctx(&cleaned)?;
+            f.write_all(data).ctx(&cleaned)?;
+            f.sync_all().ctx(&cleaned)?;
+        }
+        let config = self.config();
+        self.with_writer_lock(|| {
+            let current = self.segments.read().get(&base).cloned();
+            let unchanged = current.is_some_and(|c| Arc::ptr_eq(&c, old) && c.size() == size);
+            let is_active = self.segments.read().keys().next_back() == Some(&base);
+            if !unchanged || is_active {
+                // Truncated, deleted or became active meanwhile: drop the work.
+                let _ = std::fs::remove_file(&cleaned);
+                return Ok(false);
+            }
+            if data.is_empty() {
+                self.segments.write().remove(&base);
+                old.delete_files()?;
+                return Ok(true);
+            }
+            let swap = dir.join(format!("{log_name}.{SWAP_SUFFIX}"));
+            std::fs::rename(&cleaned, &swap).ctx(&cleaned)?;
+            fsync_dir(&dir)?;
+            // Stale indexes go before the new log takes the name, so a crash cannot pair them.
+            for suffix in [INDEX_SUFFIX, TIME_INDEX_SUFFIX] {
+                let p = dir.join(file_name(base, suffix));
+                match std::fs::remove_file(&p) {
+                    Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e).ctx(&p),
+                    _ => {}
+                }
+            }
+            std::fs::rename(&swap, dir.join(&log_name)).ctx(&swap)?;
+            fsync_dir(&dir)?;
+            let seg = LogSegment::open(&dir, base, config.segment_index_bytes, None)?;
+            seg.recover(config.index_interval_bytes, |_, _| Ok(()))?;
+            seg.make_inactive()?;
+            seg.flush()?;
+            self.segments.write().insert(base, Arc::new(seg));
+            Ok(true)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::{build_batch, BatchSpec, KeyValue};
+    use crate::{CleanupPolicy, LogConfig};
+    use bytes::BytesMut;
+    use tern_protocol::record_batch::{validate_batch, BatchIter};
+
+    fn compact_config() -> LogConfig {
+        LogConfig {
+            segment_bytes: 600,
+            cleanup_policy: CleanupPolicy {
+                delete: false,
+                compact: true,
+            },
+            delete_retention_ms: 1000,
+            ..LogConfig::default()
+        }
+    }
+
+    fn kv(log: &Log, pairs: &[(&str, Option<&str>)], ts: i64) {
+        let recs: Vec<KeyValue<'_>> = pairs
+            .iter()
+            .map(|(k, v)| (Some(k.as_bytes()), v.map(str::as_bytes)))
+            .collect();
+        let b = build_batch(
+            &BatchSpec {
+                base_timestamp: ts,
+                ..BatchSpec::default()
+            },
+            &recs,
+        );
+        log.append_as_leader(BytesMut::from(&b[..]), 0).unwrap();
+    }
+
+    /// Every record as (offset, key, value) plus the raw batches.
+    type Dumped = (Vec<(i64, String, Option<String>)>, Vec<Vec<u8>>);
+
+    fn dump(log: &Log) -> Dumped {
+        let mut out = Vec::new();
+        let mut batches = Vec::new();
+        let mut next = log.log_start_offset();
+        while next < log.log_end_offset() {
+            let r = log.read(next, 1 << 20, None, true).unwrap();
+            if r.records.is_empty() {
+                break;
+            }
+            for item in BatchIter::new(&r.records) {
+                let (h, b) = item.unwrap();
+                validate_batch(b).unwrap();
+                batches.push(b.to_vec());
+                for rec in
+                    parse_records(&b[RECORD_BATCH_OVERHEAD..], h.records_count as usize).unwrap()
+                {
+                    out.push((
+                        h.base_offset + rec.offset_delta as i64,
+                        String::from_utf8(rec.key.unwrap().to_vec()).unwrap(),
+                        rec.value.map(|v| String::from_utf8(v.to_vec()).unwrap()),
+                    ));
+                }
+                next = h.next_offset();
+            }
+        }
+        (out, batches)
+    }
+
+    #[test]
+    fn keeps_latest_value_per_key_at_its_offset() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = Log::open(dir.path(), compact_config()).unwrap();
+        for round in 0..6 {
+            for k in 0..4 {
+                let v = format!("v{round}");
+                kv(&log, &[(&format!("k{k}"), Some(&v))], 1000);
+            }
+        }
+        kv(&log, &[("solo", Some("x"))], 1000);
+        log.roll().unwrap();
+        let (before, _) = dump(&log);
+        let stats = log.compact(2000).unwrap();
+        assert!(stats.segments_cleaned > 0);
+        assert_eq!(stats.records_removed, 20);
+        let (after, _) = dump(&log);
+        let mut expected: Vec<_> = before
+            .iter()
+            .filter(|(o, k, _)| !before.iter().any(|(o2, k2, _)| k2 == k && o2 > o))
+            .cloned()
+            .collect();
+        expected.sort();
+        assert_eq!(after, expected);
+        assert_eq!(
+            after.iter().find(|r| r.1 == "k2").unwrap(),
+            &(22, "k2".to_string(), Some("v5".to_string()))
+        );
+        assert_eq!(log.log_end_offset(), 25);
+        // Survives a reopen, with indexes rebuilt.
+        drop(log);
+        let log = Log::open(dir.path(), compact_config()).unwrap();
+        assert_eq!(dump(&log).0, expected);
+        for (o, _, _) in &expected {
+            let r = log.read(*o, 1, None, true).unwrap();
+            assert!(!r.records.is_empty());
+        }
+    }
+
+    #[test]
+    fn tombstones_expire_after_delete_retention() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = Log::open(dir.path(), compact_config()).unwrap();
+        kv(&log, &[("a", Some("1")), ("b", Some("1"))], 10_000);
+        kv(&log, &[("a", None)], 10_000);
+        log.roll().unwrap();
+        log.compact(10_500).unwrap();
+        let (recs, _) = dump(&log);
+        assert_eq!(
+            recs,
+            vec![(1, "b".into(), Some("1".into())), (2, "a".into(), None)]
+        );
+        // More dirty data, and the horizon has passed: the tombstone goes.
+        kv(&log, &[("c", Some("1"))], 20_000);
+        log.roll().unwrap();
+        log.update_config(LogConfig {
+            min_cleanable_dirty_ratio: 0.0,
+            ..compact_config()
+        });
+        let stats = log.compact(20_000).unwrap();
+        assert_eq!(stats.tombstones_removed, 1);
+        let (recs, _) = dump(&log);
+        assert_eq!(
+            recs,
+            vec![
+                (1, "b".into(), Some("1".into())),
+                (3, "c".into(), Some("1".into()))
+            ]
+        );
+    }
+
+    #[test]
+    fn untouched_batches_stay_byte_identical_and_active_is_never_cleaned() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = Log::open(dir.path(), compact_config()).unwrap();
+        kv(&log, &[("a", Some("1")), ("b", Some("1"))], 1);
+        kv(&log, &[("c", Some("1"))], 1);
+        kv(&log, &[("a", Some("2"))], 1);
+        log.roll().unwrap();
+        kv(&log, &[("c", Some("2"))], 1);
+        let (_, before) = dump(&log);
+        log.compact(5).unwrap();
+        let (recs, after) = dump(&log);
+        // c=1 stays: its newer value is in the active segment, which is not cleaned.
+        assert_eq!(
+            recs.iter().map(|r| r.0).collect::<Vec<_>>(),
+            vec![1, 2, 3, 4]
+        );
+        assert_eq!(after[1], before[1]);
+        assert_eq!(after[2], before[2]);
+        assert_ne!(after[0], before[0]);
+    }
+
+    #[test]
+    fn dirty_ratio_gates_cleaning_and_delete_policy_skips() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = Log::open(dir.path(), compact_config()).unwrap();
+        for i in 0..30 {
+            kv(&log, &[(&format!("k{}", i % 3), Some("v"))], 1);
+        }
+        log.roll().unwrap();
+        assert!(log.compact(5).unwrap().segments_cleaned > 0);
+        let cleaned_size = log.size_bytes();
+        // A little more dirty data: ratio far below 0.5, nothing happens.
+        for i in 0..30 {
+            kv(&log, &[(&format!("x{i}"), Some("v"))], 1);
+        }
+        kv(&log, &[("k0", Some("w"))], 1);
+        log.roll().unwrap();
+        let mut c = compact_config();
+        c.min_cleanable_dirty_ratio = 0.99;
+        log.update_config(c.clone());
+        assert_eq!(log.compact(5).unwrap(), CompactionStats::default());
+        c.min_cleanable_dirty_ratio = 0.0;
+        log.update_config(c.clone());
+        assert_eq!(log.compact(5).unwrap().records_removed, 1);
+        assert!(log.size_bytes() > cleaned_size);
+        c.cleanup_policy = CleanupPolicy::default();
+        log.update_config(c);
+        assert_eq!(log.compact(5).unwrap(), CompactionStats::default());
+    }
+
+    #[test]
+    fn interrupted_swaps_are_finished_or_rolled_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = Log::open(dir.path(), compact_config()).unwrap();
+        kv(&log, &[("a", Some("1")), ("a", Some("2"))], 1);
+        log.roll().unwrap();
+        kv(&log, &[("b", Some("1"))], 1);
+        let seg0 = dir.path().join(file_name(0, LOG_SUFFIX));
+        let original = std::fs::read(&seg0).unwrap();
+        drop(log);
+        // A committed swap: the cleaned bytes replace the log on open.
+        let cleaned = {
+            let h = tern_protocol::record_batch::validate_batch(&original).unwrap();
+            let mut stats = CompactionStats::default();
+            let mut map = HashMap::new();
+            map.insert(b"a".to_vec(), 1i64);
+            match clean_batch(&h, &original, &map, 0, false, &mut stats) {
+                Cleaned::Rewrite(b) => b,
+                _ => panic!("expected a rewrite"),
+            }
+        };
+        std::fs::write(
+            dir.path()
+                .join(format!("{}.swap", file_name(0, LOG_SUFFIX))),
+            &cleaned,
+        )
+        .unwrap();
+        std::fs::write(
+            dir.path()
+                .join(format!("{}.cleaned", file_name(0, INDEX_SUFFIX))),
+            b"junk",
+        )
+        .unwrap();
+        let log = Log::open(dir.path(), compact_config()).unwrap();
+        assert_eq!(std::fs::read(&seg0).unwrap(), cleaned);
+        assert_eq!(
+            dump(&log).0,
+            vec![
+                (1, "a".into(), Some("2".into())),
+                (2, "b".into(), Some("1".into()))
+            ]
+        );
+        assert!(std::fs::read_dir(dir.path()).unwrap().all(|e| {
+            let n = e.unwrap().file_name();
+            !n.to_string_lossy().ends_with(".swap") && !n.to_string_lossy().ends_with(".cleaned")
+        }));
+        drop(log);
+        // An uncommitted one (index swap without a log swap) is discarded.
+        std::fs::write(
+            dir.path()
+                .join(format!("{}.swap", file_name(0, INDEX_SUFFIX))),
+            b"junk",
+        )
+        .unwrap();
+        let log = Log::open(dir.path(), compact_config()).unwrap();
+        assert_eq!(dump(&log).0.len(), 2);
+    }
+}
