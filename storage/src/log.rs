@@ -803,7 +803,8 @@ impl Log {
     }
 
     /// Removes all batches holding offsets >= `offset`. The log end offset becomes the end of
-    /// the remaining data (at most `offset`).
+    /// the remaining data (at most `offset`; Kafka sets it to `offset` even when that leaves a
+    /// gap or cuts a batch), or the log start offset if no readable data remains.
     pub fn truncate_to(&self, offset: i64) -> Result<()> {
         let _w = self.writer.lock();
         self.check_online()?;
@@ -835,15 +836,32 @@ impl Log {
         for seg in &removed {
             seg.delete_files()?;
         }
-        let active = self.active_segment();
+        let mut active = self.active_segment();
         active.truncate_to(offset)?;
-        active.make_active()?;
-        let new_leo = active.next_offset()?.min(offset).max(active.base_offset());
-        self.log_end_offset.store(new_leo, Ordering::Release);
-        if self.log_start_offset() > new_leo {
-            self.log_start_offset.store(new_leo, Ordering::Release);
-            write_offset(&self.dir, LOG_START_OFFSET_CHECKPOINT, new_leo)?;
+        // An emptied active segment gives way to the previous one, so the log end offset is
+        // the end of the remaining data, the same value a reopen computes.
+        while active.size() == 0 {
+            let prev = {
+                let mut segs = self.segments.write();
+                if segs.len() < 2 {
+                    break;
+                }
+                segs.remove(&active.base_offset());
+                segs.values().next_back().cloned()
+            };
+            active.delete_files()?;
+            match prev {
+                Some(p) => active = p,
+                None => break,
+            }
         }
+        let new_leo = active.next_offset()?;
+        if new_leo < self.log_start_offset() {
+            // Only data below the log start remains: nothing readable is left.
+            return self.truncate_fully_locked(self.log_start_offset());
+        }
+        active.make_active()?;
+        self.log_end_offset.store(new_leo, Ordering::Release);
         {
             let mut epochs = self.epochs.write();
             if epochs.truncate_from_end(new_leo) {
