@@ -311,15 +311,32 @@ impl LogSegment {
             .read_exact_at(&mut buf, pos)
             .ctx(&self.log_path())?;
         // Cut at the last whole batch that fits and ends below max_offset.
+        // Offsets must grow inside a segment; a header that says otherwise is damaged data
+        // (e.g. a flipped bit below the recovery point) and is not served.
         let mut cut = 0usize;
+        let mut min_base = self.base_offset;
         while cut + RECORD_BATCH_OVERHEAD <= buf.len() {
             let Ok(h) = RecordBatchHeader::parse(&buf[cut..]) else {
                 break;
             };
-            if cut + h.size() > buf.len() || !below_max(&h) {
+            if cut + h.size() > buf.len() || !below_max(&h) || h.base_offset < min_base {
                 break;
             }
+            min_base = h.next_offset();
             cut += h.size();
+        }
+        if cut == 0 && first.base_offset >= self.base_offset {
+            // The first header parsed in translate_offset; failing here means it changed.
+            return Ok(SegmentRead::Data(Bytes::new(), first.base_offset));
+        }
+        if cut == 0 {
+            return Err(StorageError::Corrupt {
+                path: self.log_path(),
+                reason: format!(
+                    "batch at position {pos} has base offset {} below the segment base",
+                    first.base_offset
+                ),
+            });
         }
         buf.truncate(cut);
         Ok(SegmentRead::Data(Bytes::from(buf), first.base_offset))
