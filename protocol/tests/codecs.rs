@@ -43,8 +43,16 @@ fn real_codec() -> impl Strategy<Value = Compression> {
     prop::sample::select(REAL.to_vec())
 }
 
+/// `PROPTEST_CASES` from the environment (for long fuzzing runs), else `default`.
+fn cases(default: u32) -> u32 {
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(96))]
+    #![proptest_config(ProptestConfig::with_cases(cases(96)))]
 
     #[test]
     fn round_trips(codec in codec(), input in data()) {

@@ -74,8 +74,16 @@ fn build(codec: Compression, records: &[Input]) -> Bytes {
     b.build().unwrap()
 }
 
+/// `PROPTEST_CASES` from the environment (for long fuzzing runs), else `default`.
+fn cases(default: u32) -> u32 {
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(64))]
+    #![proptest_config(ProptestConfig::with_cases(cases(64)))]
 
     #[test]
     fn builder_round_trips(
