@@ -52,6 +52,9 @@ pub enum RecordsError {
     /// Bytes remain in the records section after `records_count` records.
     #[error("{0} bytes remain after the declared number of records")]
     TrailingRecordData(usize),
+    /// An offset passed to the builder is below the previous one or out of the batch's range.
+    #[error("offset {0} is not after the previous record or out of the batch's range")]
+    InvalidOffset(i64),
     /// A batch being built exceeds a limit of the format.
     #[error("record batch too large: {0}")]
     TooLarge(&'static str),
@@ -340,6 +343,7 @@ pub struct RecordBatchBuilder {
     control: bool,
     records: BytesMut,
     count: i32,
+    last_offset_delta: i32,
     base_timestamp: i64,
     max_timestamp: i64,
     scratch: BytesMut,
@@ -361,13 +365,15 @@ impl RecordBatchBuilder {
             control: false,
             records: BytesMut::new(),
             count: 0,
+            last_offset_delta: 0,
             base_timestamp: NO_TIMESTAMP,
             max_timestamp: NO_TIMESTAMP,
             scratch: BytesMut::new(),
         }
     }
 
-    /// Sets the offset of the first record.
+    /// Sets the batch's base offset (the first record's offset under `push`). Set it before
+    /// pushing records.
     pub fn base_offset(mut self, base_offset: i64) -> Self {
         self.base_offset = base_offset;
         self
@@ -422,10 +428,50 @@ impl RecordBatchBuilder {
         self.count == 0
     }
 
-    /// Appends a record at the next offset. The first record's timestamp is the batch's base
-    /// timestamp; deltas wrap as in Java.
+    /// Appends a record at the next offset (the base offset, then one past the last record).
+    /// The first record's timestamp is the batch's base timestamp; deltas wrap as in Java.
     pub fn push(
         &mut self,
+        timestamp: i64,
+        key: Option<&[u8]>,
+        value: Option<&[u8]>,
+        headers: &[RecordHeader],
+    ) -> Result<(), RecordsError> {
+        let delta = if self.count == 0 {
+            0
+        } else {
+            self.last_offset_delta
+                .checked_add(1)
+                .ok_or(RecordsError::TooLarge("offset delta beyond i32::MAX"))?
+        };
+        self.push_at_delta(delta, timestamp, key, value, headers)
+    }
+
+    /// Appends a record at an explicit offset, leaving a gap as compaction does. The offset
+    /// must be above the previous record's (or at least the base offset for the first) and
+    /// within `i32::MAX` of the base offset.
+    pub fn push_with_offset(
+        &mut self,
+        offset: i64,
+        timestamp: i64,
+        key: Option<&[u8]>,
+        value: Option<&[u8]>,
+        headers: &[RecordHeader],
+    ) -> Result<(), RecordsError> {
+        let delta = offset
+            .checked_sub(self.base_offset)
+            .and_then(|d| i32::try_from(d).ok())
+            .filter(|&d| d >= 0)
+            .ok_or(RecordsError::InvalidOffset(offset))?;
+        if self.count > 0 && delta <= self.last_offset_delta {
+            return Err(RecordsError::InvalidOffset(offset));
+        }
+        self.push_at_delta(delta, timestamp, key, value, headers)
+    }
+
+    fn push_at_delta(
+        &mut self,
+        offset_delta: i32,
         timestamp: i64,
         key: Option<&[u8]>,
         value: Option<&[u8]>,
@@ -434,15 +480,16 @@ impl RecordBatchBuilder {
         if self.count == i32::MAX {
             return Err(RecordsError::TooLarge("more than i32::MAX records"));
         }
-        if self.count == 0 {
-            self.base_timestamp = timestamp;
-            self.max_timestamp = timestamp;
-        }
+        let base_timestamp = if self.count == 0 {
+            timestamp
+        } else {
+            self.base_timestamp
+        };
         let body = &mut self.scratch;
         body.clear();
         body.put_i8(0);
-        put_varlong(body, timestamp.wrapping_sub(self.base_timestamp));
-        put_varint(body, self.count);
+        put_varlong(body, timestamp.wrapping_sub(base_timestamp));
+        put_varint(body, offset_delta);
         put_nullable(body, key)?;
         put_nullable(body, value)?;
         put_varint(body, len_i32(headers.len())?);
@@ -454,7 +501,12 @@ impl RecordBatchBuilder {
         let body_len = len_i32(body.len())?;
         put_varint(&mut self.records, body_len);
         self.records.put_slice(&self.scratch);
+        if self.count == 0 {
+            self.base_timestamp = timestamp;
+            self.max_timestamp = timestamp;
+        }
         self.max_timestamp = self.max_timestamp.max(timestamp);
+        self.last_offset_delta = offset_delta;
         self.count += 1;
         Ok(())
     }
@@ -488,7 +540,7 @@ impl RecordBatchBuilder {
         buf.put_i8(MAGIC_V2);
         buf.put_u32(0); // CRC, filled in below
         buf.put_i16(attributes);
-        buf.put_i32((self.count - 1).max(0));
+        buf.put_i32(self.last_offset_delta);
         buf.put_i64(self.base_timestamp);
         buf.put_i64(self.max_timestamp);
         buf.put_i64(self.producer_id);

@@ -277,30 +277,29 @@ fn sample_records(base_offset: i64) -> Vec<Pushed> {
     out
 }
 
-/// Builds the sample records (the first `n`) with `builder`; returns name, batch, expected text.
+/// Builds `pushed` with `builder` (at explicit offsets when `explicit_offsets`, else with
+/// `push`); returns name, batch and the expected text.
 fn build_sample(
     name: &str,
     builder: RecordBatchBuilder,
-    base_offset: i64,
-    n: usize,
+    pushed: &[Pushed],
+    explicit_offsets: bool,
 ) -> (String, Bytes, String) {
     let mut builder = builder;
-    let mut pushed = sample_records(base_offset);
-    pushed.truncate(n);
-    for p in &pushed {
-        builder
-            .push(
-                p.timestamp,
-                p.key.as_deref(),
-                p.value.as_deref(),
-                &p.headers,
-            )
-            .unwrap();
+    for p in pushed {
+        let (k, v) = (p.key.as_deref(), p.value.as_deref());
+        if explicit_offsets {
+            builder
+                .push_with_offset(p.offset, p.timestamp, k, v, &p.headers)
+                .unwrap();
+        } else {
+            builder.push(p.timestamp, k, v, &p.headers).unwrap();
+        }
     }
     let batch = builder.build().unwrap();
     let header = validate_batch(&batch).unwrap();
     let mut expected = header_line(&header);
-    for p in &pushed {
+    for p in pushed {
         let ts = match header.timestamp_type() {
             TimestampType::LogAppendTime => header.max_timestamp,
             TimestampType::CreateTime => p.timestamp,
@@ -328,23 +327,49 @@ fn tern_built_batches() -> Vec<(String, Bytes, String)> {
         let b = RecordBatchBuilder::new(codec)
             .base_offset(500)
             .partition_leader_epoch(3);
+        let mut records = sample_records(500);
         // Uncompressed, all 40 records would make a 180 KB fixture.
-        let n = if codec == Compression::None { 6 } else { 40 };
-        out.push(build_sample(codec.name(), b, 500, n));
+        if codec == Compression::None {
+            records.truncate(6);
+        }
+        out.push(build_sample(codec.name(), b, &records, false));
     }
     let b = RecordBatchBuilder::new(Compression::Lz4)
         .base_offset(9)
         .producer(1234, 5, 100)
         .transactional(true);
-    out.push(build_sample("lz4_transactional", b, 9, 40));
+    out.push(build_sample(
+        "lz4_transactional",
+        b,
+        &sample_records(9),
+        false,
+    ));
     let b = RecordBatchBuilder::new(Compression::Zstd)
         .compression_level(Some(19))
         .producer(99, 0, i32::MAX - 10);
-    out.push(build_sample("zstd_level19_idempotent", b, 0, 40));
+    out.push(build_sample(
+        "zstd_level19_idempotent",
+        b,
+        &sample_records(0),
+        false,
+    ));
     let b = RecordBatchBuilder::new(Compression::Gzip)
         .compression_level(Some(1))
         .timestamp_type(TimestampType::LogAppendTime);
-    out.push(build_sample("gzip_log_append_time", b, 0, 40));
+    out.push(build_sample(
+        "gzip_log_append_time",
+        b,
+        &sample_records(0),
+        false,
+    ));
+    // Offsets with gaps, as compaction leaves them: 100, 101, 104, 109, ...
+    let mut gapped = sample_records(0);
+    gapped.truncate(8);
+    for (i, p) in gapped.iter_mut().enumerate() {
+        p.offset = 100 + (i * i) as i64;
+    }
+    let b = RecordBatchBuilder::new(Compression::Snappy).base_offset(100);
+    out.push(build_sample("snappy_offset_gaps", b, &gapped, true));
     for (name, commit) in [("control_commit", true), ("control_abort", false)] {
         let batch = build_control_batch(4242, 7, commit, 12, 1_700_000_000_123).unwrap();
         let header = validate_batch(&batch).unwrap();

@@ -341,3 +341,33 @@ fn header_keys_as_text() {
     assert_eq!(h.key_str(), Some("trace"));
     assert_eq!(RecordHeader::new(vec![0xff], None).key_str(), None);
 }
+
+#[test]
+fn explicit_offsets_leave_gaps_and_must_increase() {
+    let mut b = RecordBatchBuilder::new(Compression::Lz4).base_offset(1000);
+    assert_eq!(
+        b.push_with_offset(999, 0, None, None, &[]),
+        Err(RecordsError::InvalidOffset(999))
+    );
+    b.push_with_offset(1002, 7, Some(b"a"), None, &[]).unwrap();
+    b.push(8, Some(b"b"), None, &[]).unwrap();
+    assert_eq!(
+        b.push_with_offset(1003, 0, None, None, &[]),
+        Err(RecordsError::InvalidOffset(1003))
+    );
+    assert_eq!(
+        b.push_with_offset(1000 + i32::MAX as i64 + 1, 0, None, None, &[]),
+        Err(RecordsError::InvalidOffset(1000 + i32::MAX as i64 + 1))
+    );
+    b.push_with_offset(1000 + i32::MAX as i64, 9, None, Some(b"z"), &[])
+        .unwrap();
+    assert_eq!(
+        b.push(10, None, None, &[]),
+        Err(RecordsError::TooLarge("offset delta beyond i32::MAX"))
+    );
+    let (h, records) = decode_records(&b.build().unwrap(), MAX).unwrap();
+    let offsets: Vec<i64> = records.iter().map(|r| r.offset).collect();
+    assert_eq!(offsets, [1002, 1003, 1000 + i32::MAX as i64]);
+    assert_eq!((h.records_count, h.last_offset_delta), (3, i32::MAX));
+    assert_eq!((h.base_timestamp, h.max_timestamp), (7, 9));
+}
