@@ -1,7 +1,10 @@
 //! Kafka's compression codecs for the records section of a v2 record batch.
 //!
-//! Every decoder is bounded: it never produces (nor allocates much) more than `max_output`
-//! bytes, and returns an error rather than panicking on corrupt input. Encoders write what
+//! Every decoder is bounded: it never produces more than `max_output` bytes, and returns an
+//! error rather than panicking on corrupt input. Working memory besides the output is small
+//! (a 32 KiB gzip window, one snappy or LZ4 block) except for zstd, where libzstd allocates the
+//! window the frame declares, up to 128 MiB (the Java client at level 22 declares that much;
+//! Kafka's own broker has the same cost). Encoders write what
 //! the Java client writes: gzip members, snappy in xerial framing with 32 KiB blocks, LZ4
 //! frames with independent 64 KiB blocks and no checksums, and plain zstd frames.
 
