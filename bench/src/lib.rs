@@ -1,0 +1,1 @@
+//! Shared helpers of the Tern benchmarks (the binaries live in `src/bin`).
