@@ -9,6 +9,8 @@ use tern_protocol::error::ApiError;
 use tern_storage::{LogConfig, LogManager};
 
 use crate::config::BrokerConfig;
+use crate::group_coordinator::offsets_topic::OFFSETS_TOPIC;
+use crate::group_coordinator::GroupCoordinator;
 use crate::meta_properties::load_or_format;
 use crate::replica_manager::ReplicaManager;
 
@@ -24,6 +26,8 @@ pub struct Broker {
     pub replicas: Arc<ReplicaManager>,
     /// All partition logs.
     pub logs: Arc<LogManager>,
+    /// Consumer groups and committed offsets.
+    pub groups: Arc<GroupCoordinator>,
     /// Topic-config defaults from the broker's `log.*` settings.
     pub default_log_config: LogConfig,
     producer_ids: Mutex<(i64, i64)>,
@@ -59,6 +63,28 @@ pub fn default_log_config(config: &BrokerConfig) -> Result<LogConfig> {
         }
     }
     Ok(log_config)
+}
+
+/// Creates `__consumer_offsets` (compacted, `offsets.topic.num.partitions`) if missing.
+fn ensure_offsets_topic(controller: &Controller, config: &BrokerConfig) -> Result<()> {
+    if controller.image().topic(OFFSETS_TOPIC).is_some() {
+        return Ok(());
+    }
+    let request = tern_controller::CreateTopic {
+        name: OFFSETS_TOPIC.to_string(),
+        num_partitions: config.coordinator.offsets_partitions,
+        replication_factor: config.offsets_topic_replication_factor,
+        configs: vec![
+            ("cleanup.policy".into(), "compact".into()),
+            ("segment.bytes".into(), "104857600".into()),
+            ("compression.type".into(), "producer".into()),
+        ],
+        ..Default::default()
+    };
+    controller
+        .create_topic(&request, false)
+        .map_err(|e| anyhow::anyhow!("creating {OFFSETS_TOPIC}: {e}"))?;
+    Ok(())
 }
 
 impl Broker {
@@ -97,13 +123,20 @@ impl Broker {
             logs.clone(),
             default_log_config.clone(),
         ));
+        ensure_offsets_topic(&controller, &config)?;
         replicas.apply_image(&controller.image());
+        let groups = Arc::new(GroupCoordinator::new(
+            config.coordinator.clone(),
+            replicas.clone(),
+        ));
+        groups.load();
         Ok(Arc::new(Broker {
             config,
             cluster_id: meta.cluster_id,
             controller,
             replicas,
             logs,
+            groups,
             default_log_config,
             producer_ids: Mutex::new((0, 0)),
         }))

@@ -111,6 +111,10 @@ pub struct BrokerConfig {
     pub max_connections: usize,
     /// `log.retention.check.interval.ms`.
     pub log_retention_check_interval_ms: u64,
+    /// Group coordinator settings (`group.*`, `offsets.*`).
+    pub coordinator: crate::group_coordinator::CoordinatorConfig,
+    /// `offsets.topic.replication.factor`.
+    pub offsets_topic_replication_factor: i16,
     /// `broker.rack`.
     pub rack: Option<String>,
     /// Every property given, for DescribeConfigs and topic-config defaults.
@@ -201,6 +205,23 @@ impl BrokerConfig {
                 "log.retention.check.interval.ms",
                 300_000,
             )?,
+            coordinator: crate::group_coordinator::CoordinatorConfig {
+                group: crate::group_coordinator::group::GroupConfig {
+                    min_session_timeout_ms: num(&props, "group.min.session.timeout.ms", 6_000)?,
+                    max_session_timeout_ms: num(&props, "group.max.session.timeout.ms", 1_800_000)?,
+                    initial_rebalance_delay_ms: num(
+                        &props,
+                        "group.initial.rebalance.delay.ms",
+                        3_000,
+                    )?,
+                    max_size: num(&props, "group.max.size", usize::MAX)?,
+                },
+                offsets_partitions: num(&props, "offsets.topic.num.partitions", 50)?,
+                offset_metadata_max_bytes: num(&props, "offset.metadata.max.bytes", 4096)?,
+                offsets_retention_ms: num::<i64>(&props, "offsets.retention.minutes", 10_080)?
+                    * 60_000,
+            },
+            offsets_topic_replication_factor: num(&props, "offsets.topic.replication.factor", 1)?,
             rack: get("broker.rack").map(str::to_string),
             properties: props,
         })

@@ -45,7 +45,7 @@ pub async fn serve_connection(
                     let correlation_id = req.header.correlation_id;
                     let no_response = matches!(&req.body, RequestKind::Produce(p) if p.acks == 0);
                     let api_key = req.api_key;
-                    let response = handlers::handle(&broker, req).await;
+                    let response = handlers::handle(&broker, peer, req).await;
                     if no_response {
                         continue;
                     }

@@ -51,6 +51,7 @@ impl Server {
             }
         }
         broker.spawn_metadata_listener();
+        broker.groups.spawn_ticker();
         let background = broker
             .logs
             .start_background_tasks(broker.config.log_retention_check_interval_ms);

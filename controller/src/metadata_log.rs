@@ -131,8 +131,8 @@ mod tests {
         let (a, b) = (topic("a"), topic("b"));
         {
             let mut log = FileMetadataLog::open(dir.path()).unwrap();
-            log.append(&[a.clone()]).unwrap();
-            log.append(&[b.clone()]).unwrap();
+            log.append(std::slice::from_ref(&a)).unwrap();
+            log.append(std::slice::from_ref(&b)).unwrap();
         }
         let mut log = FileMetadataLog::open(dir.path()).unwrap();
         assert_eq!(log.replay().unwrap(), vec![a, b]);
@@ -154,7 +154,7 @@ mod tests {
         {
             let mut log = FileMetadataLog::open(dir.path()).unwrap();
             assert_eq!(log.replay().unwrap(), vec![a.clone()]);
-            log.append(&[c.clone()]).unwrap();
+            log.append(std::slice::from_ref(&c)).unwrap();
         }
         let mut log = FileMetadataLog::open(dir.path()).unwrap();
         assert_eq!(log.replay().unwrap(), vec![a, c]);
@@ -166,7 +166,7 @@ mod tests {
         let a = topic("a");
         {
             let mut log = FileMetadataLog::open(dir.path()).unwrap();
-            log.append(&[a.clone()]).unwrap();
+            log.append(std::slice::from_ref(&a)).unwrap();
             log.append(&[topic("b")]).unwrap();
         }
         let path = dir.path().join("metadata.log");

@@ -15,10 +15,13 @@ pub mod delete_topics;
 pub mod describe_cluster;
 pub mod describe_configs;
 pub mod fetch;
+pub mod group_admin;
+pub mod groups;
 pub mod init_producer_id;
 pub mod list_offsets;
 pub mod metadata;
 pub mod offset_for_leader_epoch;
+pub mod offsets;
 pub mod produce;
 
 /// The APIs and version ranges this broker serves.
@@ -38,7 +41,26 @@ pub const SUPPORTED_APIS: &[(ApiKey, i16, i16)] = &[
     (ApiKey::CreatePartitions, 0, 3),
     (ApiKey::IncrementalAlterConfigs, 0, 1),
     (ApiKey::DescribeCluster, 0, 1),
+    (ApiKey::FindCoordinator, 0, 6),
+    (ApiKey::JoinGroup, 0, 9),
+    (ApiKey::SyncGroup, 0, 5),
+    (ApiKey::Heartbeat, 0, 4),
+    (ApiKey::LeaveGroup, 0, 5),
+    (ApiKey::OffsetCommit, 2, 9),
+    (ApiKey::OffsetFetch, 1, 9),
+    (ApiKey::OffsetDelete, 0, 0),
+    (ApiKey::ListGroups, 0, 5),
+    (ApiKey::DescribeGroups, 0, 5),
+    (ApiKey::DeleteGroups, 0, 2),
 ];
+
+/// Who sent a request.
+pub struct RequestContext {
+    /// The client id from the request header.
+    pub client_id: String,
+    /// The peer address as Kafka shows it (`/127.0.0.1`).
+    pub client_host: String,
+}
 
 /// Whether `version` of `key` is served.
 pub fn is_supported(key: ApiKey, version: i16) -> bool {
@@ -48,8 +70,21 @@ pub fn is_supported(key: ApiKey, version: i16) -> bool {
 }
 
 /// Handles one request; `None` means no response is sent.
-pub async fn handle(broker: &Broker, req: DecodedRequest) -> Option<ResponseKind> {
+pub async fn handle(
+    broker: &Broker,
+    peer: std::net::SocketAddr,
+    req: DecodedRequest,
+) -> Option<ResponseKind> {
     let version = req.header.request_api_version;
+    let ctx = RequestContext {
+        client_id: req
+            .header
+            .client_id
+            .as_ref()
+            .map(|c| c.to_string())
+            .unwrap_or_default(),
+        client_host: format!("/{}", peer.ip()),
+    };
     let response = match req.body {
         RequestKind::ApiVersions(r) => ResponseKind::ApiVersions(api_versions::handle(r, version)),
         RequestKind::Metadata(r) => ResponseKind::Metadata(metadata::handle(broker, r, version)),
@@ -87,6 +122,33 @@ pub async fn handle(broker: &Broker, req: DecodedRequest) -> Option<ResponseKind
         }
         RequestKind::DescribeCluster(r) => {
             ResponseKind::DescribeCluster(describe_cluster::handle(broker, r))
+        }
+        RequestKind::FindCoordinator(r) => {
+            ResponseKind::FindCoordinator(groups::find_coordinator(broker, r, version))
+        }
+        RequestKind::JoinGroup(r) => {
+            ResponseKind::JoinGroup(groups::join_group(broker, &ctx, r, version).await)
+        }
+        RequestKind::SyncGroup(r) => ResponseKind::SyncGroup(groups::sync_group(broker, r).await),
+        RequestKind::Heartbeat(r) => ResponseKind::Heartbeat(groups::heartbeat(broker, r)),
+        RequestKind::LeaveGroup(r) => {
+            ResponseKind::LeaveGroup(groups::leave_group(broker, r, version))
+        }
+        RequestKind::OffsetCommit(r) => {
+            ResponseKind::OffsetCommit(offsets::offset_commit(broker, r))
+        }
+        RequestKind::OffsetFetch(r) => {
+            ResponseKind::OffsetFetch(offsets::offset_fetch(broker, r, version))
+        }
+        RequestKind::OffsetDelete(r) => {
+            ResponseKind::OffsetDelete(offsets::offset_delete(broker, r))
+        }
+        RequestKind::ListGroups(r) => ResponseKind::ListGroups(group_admin::list_groups(broker, r)),
+        RequestKind::DescribeGroups(r) => {
+            ResponseKind::DescribeGroups(group_admin::describe_groups(broker, r))
+        }
+        RequestKind::DeleteGroups(r) => {
+            ResponseKind::DeleteGroups(group_admin::delete_groups(broker, r))
         }
         other => {
             tracing::warn!(request = ?std::mem::discriminant(&other), "no handler");

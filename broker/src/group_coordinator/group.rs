@@ -1,0 +1,974 @@
+//! One consumer group of the classic protocol: members, generations and the rebalance state
+//! machine (Empty -> PreparingRebalance -> CompletingRebalance -> Stable, Dead when deleted).
+//! Time comes in as `now_ms`; replies to waiting JoinGroup/SyncGroup calls go out on oneshots.
+
+use std::collections::{BTreeMap, HashMap};
+
+use bytes::Bytes;
+use kafka_protocol::ResponseError;
+use tokio::sync::oneshot;
+
+use super::offsets_topic::{GroupMetadataValue, OffsetValue, StoredMember};
+
+/// A group's state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GroupState {
+    /// No members; may still hold offsets.
+    Empty,
+    /// Waiting for members to (re)join.
+    PreparingRebalance,
+    /// Waiting for the leader's assignment.
+    CompletingRebalance,
+    /// Members have their assignments.
+    Stable,
+    /// Deleted.
+    Dead,
+}
+
+impl GroupState {
+    /// Kafka's name for the state.
+    pub fn name(self) -> &'static str {
+        match self {
+            GroupState::Empty => "Empty",
+            GroupState::PreparingRebalance => "PreparingRebalance",
+            GroupState::CompletingRebalance => "CompletingRebalance",
+            GroupState::Stable => "Stable",
+            GroupState::Dead => "Dead",
+        }
+    }
+}
+
+/// What a JoinGroup caller gets back.
+#[derive(Debug, Clone, Default)]
+pub struct JoinResult {
+    /// Error code (0 on success).
+    pub error: i16,
+    /// Generation.
+    pub generation: i32,
+    /// Protocol type.
+    pub protocol_type: Option<String>,
+    /// Chosen protocol.
+    pub protocol: Option<String>,
+    /// Leader member id.
+    pub leader: String,
+    /// The caller's member id.
+    pub member_id: String,
+    /// For the leader: every member and its metadata for the chosen protocol.
+    pub members: Vec<(String, Option<String>, Bytes)>,
+}
+
+impl JoinResult {
+    fn error(code: ResponseError, member_id: &str) -> Self {
+        JoinResult {
+            error: code.code(),
+            generation: -1,
+            member_id: member_id.to_string(),
+            ..Default::default()
+        }
+    }
+}
+
+/// What a SyncGroup caller gets back.
+#[derive(Debug, Clone, Default)]
+pub struct SyncResult {
+    /// Error code.
+    pub error: i16,
+    /// Protocol type.
+    pub protocol_type: Option<String>,
+    /// Chosen protocol.
+    pub protocol: Option<String>,
+    /// The member's assignment.
+    pub assignment: Bytes,
+}
+
+/// Either an answer now or one to wait for.
+pub enum Reply<T> {
+    /// Answer now.
+    Now(T),
+    /// Answer later on this channel.
+    Wait(oneshot::Receiver<T>),
+}
+
+/// A JoinGroup request, as the group needs it.
+pub struct JoinRequest {
+    /// Member id ("" for a new member).
+    pub member_id: String,
+    /// Static membership id.
+    pub group_instance_id: Option<String>,
+    /// Client id.
+    pub client_id: String,
+    /// Client host.
+    pub client_host: String,
+    /// Session timeout.
+    pub session_timeout_ms: i32,
+    /// Rebalance timeout.
+    pub rebalance_timeout_ms: i32,
+    /// Protocol type.
+    pub protocol_type: String,
+    /// (protocol name, metadata), in preference order.
+    pub protocols: Vec<(String, Bytes)>,
+    /// Whether the client understands MEMBER_ID_REQUIRED (JoinGroup v4+).
+    pub require_known_member_id: bool,
+}
+
+/// A group member.
+pub struct Member {
+    /// Member id.
+    pub member_id: String,
+    /// Static membership id.
+    pub group_instance_id: Option<String>,
+    /// Client id.
+    pub client_id: String,
+    /// Client host.
+    pub client_host: String,
+    /// Session timeout.
+    pub session_timeout_ms: i32,
+    /// Rebalance timeout.
+    pub rebalance_timeout_ms: i32,
+    /// Supported protocols with metadata.
+    pub protocols: Vec<(String, Bytes)>,
+    /// Current assignment.
+    pub assignment: Bytes,
+    last_heartbeat_ms: i64,
+    awaiting_join: Option<oneshot::Sender<JoinResult>>,
+    awaiting_sync: Option<oneshot::Sender<SyncResult>>,
+}
+
+impl Member {
+    /// Metadata for `protocol`.
+    pub fn metadata(&self, protocol: &str) -> Bytes {
+        self.protocols
+            .iter()
+            .find(|(n, _)| n == protocol)
+            .map(|(_, m)| m.clone())
+            .unwrap_or_default()
+    }
+}
+
+/// Settings that bound group behaviour.
+#[derive(Debug, Clone)]
+pub struct GroupConfig {
+    /// `group.min.session.timeout.ms`.
+    pub min_session_timeout_ms: i32,
+    /// `group.max.session.timeout.ms`.
+    pub max_session_timeout_ms: i32,
+    /// `group.initial.rebalance.delay.ms`.
+    pub initial_rebalance_delay_ms: i64,
+    /// `group.max.size`.
+    pub max_size: usize,
+}
+
+/// A consumer group.
+pub struct Group {
+    /// Group id.
+    pub id: String,
+    /// State.
+    pub state: GroupState,
+    /// When the state last changed.
+    pub state_since_ms: i64,
+    /// Generation.
+    pub generation: i32,
+    /// Protocol type of the members.
+    pub protocol_type: Option<String>,
+    /// Chosen protocol.
+    pub protocol: Option<String>,
+    /// Leader member id.
+    pub leader: Option<String>,
+    /// Members by id.
+    pub members: BTreeMap<String, Member>,
+    /// Member ids handed out (MEMBER_ID_REQUIRED) but not yet joined, with their expiry.
+    pending_members: HashMap<String, i64>,
+    /// Committed offsets.
+    pub offsets: HashMap<(String, i32), OffsetValue>,
+    rebalance_deadline_ms: i64,
+    initial_delay_until_ms: i64,
+}
+
+/// A new member id: client id plus a random suffix, like Kafka's.
+fn new_member_id(client_id: &str, instance: Option<&str>) -> String {
+    let prefix = instance.unwrap_or(client_id);
+    format!("{prefix}-{}", uuid::Uuid::new_v4())
+}
+
+impl Group {
+    /// A new empty group.
+    pub fn new(id: &str, now_ms: i64) -> Self {
+        Group {
+            id: id.to_string(),
+            state: GroupState::Empty,
+            state_since_ms: now_ms,
+            generation: 0,
+            protocol_type: None,
+            protocol: None,
+            leader: None,
+            members: BTreeMap::new(),
+            pending_members: HashMap::new(),
+            offsets: HashMap::new(),
+            rebalance_deadline_ms: 0,
+            initial_delay_until_ms: 0,
+        }
+    }
+
+    fn transition(&mut self, state: GroupState, now_ms: i64) {
+        self.state = state;
+        self.state_since_ms = now_ms;
+    }
+
+    /// Restores generation and members from stored metadata (after a restart).
+    pub fn restore(&mut self, v: &GroupMetadataValue, now_ms: i64) {
+        self.generation = v.generation;
+        self.protocol_type = Some(v.protocol_type.clone()).filter(|s| !s.is_empty());
+        self.protocol = v.protocol.clone();
+        self.leader = v.leader.clone();
+        self.members.clear();
+        for m in &v.members {
+            let protocol = v.protocol.clone().unwrap_or_default();
+            self.members.insert(
+                m.member_id.clone(),
+                Member {
+                    member_id: m.member_id.clone(),
+                    group_instance_id: m.group_instance_id.clone(),
+                    client_id: m.client_id.clone(),
+                    client_host: m.client_host.clone(),
+                    session_timeout_ms: m.session_timeout_ms,
+                    rebalance_timeout_ms: m.rebalance_timeout_ms,
+                    protocols: vec![(protocol, m.subscription.clone())],
+                    assignment: m.assignment.clone(),
+                    last_heartbeat_ms: now_ms,
+                    awaiting_join: None,
+                    awaiting_sync: None,
+                },
+            );
+        }
+        let state = if self.members.is_empty() {
+            GroupState::Empty
+        } else {
+            GroupState::Stable
+        };
+        self.transition(state, now_ms);
+    }
+
+    /// What to store for this group's metadata.
+    pub fn metadata_value(&self, now_ms: i64) -> GroupMetadataValue {
+        let protocol = self.protocol.clone().unwrap_or_default();
+        GroupMetadataValue {
+            protocol_type: self.protocol_type.clone().unwrap_or_default(),
+            generation: self.generation,
+            protocol: self.protocol.clone(),
+            leader: self.leader.clone(),
+            current_state_timestamp: now_ms,
+            members: self
+                .members
+                .values()
+                .map(|m| StoredMember {
+                    member_id: m.member_id.clone(),
+                    group_instance_id: m.group_instance_id.clone(),
+                    client_id: m.client_id.clone(),
+                    client_host: m.client_host.clone(),
+                    rebalance_timeout_ms: m.rebalance_timeout_ms,
+                    session_timeout_ms: m.session_timeout_ms,
+                    subscription: m.metadata(&protocol),
+                    assignment: m.assignment.clone(),
+                })
+                .collect(),
+        }
+    }
+
+    fn static_member(&self, instance: &str) -> Option<String> {
+        self.members
+            .values()
+            .find(|m| m.group_instance_id.as_deref() == Some(instance))
+            .map(|m| m.member_id.clone())
+    }
+
+    fn supports(&self, req: &JoinRequest) -> bool {
+        if req.protocols.is_empty() || req.protocol_type.is_empty() {
+            return false;
+        }
+        if self.members.is_empty() {
+            return true;
+        }
+        if self.protocol_type.as_deref() != Some(req.protocol_type.as_str()) {
+            return false;
+        }
+        // Some protocol every current member and the joiner support.
+        req.protocols.iter().any(|(name, _)| {
+            self.members
+                .values()
+                .all(|m| m.protocols.iter().any(|(n, _)| n == name))
+        })
+    }
+
+    /// Handles JoinGroup.
+    pub fn join(
+        &mut self,
+        req: JoinRequest,
+        config: &GroupConfig,
+        now_ms: i64,
+    ) -> Reply<JoinResult> {
+        if self.state == GroupState::Dead {
+            return Reply::Now(JoinResult::error(
+                ResponseError::CoordinatorNotAvailable,
+                &req.member_id,
+            ));
+        }
+        if req.session_timeout_ms < config.min_session_timeout_ms
+            || req.session_timeout_ms > config.max_session_timeout_ms
+        {
+            return Reply::Now(JoinResult::error(
+                ResponseError::InvalidSessionTimeout,
+                &req.member_id,
+            ));
+        }
+        if !self.supports(&req) {
+            return Reply::Now(JoinResult::error(
+                ResponseError::InconsistentGroupProtocol,
+                &req.member_id,
+            ));
+        }
+        // Static members keep their identity across restarts by group.instance.id.
+        let mut member_id = req.member_id.clone();
+        if let Some(instance) = &req.group_instance_id {
+            if let Some(existing) = self.static_member(instance) {
+                if member_id.is_empty() || member_id != existing {
+                    // A restarted static member replaces the old incarnation without a rebalance
+                    // when nothing else changed.
+                    let new_id = new_member_id(&req.client_id, Some(instance));
+                    if let Some(mut old) = self.members.remove(&existing) {
+                        if let Some(tx) = old.awaiting_join.take() {
+                            let _ = tx.send(JoinResult::error(
+                                ResponseError::FencedInstanceId,
+                                &existing,
+                            ));
+                        }
+                        old.member_id = new_id.clone();
+                        old.protocols = req.protocols.clone();
+                        old.last_heartbeat_ms = now_ms;
+                        if self.leader.as_deref() == Some(existing.as_str()) {
+                            self.leader = Some(new_id.clone());
+                        }
+                        self.members.insert(new_id.clone(), old);
+                    }
+                    member_id = new_id;
+                    if self.state == GroupState::Stable {
+                        let m = &self.members[&member_id];
+                        return Reply::Now(self.join_result_for(m, false));
+                    }
+                }
+            } else if member_id.is_empty() {
+                member_id = new_member_id(&req.client_id, Some(instance));
+            }
+        } else if member_id.is_empty() {
+            member_id = new_member_id(&req.client_id, None);
+            if req.require_known_member_id {
+                self.pending_members
+                    .insert(member_id.clone(), now_ms + req.session_timeout_ms as i64);
+                return Reply::Now(JoinResult {
+                    error: ResponseError::MemberIdRequired.code(),
+                    generation: -1,
+                    member_id,
+                    ..Default::default()
+                });
+            }
+        } else if !self.members.contains_key(&member_id)
+            && self.pending_members.remove(&member_id).is_none()
+        {
+            return Reply::Now(JoinResult::error(
+                ResponseError::UnknownMemberId,
+                &member_id,
+            ));
+        }
+        if !self.members.contains_key(&member_id) && self.members.len() >= config.max_size {
+            return Reply::Now(JoinResult::error(
+                ResponseError::GroupMaxSizeReached,
+                &member_id,
+            ));
+        }
+        self.pending_members.remove(&member_id);
+        let (tx, rx) = oneshot::channel();
+        let changed = match self.members.get_mut(&member_id) {
+            Some(m) => {
+                let changed = m.protocols != req.protocols;
+                m.protocols = req.protocols.clone();
+                m.session_timeout_ms = req.session_timeout_ms;
+                m.rebalance_timeout_ms = req.rebalance_timeout_ms;
+                m.last_heartbeat_ms = now_ms;
+                if let Some(old) = m.awaiting_join.replace(tx) {
+                    let _ = old.send(JoinResult::error(
+                        ResponseError::UnknownMemberId,
+                        &member_id,
+                    ));
+                }
+                changed
+            }
+            None => {
+                self.members.insert(
+                    member_id.clone(),
+                    Member {
+                        member_id: member_id.clone(),
+                        group_instance_id: req.group_instance_id.clone(),
+                        client_id: req.client_id.clone(),
+                        client_host: req.client_host.clone(),
+                        session_timeout_ms: req.session_timeout_ms,
+                        rebalance_timeout_ms: req.rebalance_timeout_ms,
+                        protocols: req.protocols.clone(),
+                        assignment: Bytes::new(),
+                        last_heartbeat_ms: now_ms,
+                        awaiting_join: Some(tx),
+                        awaiting_sync: None,
+                    },
+                );
+                true
+            }
+        };
+        if self.protocol_type.is_none() {
+            self.protocol_type = Some(req.protocol_type.clone());
+        }
+        match self.state {
+            GroupState::PreparingRebalance => {}
+            GroupState::Stable if !changed && self.leader.as_deref() != Some(&member_id) => {
+                // A follower rejoining with nothing new gets the current generation back.
+                let m = self
+                    .members
+                    .get_mut(&member_id)
+                    .expect("member just inserted");
+                let tx = m.awaiting_join.take();
+                let result = self.join_result_for(&self.members[&member_id], false);
+                if let Some(tx) = tx {
+                    let _ = tx.send(result);
+                }
+                return Reply::Wait(rx);
+            }
+            _ => self.prepare_rebalance(now_ms, config),
+        }
+        self.maybe_complete_join(now_ms);
+        Reply::Wait(rx)
+    }
+
+    fn join_result_for(&self, m: &Member, include_members: bool) -> JoinResult {
+        let protocol = self.protocol.clone().unwrap_or_default();
+        JoinResult {
+            error: 0,
+            generation: self.generation,
+            protocol_type: self.protocol_type.clone(),
+            protocol: self.protocol.clone(),
+            leader: self.leader.clone().unwrap_or_default(),
+            member_id: m.member_id.clone(),
+            members: if include_members {
+                self.members
+                    .values()
+                    .map(|x| {
+                        (
+                            x.member_id.clone(),
+                            x.group_instance_id.clone(),
+                            x.metadata(&protocol),
+                        )
+                    })
+                    .collect()
+            } else {
+                Vec::new()
+            },
+        }
+    }
+
+    fn prepare_rebalance(&mut self, now_ms: i64, config: &GroupConfig) {
+        if self.state == GroupState::CompletingRebalance {
+            for m in self.members.values_mut() {
+                m.assignment = Bytes::new();
+                if let Some(tx) = m.awaiting_sync.take() {
+                    let _ = tx.send(SyncResult {
+                        error: ResponseError::RebalanceInProgress.code(),
+                        ..Default::default()
+                    });
+                }
+            }
+        }
+        let timeout = self
+            .members
+            .values()
+            .map(|m| m.rebalance_timeout_ms as i64)
+            .max()
+            .unwrap_or(0);
+        self.rebalance_deadline_ms = now_ms + timeout;
+        self.initial_delay_until_ms = if self.state == GroupState::Empty {
+            now_ms + config.initial_rebalance_delay_ms.min(timeout)
+        } else {
+            now_ms
+        };
+        self.transition(GroupState::PreparingRebalance, now_ms);
+    }
+
+    fn all_joined(&self) -> bool {
+        self.pending_members.is_empty() && self.members.values().all(|m| m.awaiting_join.is_some())
+    }
+
+    /// Completes the join phase when everyone rejoined (or the deadline passed). Returns true
+    /// when group metadata changed in a way worth storing (the group became empty).
+    fn maybe_complete_join(&mut self, now_ms: i64) -> bool {
+        if self.state != GroupState::PreparingRebalance {
+            return false;
+        }
+        let deadline_passed = now_ms >= self.rebalance_deadline_ms;
+        if !(deadline_passed || (self.all_joined() && now_ms >= self.initial_delay_until_ms)) {
+            return false;
+        }
+        // Members that did not rejoin in time are out.
+        self.members.retain(|_, m| m.awaiting_join.is_some());
+        self.pending_members.clear();
+        self.generation += 1;
+        if self.members.is_empty() {
+            self.protocol = None;
+            self.leader = None;
+            self.protocol_type = None;
+            self.transition(GroupState::Empty, now_ms);
+            return true;
+        }
+        self.protocol = self.select_protocol();
+        if !self
+            .leader
+            .as_ref()
+            .is_some_and(|l| self.members.contains_key(l))
+        {
+            self.leader = self.members.keys().next().cloned();
+        }
+        self.transition(GroupState::CompletingRebalance, now_ms);
+        let leader = self.leader.clone().unwrap_or_default();
+        let ids: Vec<String> = self.members.keys().cloned().collect();
+        for id in ids {
+            let is_leader = id == leader;
+            let result = self.join_result_for(&self.members[&id], is_leader);
+            if let Some(m) = self.members.get_mut(&id) {
+                m.last_heartbeat_ms = now_ms;
+                if let Some(tx) = m.awaiting_join.take() {
+                    let _ = tx.send(result);
+                }
+            }
+        }
+        false
+    }
+
+    fn select_protocol(&self) -> Option<String> {
+        let candidates: Vec<&String> = self
+            .members
+            .values()
+            .next()?
+            .protocols
+            .iter()
+            .map(|(n, _)| n)
+            .filter(|n| {
+                self.members
+                    .values()
+                    .all(|m| m.protocols.iter().any(|(x, _)| x == *n))
+            })
+            .collect();
+        let mut votes: BTreeMap<&String, usize> = BTreeMap::new();
+        for m in self.members.values() {
+            if let Some((n, _)) = m.protocols.iter().find(|(n, _)| candidates.contains(&n)) {
+                *votes.entry(n).or_default() += 1;
+            }
+        }
+        votes
+            .into_iter()
+            .max_by_key(|(_, v)| *v)
+            .map(|(n, _)| n.clone())
+    }
+
+    fn check_member(
+        &self,
+        member_id: &str,
+        instance: Option<&str>,
+        generation: i32,
+    ) -> Result<(), ResponseError> {
+        let Some(m) = self.members.get(member_id) else {
+            if let Some(i) = instance {
+                if self.static_member(i).is_some() {
+                    return Err(ResponseError::FencedInstanceId);
+                }
+            }
+            return Err(ResponseError::UnknownMemberId);
+        };
+        if let (Some(i), Some(mi)) = (instance, m.group_instance_id.as_deref()) {
+            if i != mi {
+                return Err(ResponseError::FencedInstanceId);
+            }
+        }
+        if generation != self.generation {
+            return Err(ResponseError::IllegalGeneration);
+        }
+        Ok(())
+    }
+
+    /// Handles SyncGroup. Returns the reply and whether group metadata should be stored.
+    pub fn sync(
+        &mut self,
+        member_id: &str,
+        instance: Option<&str>,
+        generation: i32,
+        assignments: Vec<(String, Bytes)>,
+        now_ms: i64,
+    ) -> (Reply<SyncResult>, bool) {
+        let err = |e: ResponseError| {
+            (
+                Reply::Now(SyncResult {
+                    error: e.code(),
+                    ..Default::default()
+                }),
+                false,
+            )
+        };
+        if self.state == GroupState::Dead {
+            return err(ResponseError::CoordinatorNotAvailable);
+        }
+        if let Err(e) = self.check_member(member_id, instance, generation) {
+            return err(e);
+        }
+        match self.state {
+            GroupState::Empty | GroupState::Dead => err(ResponseError::UnknownMemberId),
+            GroupState::PreparingRebalance => err(ResponseError::RebalanceInProgress),
+            GroupState::Stable => {
+                let m = &self.members[member_id];
+                (
+                    Reply::Now(SyncResult {
+                        error: 0,
+                        protocol_type: self.protocol_type.clone(),
+                        protocol: self.protocol.clone(),
+                        assignment: m.assignment.clone(),
+                    }),
+                    false,
+                )
+            }
+            GroupState::CompletingRebalance => {
+                let (tx, rx) = oneshot::channel();
+                if let Some(m) = self.members.get_mut(member_id) {
+                    m.last_heartbeat_ms = now_ms;
+                    m.awaiting_sync = Some(tx);
+                }
+                if self.leader.as_deref() != Some(member_id) {
+                    return (Reply::Wait(rx), false);
+                }
+                for m in self.members.values_mut() {
+                    m.assignment = Bytes::new();
+                }
+                for (id, assignment) in assignments {
+                    if let Some(m) = self.members.get_mut(&id) {
+                        m.assignment = assignment;
+                    }
+                }
+                self.transition(GroupState::Stable, now_ms);
+                for m in self.members.values_mut() {
+                    if let Some(tx) = m.awaiting_sync.take() {
+                        let _ = tx.send(SyncResult {
+                            error: 0,
+                            protocol_type: self.protocol_type.clone(),
+                            protocol: self.protocol.clone(),
+                            assignment: m.assignment.clone(),
+                        });
+                    }
+                }
+                (Reply::Wait(rx), true)
+            }
+        }
+    }
+
+    /// Handles Heartbeat; returns the error code.
+    pub fn heartbeat(
+        &mut self,
+        member_id: &str,
+        instance: Option<&str>,
+        generation: i32,
+        now_ms: i64,
+    ) -> i16 {
+        if self.state == GroupState::Dead {
+            return ResponseError::CoordinatorNotAvailable.code();
+        }
+        if let Err(e) = self.check_member(member_id, instance, generation) {
+            return e.code();
+        }
+        if let Some(m) = self.members.get_mut(member_id) {
+            m.last_heartbeat_ms = now_ms;
+        }
+        match self.state {
+            GroupState::PreparingRebalance => ResponseError::RebalanceInProgress.code(),
+            GroupState::Empty => ResponseError::UnknownMemberId.code(),
+            _ => 0,
+        }
+    }
+
+    /// Removes members (LeaveGroup); returns one error code per member and whether group
+    /// metadata should be stored.
+    pub fn leave(
+        &mut self,
+        members: &[(String, Option<String>)],
+        config: &GroupConfig,
+        now_ms: i64,
+    ) -> (Vec<i16>, bool) {
+        let mut codes = Vec::with_capacity(members.len());
+        let mut removed = false;
+        for (member_id, instance) in members {
+            let id = if member_id.is_empty() {
+                instance.as_deref().and_then(|i| self.static_member(i))
+            } else {
+                Some(member_id.clone())
+            };
+            match id.and_then(|id| self.members.remove(&id)) {
+                Some(mut m) => {
+                    if let Some(tx) = m.awaiting_join.take() {
+                        let _ = tx.send(JoinResult::error(
+                            ResponseError::UnknownMemberId,
+                            &m.member_id,
+                        ));
+                    }
+                    if let Some(tx) = m.awaiting_sync.take() {
+                        let _ = tx.send(SyncResult {
+                            error: ResponseError::UnknownMemberId.code(),
+                            ..Default::default()
+                        });
+                    }
+                    removed = true;
+                    codes.push(0);
+                }
+                None => codes.push(ResponseError::UnknownMemberId.code()),
+            }
+        }
+        let mut store = false;
+        if removed {
+            if self.state != GroupState::PreparingRebalance {
+                self.prepare_rebalance(now_ms, config);
+            }
+            store = self.maybe_complete_join(now_ms);
+        }
+        (codes, store)
+    }
+
+    /// Advances timers: expires silent members and completes overdue joins. Returns true when
+    /// group metadata should be stored.
+    pub fn tick(&mut self, config: &GroupConfig, now_ms: i64) -> bool {
+        self.pending_members
+            .retain(|_, deadline| *deadline > now_ms);
+        if matches!(
+            self.state,
+            GroupState::Stable | GroupState::CompletingRebalance | GroupState::PreparingRebalance
+        ) {
+            let expired: Vec<String> = self
+                .members
+                .values()
+                .filter(|m| {
+                    m.awaiting_join.is_none()
+                        && m.last_heartbeat_ms + m.session_timeout_ms as i64 <= now_ms
+                })
+                .map(|m| m.member_id.clone())
+                .collect();
+            if !expired.is_empty() {
+                tracing::info!(group = %self.id, members = ?expired, "members expired");
+                let leaving: Vec<(String, Option<String>)> =
+                    expired.into_iter().map(|id| (id, None)).collect();
+                let (_, store) = self.leave(&leaving, config, now_ms);
+                return store;
+            }
+        }
+        self.maybe_complete_join(now_ms)
+    }
+
+    /// Whether a standalone (generation -1) or member commit is allowed; the error otherwise.
+    pub fn check_commit(
+        &self,
+        member_id: &str,
+        instance: Option<&str>,
+        generation: i32,
+    ) -> Result<(), ResponseError> {
+        if self.state == GroupState::Dead {
+            return Err(ResponseError::CoordinatorNotAvailable);
+        }
+        if generation < 0 && member_id.is_empty() {
+            // A client that manages its own assignment (assign() + commit).
+            return if self.members.is_empty() {
+                Ok(())
+            } else {
+                Err(ResponseError::UnknownMemberId)
+            };
+        }
+        self.check_member(member_id, instance, generation)?;
+        match self.state {
+            GroupState::PreparingRebalance | GroupState::CompletingRebalance => {
+                Err(ResponseError::RebalanceInProgress)
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Topics some member subscribes to (consumer protocol only).
+    pub fn subscribed_topics(&self) -> Vec<String> {
+        if self.protocol_type.as_deref() != Some("consumer") {
+            return Vec::new();
+        }
+        let protocol = self.protocol.clone().unwrap_or_default();
+        let mut topics: Vec<String> = self
+            .members
+            .values()
+            .flat_map(|m| super::offsets_topic::subscribed_topics(&m.metadata(&protocol)))
+            .collect();
+        topics.sort();
+        topics.dedup();
+        topics
+    }
+
+    /// Marks the group deleted.
+    pub fn mark_dead(&mut self, now_ms: i64) {
+        self.transition(GroupState::Dead, now_ms);
+        self.offsets.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config() -> GroupConfig {
+        GroupConfig {
+            min_session_timeout_ms: 10,
+            max_session_timeout_ms: 100_000,
+            initial_rebalance_delay_ms: 0,
+            max_size: 10,
+        }
+    }
+
+    fn join_req(member: &str) -> JoinRequest {
+        JoinRequest {
+            member_id: member.into(),
+            group_instance_id: None,
+            client_id: "c".into(),
+            client_host: "/127.0.0.1".into(),
+            session_timeout_ms: 1000,
+            rebalance_timeout_ms: 5000,
+            protocol_type: "consumer".into(),
+            protocols: vec![("range".into(), Bytes::from_static(b"m"))],
+            require_known_member_id: true,
+        }
+    }
+
+    fn now<T>(r: Reply<T>) -> T {
+        match r {
+            Reply::Now(t) => t,
+            Reply::Wait(mut rx) => rx.try_recv().expect("reply should be ready"),
+        }
+    }
+
+    fn waiting<T>(r: Reply<T>) -> oneshot::Receiver<T> {
+        match r {
+            Reply::Wait(rx) => rx,
+            Reply::Now(_) => panic!("expected to wait"),
+        }
+    }
+
+    #[test]
+    fn new_member_needs_an_id_then_joins_and_syncs() {
+        let mut g = Group::new("g", 0);
+        let r = now(g.join(join_req(""), &config(), 0));
+        assert_eq!(r.error, ResponseError::MemberIdRequired.code());
+        let id = r.member_id;
+        let r = now(g.join(join_req(&id), &config(), 1));
+        assert_eq!(
+            (r.error, r.generation, r.leader.as_str()),
+            (0, 1, id.as_str())
+        );
+        assert_eq!(r.members.len(), 1);
+        assert_eq!(g.state, GroupState::CompletingRebalance);
+        let (reply, store) = g.sync(
+            &id,
+            None,
+            1,
+            vec![(id.clone(), Bytes::from_static(b"a"))],
+            2,
+        );
+        assert!(store);
+        assert_eq!(now(reply).assignment, Bytes::from_static(b"a"));
+        assert_eq!(g.state, GroupState::Stable);
+        assert_eq!(g.heartbeat(&id, None, 1, 3), 0);
+        assert_eq!(
+            g.heartbeat(&id, None, 0, 3),
+            ResponseError::IllegalGeneration.code()
+        );
+        assert_eq!(
+            g.heartbeat("nobody", None, 1, 3),
+            ResponseError::UnknownMemberId.code()
+        );
+    }
+
+    #[test]
+    fn second_member_triggers_rebalance_and_both_get_the_new_generation() {
+        let mut g = Group::new("g", 0);
+        let a = now(g.join(join_req(""), &config(), 0)).member_id;
+        now(g.join(join_req(&a), &config(), 0));
+        now(g.sync(&a, None, 1, vec![], 0).0);
+        let b = now(g.join(join_req(""), &config(), 1)).member_id;
+        let mut rb = waiting(g.join(join_req(&b), &config(), 1));
+        assert_eq!(g.state, GroupState::PreparingRebalance);
+        assert_eq!(
+            g.heartbeat(&a, None, 1, 2),
+            ResponseError::RebalanceInProgress.code()
+        );
+        let ra = now(g.join(join_req(&a), &config(), 2));
+        let rb = rb.try_recv().unwrap();
+        assert_eq!((ra.generation, rb.generation), (2, 2));
+        assert_eq!(
+            ra.members.len() + rb.members.len(),
+            2,
+            "only the leader sees members"
+        );
+    }
+
+    #[test]
+    fn silent_member_expires_and_the_group_rebalances_without_it() {
+        let mut g = Group::new("g", 0);
+        let a = now(g.join(join_req(""), &config(), 0)).member_id;
+        now(g.join(join_req(&a), &config(), 0));
+        now(g.sync(&a, None, 1, vec![], 0).0);
+        assert!(!g.tick(&config(), 500));
+        assert_eq!(g.state, GroupState::Stable);
+        assert!(g.tick(&config(), 1001), "group becomes empty: store it");
+        assert_eq!(g.state, GroupState::Empty);
+        assert!(g.members.is_empty());
+        assert_eq!(g.generation, 2);
+    }
+
+    #[test]
+    fn inconsistent_protocol_and_bad_timeouts_are_rejected() {
+        let mut g = Group::new("g", 0);
+        let a = now(g.join(join_req(""), &config(), 0)).member_id;
+        now(g.join(join_req(&a), &config(), 0));
+        let mut other = join_req("");
+        other.protocols = vec![("roundrobin".into(), Bytes::new())];
+        assert_eq!(
+            now(g.join(other, &config(), 0)).error,
+            ResponseError::InconsistentGroupProtocol.code()
+        );
+        let mut bad = join_req("");
+        bad.session_timeout_ms = 1;
+        assert_eq!(
+            now(g.join(bad, &config(), 0)).error,
+            ResponseError::InvalidSessionTimeout.code()
+        );
+        assert_eq!(
+            now(g.join(join_req("made-up"), &config(), 0)).error,
+            ResponseError::UnknownMemberId.code()
+        );
+    }
+
+    #[test]
+    fn leave_empties_the_group_and_standalone_commits_are_allowed_then() {
+        let mut g = Group::new("g", 0);
+        let a = now(g.join(join_req(""), &config(), 0)).member_id;
+        now(g.join(join_req(&a), &config(), 0));
+        assert_eq!(
+            g.check_commit("", None, -1),
+            Err(ResponseError::UnknownMemberId)
+        );
+        let (codes, store) = g.leave(&[(a.clone(), None)], &config(), 1);
+        assert_eq!(codes, vec![0]);
+        assert!(store);
+        assert_eq!(g.state, GroupState::Empty);
+        assert_eq!(g.check_commit("", None, -1), Ok(()));
+        let (codes, _) = g.leave(&[(a, None)], &config(), 1);
+        assert_eq!(codes, vec![ResponseError::UnknownMemberId.code()]);
+    }
+}

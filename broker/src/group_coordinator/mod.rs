@@ -1,0 +1,374 @@
+//! The GroupCoordinator: classic consumer groups and committed offsets, persisted in
+//! `__consumer_offsets` in Kafka's record formats. A group lives in the partition its id hashes
+//! to; the leader of that partition coordinates it.
+
+pub mod group;
+pub mod offsets_topic;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::ResponseError;
+use parking_lot::Mutex;
+use tern_protocol::record_batch::Compression;
+use tern_protocol::records::{decode_records, RecordBatchBuilder};
+
+use crate::replica_manager::ReplicaManager;
+use group::{Group, GroupConfig, GroupState};
+use offsets_topic::{
+    decode_group_value, decode_key, decode_offset_value, group_key, group_value, offset_key,
+    offset_value, partition_for, OffsetValue, OffsetsKey, OFFSETS_TOPIC,
+};
+
+/// Settings of the coordinator (Kafka's `group.*` and `offsets.*` broker configs).
+#[derive(Debug, Clone)]
+pub struct CoordinatorConfig {
+    /// Group limits and delays.
+    pub group: GroupConfig,
+    /// `offsets.topic.num.partitions`.
+    pub offsets_partitions: i32,
+    /// `offset.metadata.max.bytes`.
+    pub offset_metadata_max_bytes: usize,
+    /// `offsets.retention.minutes`, in ms.
+    pub offsets_retention_ms: i64,
+}
+
+/// Milliseconds since the epoch.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+/// The group coordinator of this broker.
+pub struct GroupCoordinator {
+    /// Settings.
+    pub config: CoordinatorConfig,
+    replicas: Arc<ReplicaManager>,
+    groups: Mutex<HashMap<String, Group>>,
+}
+
+/// Largest batch of stored records read at once while loading.
+const LOAD_READ_BYTES: usize = 4 * 1024 * 1024;
+/// Upper bound on one decompressed batch while loading.
+const LOAD_MAX_UNCOMPRESSED: usize = 64 * 1024 * 1024;
+
+impl GroupCoordinator {
+    /// A coordinator over the partitions of `replicas`.
+    pub fn new(config: CoordinatorConfig, replicas: Arc<ReplicaManager>) -> Self {
+        GroupCoordinator {
+            config,
+            replicas,
+            groups: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The `__consumer_offsets` partition of a group.
+    pub fn partition_for(&self, group_id: &str) -> i32 {
+        partition_for(group_id, self.config.offsets_partitions)
+    }
+
+    /// Whether this broker coordinates the group; Kafka's error otherwise.
+    pub fn check_coordinator(&self, group_id: &str) -> Result<(), ResponseError> {
+        if group_id.is_empty() {
+            return Err(ResponseError::InvalidGroupId);
+        }
+        match self
+            .replicas
+            .partition(OFFSETS_TOPIC, self.partition_for(group_id))
+        {
+            Some(p) if p.is_leader() => Ok(()),
+            Some(_) => Err(ResponseError::NotCoordinator),
+            None => Err(ResponseError::CoordinatorNotAvailable),
+        }
+    }
+
+    /// Runs `f` on the group, creating it when `create` is set.
+    pub fn with_group<T>(
+        &self,
+        group_id: &str,
+        create: bool,
+        f: impl FnOnce(&mut Group) -> T,
+    ) -> Option<T> {
+        let mut groups = self.groups.lock();
+        if create && !groups.contains_key(group_id) {
+            groups.insert(group_id.to_string(), Group::new(group_id, now_ms()));
+        }
+        groups.get_mut(group_id).map(f)
+    }
+
+    /// Every group's (id, protocol type, state).
+    pub fn list(&self) -> Vec<(String, String, GroupState)> {
+        self.groups
+            .lock()
+            .values()
+            .filter(|g| g.state != GroupState::Dead)
+            .map(|g| {
+                (
+                    g.id.clone(),
+                    g.protocol_type.clone().unwrap_or_default(),
+                    g.state,
+                )
+            })
+            .collect()
+    }
+
+    /// Appends records (key, value-or-tombstone) to the group's partition.
+    pub fn store(
+        &self,
+        group_id: &str,
+        records: &[(Bytes, Option<Bytes>)],
+    ) -> Result<(), ResponseError> {
+        if records.is_empty() {
+            return Ok(());
+        }
+        let partition = self
+            .replicas
+            .partition(OFFSETS_TOPIC, self.partition_for(group_id))
+            .ok_or(ResponseError::CoordinatorNotAvailable)?;
+        let now = now_ms();
+        let mut builder = RecordBatchBuilder::new(Compression::None);
+        for (key, value) in records {
+            builder
+                .push(now, Some(key), value.as_deref(), &[])
+                .map_err(|_| ResponseError::UnknownServerError)?;
+        }
+        let batch = builder
+            .build()
+            .map_err(|_| ResponseError::UnknownServerError)?;
+        partition
+            .log
+            .append_as_leader(BytesMut::from(&batch[..]), partition.leader_epoch())
+            .map_err(|e| {
+                tracing::error!(group = group_id, error = %e, "cannot store group records");
+                ResponseError::CoordinatorNotAvailable
+            })?;
+        partition.on_local_append();
+        Ok(())
+    }
+
+    /// Stores a group's metadata record.
+    pub fn store_group(&self, group_id: &str) -> Result<(), ResponseError> {
+        let value = self.with_group(group_id, false, |g| {
+            if g.state == GroupState::Dead {
+                None
+            } else {
+                Some(group_value(&g.metadata_value(now_ms())))
+            }
+        });
+        match value {
+            Some(v) => self.store(group_id, &[(group_key(group_id), v)]),
+            None => Ok(()),
+        }
+    }
+
+    /// Commits offsets; returns one error code per (topic, partition) in request order.
+    pub fn commit_offsets(
+        &self,
+        group_id: &str,
+        member_id: &str,
+        instance: Option<&str>,
+        generation: i32,
+        offsets: Vec<(String, i32, OffsetValue)>,
+    ) -> Result<Vec<i16>, ResponseError> {
+        self.check_coordinator(group_id)?;
+        self.with_group(group_id, true, |g| {
+            g.check_commit(member_id, instance, generation)
+        })
+        .unwrap_or(Err(ResponseError::CoordinatorNotAvailable))?;
+        let mut codes = Vec::with_capacity(offsets.len());
+        let mut records = Vec::new();
+        let mut accepted = Vec::new();
+        for (topic, partition, value) in offsets {
+            if value.metadata.len() > self.config.offset_metadata_max_bytes {
+                codes.push(ResponseError::OffsetMetadataTooLarge.code());
+                continue;
+            }
+            codes.push(0);
+            records.push((
+                offset_key(group_id, &topic, partition),
+                Some(offset_value(&value)),
+            ));
+            accepted.push((topic, partition, value));
+        }
+        self.store(group_id, &records)?;
+        self.with_group(group_id, true, |g| {
+            for (topic, partition, value) in accepted {
+                g.offsets.insert((topic, partition), value);
+            }
+        });
+        Ok(codes)
+    }
+
+    /// Rebuilds groups and offsets from every `__consumer_offsets` partition this broker leads.
+    pub fn load(&self) {
+        let now = now_ms();
+        for p in 0..self.config.offsets_partitions {
+            let Some(partition) = self.replicas.partition(OFFSETS_TOPIC, p) else {
+                continue;
+            };
+            let log = &partition.log;
+            let mut offset = log.log_start_offset();
+            let end = log.log_end_offset();
+            while offset < end {
+                let data = match log.read(offset, LOAD_READ_BYTES, Some(end), true) {
+                    Ok(d) => d,
+                    Err(e) => {
+                        tracing::error!(partition = p, error = %e, "cannot load group partition");
+                        break;
+                    }
+                };
+                if data.records.is_empty() {
+                    break;
+                }
+                let mut next = offset;
+                for item in tern_protocol::record_batch::BatchIter::new(&data.records) {
+                    let Ok((header, batch)) = item else { break };
+                    next = header.next_offset();
+                    if header.is_control() {
+                        continue;
+                    }
+                    let Ok((_, records)) = decode_records(batch, LOAD_MAX_UNCOMPRESSED) else {
+                        tracing::warn!(
+                            partition = p,
+                            offset = header.base_offset,
+                            "skipping undecodable batch"
+                        );
+                        continue;
+                    };
+                    let mut groups = self.groups.lock();
+                    for r in records {
+                        let Some(key) = r.key.as_deref().and_then(decode_key) else {
+                            continue;
+                        };
+                        match key {
+                            OffsetsKey::Offset {
+                                group,
+                                topic,
+                                partition,
+                            } => {
+                                let g = groups
+                                    .entry(group.clone())
+                                    .or_insert_with(|| Group::new(&group, now));
+                                match r.value.as_deref().and_then(decode_offset_value) {
+                                    Some(v) => {
+                                        g.offsets.insert((topic, partition), v);
+                                    }
+                                    None => {
+                                        g.offsets.remove(&(topic, partition));
+                                    }
+                                }
+                            }
+                            OffsetsKey::Group { group } => match r.value.as_deref() {
+                                Some(v) => {
+                                    if let Some(v) = decode_group_value(v) {
+                                        groups
+                                            .entry(group.clone())
+                                            .or_insert_with(|| Group::new(&group, now))
+                                            .restore(&v, now);
+                                    }
+                                }
+                                None => {
+                                    groups.remove(&group);
+                                }
+                            },
+                        }
+                    }
+                }
+                if next <= offset {
+                    break;
+                }
+                offset = next;
+            }
+        }
+        let count = self.groups.lock().len();
+        tracing::info!(groups = count, "loaded consumer groups");
+    }
+
+    /// Advances every group's timers and expires offsets of long-empty groups.
+    pub fn tick(&self) {
+        let now = now_ms();
+        let mut to_store = Vec::new();
+        let mut expired_offsets: Vec<(String, Vec<(String, i32)>)> = Vec::new();
+        {
+            let mut groups = self.groups.lock();
+            for g in groups.values_mut() {
+                if g.tick(&self.config.group, now) {
+                    to_store.push(g.id.clone());
+                }
+                if g.state == GroupState::Empty
+                    && now - g.state_since_ms > self.config.offsets_retention_ms
+                {
+                    let retention = self.config.offsets_retention_ms;
+                    let keys: Vec<(String, i32)> = g
+                        .offsets
+                        .iter()
+                        .filter(|(_, v)| now - v.commit_timestamp > retention)
+                        .map(|(k, _)| k.clone())
+                        .collect();
+                    for k in &keys {
+                        g.offsets.remove(k);
+                    }
+                    if !keys.is_empty() {
+                        expired_offsets.push((g.id.clone(), keys));
+                    }
+                }
+            }
+        }
+        for id in to_store {
+            let _ = self.store_group(&id);
+        }
+        for (group, keys) in expired_offsets {
+            let tombstones: Vec<(Bytes, Option<Bytes>)> = keys
+                .iter()
+                .map(|(t, p)| (offset_key(&group, t, *p), None))
+                .collect();
+            let _ = self.store(&group, &tombstones);
+        }
+    }
+
+    /// Deletes an empty group: tombstones for its offsets and metadata.
+    pub fn delete_group(&self, group_id: &str) -> Result<(), ResponseError> {
+        self.check_coordinator(group_id)?;
+        let keys = {
+            let mut groups = self.groups.lock();
+            let Some(g) = groups.get_mut(group_id) else {
+                return Err(ResponseError::GroupIdNotFound);
+            };
+            match g.state {
+                GroupState::Dead => return Err(ResponseError::GroupIdNotFound),
+                GroupState::Empty => {}
+                _ => return Err(ResponseError::NonEmptyGroup),
+            }
+            let keys: Vec<(String, i32)> = g.offsets.keys().cloned().collect();
+            g.mark_dead(now_ms());
+            groups.remove(group_id);
+            keys
+        };
+        let mut records: Vec<(Bytes, Option<Bytes>)> = keys
+            .iter()
+            .map(|(t, p)| (offset_key(group_id, t, *p), None))
+            .collect();
+        records.push((group_key(group_id), None));
+        self.store(group_id, &records)
+    }
+
+    /// Starts the timer task.
+    /// Ends by itself once the coordinator is dropped.
+    pub fn spawn_ticker(self: &Arc<Self>) {
+        let me = Arc::downgrade(self);
+        tokio::spawn(async move {
+            let mut interval = tokio::time::interval(Duration::from_millis(100));
+            loop {
+                interval.tick().await;
+                match me.upgrade() {
+                    Some(c) => c.tick(),
+                    None => return,
+                }
+            }
+        });
+    }
+}

@@ -1,0 +1,112 @@
+//! Group administration: ListGroups, DescribeGroups, DeleteGroups.
+
+use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
+use kafka_protocol::messages::describe_groups_response::{DescribedGroup, DescribedGroupMember};
+use kafka_protocol::messages::list_groups_response::ListedGroup;
+use kafka_protocol::messages::{
+    DeleteGroupsRequest, DeleteGroupsResponse, DescribeGroupsRequest, DescribeGroupsResponse,
+    ListGroupsRequest, ListGroupsResponse,
+};
+
+use super::offsets::gid;
+use super::sb;
+use crate::broker::Broker;
+use crate::group_coordinator::group::GroupState;
+
+/// Answers ListGroups, with the v4 state filter and v5 type filter.
+pub fn list_groups(broker: &Broker, req: ListGroupsRequest) -> ListGroupsResponse {
+    let states: Vec<String> = req
+        .states_filter
+        .iter()
+        .map(|s| s.to_ascii_lowercase())
+        .collect();
+    let types: Vec<String> = req
+        .types_filter
+        .iter()
+        .map(|s| s.to_ascii_lowercase())
+        .collect();
+    let mut groups: Vec<ListedGroup> = broker
+        .groups
+        .list()
+        .into_iter()
+        .filter(|(_, _, state)| {
+            states.is_empty() || states.contains(&state.name().to_ascii_lowercase())
+        })
+        .filter(|_| types.is_empty() || types.iter().any(|t| t == "classic"))
+        .map(|(id, protocol_type, state)| {
+            ListedGroup::default()
+                .with_group_id(gid(&id))
+                .with_protocol_type(sb(protocol_type))
+                .with_group_state(sb(state.name()))
+                .with_group_type(sb("classic"))
+        })
+        .collect();
+    groups.sort_by(|a, b| a.group_id.0.cmp(&b.group_id.0));
+    ListGroupsResponse::default().with_groups(groups)
+}
+
+/// Answers DescribeGroups.
+pub fn describe_groups(broker: &Broker, req: DescribeGroupsRequest) -> DescribeGroupsResponse {
+    let groups = req
+        .groups
+        .into_iter()
+        .map(|g| {
+            let id = g.0.to_string();
+            let described = DescribedGroup::default().with_group_id(g.clone());
+            if let Err(e) = broker.groups.check_coordinator(&id) {
+                return described.with_error_code(e.code());
+            }
+            broker
+                .groups
+                .with_group(&id, false, |group| {
+                    let protocol = group.protocol.clone().unwrap_or_default();
+                    // Member metadata and assignments are shown only once the group is Stable,
+                    // as Kafka does.
+                    let stable = group.state == GroupState::Stable;
+                    let members = group
+                        .members
+                        .values()
+                        .map(|m| {
+                            let mut d = DescribedGroupMember::default()
+                                .with_member_id(sb(m.member_id.clone()))
+                                .with_group_instance_id(m.group_instance_id.clone().map(sb))
+                                .with_client_id(sb(m.client_id.clone()))
+                                .with_client_host(sb(m.client_host.clone()));
+                            if stable {
+                                d = d
+                                    .with_member_metadata(m.metadata(&protocol))
+                                    .with_member_assignment(m.assignment.clone());
+                            }
+                            d
+                        })
+                        .collect();
+                    described
+                        .clone()
+                        .with_group_state(sb(group.state.name()))
+                        .with_protocol_type(sb(group.protocol_type.clone().unwrap_or_default()))
+                        .with_protocol_data(sb(if stable { protocol } else { String::new() }))
+                        .with_members(members)
+                })
+                .unwrap_or_else(|| described.with_group_state(sb(GroupState::Dead.name())))
+        })
+        .collect();
+    DescribeGroupsResponse::default().with_groups(groups)
+}
+
+/// Answers DeleteGroups.
+pub fn delete_groups(broker: &Broker, req: DeleteGroupsRequest) -> DeleteGroupsResponse {
+    let results = req
+        .groups_names
+        .into_iter()
+        .map(|g| {
+            let code = match broker.groups.delete_group(g.0.as_str()) {
+                Ok(()) => 0,
+                Err(e) => e.code(),
+            };
+            DeletableGroupResult::default()
+                .with_group_id(g)
+                .with_error_code(code)
+        })
+        .collect();
+    DeleteGroupsResponse::default().with_results(results)
+}

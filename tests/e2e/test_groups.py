@@ -1,0 +1,161 @@
+"""Consumer groups with real clients: partitions split across members, rebalances when one
+leaves, committed offsets survive restarts (clean and kill -9), groups stay independent."""
+
+import time
+
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+PARTITIONS = 6
+
+
+def create_topic(bootstrap, name, partitions=PARTITIONS):
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(name, partitions, 1)])[name].result(timeout=30)
+
+
+def produce(bootstrap, topic, start, n):
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    for i in range(start, start + n):
+        p.produce(topic, key=str(i).encode(), value=f"v{i}".encode(), partition=i % PARTITIONS)
+        p.poll(0)
+    assert p.flush(30) == 0
+
+
+def consumer(bootstrap, group, **extra):
+    conf = {
+        "bootstrap.servers": bootstrap,
+        "group.id": group,
+        "auto.offset.reset": "earliest",
+        "enable.auto.commit": False,
+        "session.timeout.ms": 6000,
+        "heartbeat.interval.ms": 500,
+    }
+    conf.update(extra)
+    return Consumer(conf)
+
+
+def poll_once(consumers, seen):
+    """One round of polling every consumer; records go into `seen` (key -> consumer name)."""
+    for name, c in consumers.items():
+        for m in c.consume(num_messages=500, timeout=0.1):
+            if m.error():
+                raise KafkaException(m.error())
+            key = int(m.key())
+            assert key not in seen, f"record {key} consumed twice ({seen[key]} and {name})"
+            seen[key] = name
+
+
+def poll_until(consumers, seen, expected_count, timeout=60):
+    """Polls all consumers round-robin until `seen` holds expected_count keys."""
+    deadline = time.time() + timeout
+    while len(seen) < expected_count and time.time() < deadline:
+        poll_once(consumers, seen)
+    return seen
+
+
+def test_three_members_split_partitions_and_take_over_when_one_leaves(tern):
+    create_topic(tern.bootstrap, "split")
+    produce(tern.bootstrap, "split", 0, 6000)
+    consumers = {n: consumer(tern.bootstrap, "g-split") for n in ("a", "b", "c")}
+    for c in consumers.values():
+        c.subscribe(["split"])
+    # Let the group settle with all three members; records polled meanwhile count too.
+    seen = {}
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        poll_once(consumers, seen)
+        sizes = [len(c.assignment()) for c in consumers.values()]
+        if sizes == [2, 2, 2]:
+            break
+    assert sorted(len(c.assignment()) for c in consumers.values()) == [2, 2, 2]
+    owned = [tp.partition for c in consumers.values() for tp in c.assignment()]
+    assert sorted(owned) == list(range(PARTITIONS))
+    seen = poll_until(consumers, seen, 6000)
+    assert len(seen) == 6000
+    for c in consumers.values():
+        c.commit(asynchronous=False)
+    # One member leaves: the other two take over its partitions.
+    consumers.pop("c").close()
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        poll_once(consumers, seen)
+        if sum(len(c.assignment()) for c in consumers.values()) == PARTITIONS:
+            break
+    assert sum(len(c.assignment()) for c in consumers.values()) == PARTITIONS
+    produce(tern.bootstrap, "split", 6000, 3000)
+    seen = poll_until(consumers, seen, 9000)
+    assert len(seen) == 9000
+    assert set(seen[k] for k in range(6000, 9000)) <= {"a", "b"}
+    for c in consumers.values():
+        c.close()
+
+
+def committed(bootstrap, group, topic):
+    c = consumer(bootstrap, group)
+    tps = c.committed([TopicPartition(topic, p) for p in range(PARTITIONS)], timeout=10)
+    c.close()
+    return {tp.partition: tp.offset for tp in tps}
+
+
+def consume_and_commit(bootstrap, group, topic, count):
+    c = consumer(bootstrap, group)
+    c.subscribe([topic])
+    seen = poll_until({"x": c}, {}, count)
+    c.commit(asynchronous=False)
+    c.close()
+    return seen
+
+
+def test_committed_offsets_survive_clean_restart_and_kill_9(tern):
+    create_topic(tern.bootstrap, "commits")
+    produce(tern.bootstrap, "commits", 0, 600)
+    consume_and_commit(tern.bootstrap, "g-commit", "commits", 600)
+    before = committed(tern.bootstrap, "g-commit", "commits")
+    assert before == {p: 100 for p in range(PARTITIONS)}
+    tern.restart()
+    assert committed(tern.bootstrap, "g-commit", "commits") == before
+    produce(tern.bootstrap, "commits", 600, 600)
+    # The group resumes at its committed offsets: only the new records arrive.
+    seen = consume_and_commit(tern.bootstrap, "g-commit", "commits", 600)
+    assert sorted(seen) == list(range(600, 1200))
+    tern.kill9()
+    tern.start()
+    assert committed(tern.bootstrap, "g-commit", "commits") == {p: 200 for p in range(PARTITIONS)}
+
+
+def test_two_groups_keep_independent_offsets(tern):
+    create_topic(tern.bootstrap, "shared")
+    produce(tern.bootstrap, "shared", 0, 1200)
+    consume_and_commit(tern.bootstrap, "g-one", "shared", 1200)
+    # g-two commits only partition 0 at offset 50.
+    c = consumer(tern.bootstrap, "g-two")
+    c.commit(offsets=[TopicPartition("shared", 0, 50)], asynchronous=False)
+    c.close()
+    assert committed(tern.bootstrap, "g-one", "shared") == {p: 200 for p in range(PARTITIONS)}
+    two = committed(tern.bootstrap, "g-two", "shared")
+    assert two[0] == 50
+    assert all(two[p] < 0 for p in range(1, PARTITIONS))
+
+
+def test_kafka_python_group_consumer(tern):
+    from kafka import KafkaConsumer
+
+    create_topic(tern.bootstrap, "kp-group")
+    produce(tern.bootstrap, "kp-group", 0, 1200)
+    c = KafkaConsumer(
+        "kp-group",
+        bootstrap_servers=tern.bootstrap,
+        group_id="kp",
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+    )
+    got = set()
+    deadline = time.time() + 60
+    while len(got) < 1200 and time.time() < deadline:
+        for _, msgs in c.poll(timeout_ms=500).items():
+            got.update(int(m.key) for m in msgs)
+    c.commit()
+    c.close()
+    assert got == set(range(1200))
+    assert committed(tern.bootstrap, "kp", "kp-group") == {p: 200 for p in range(PARTITIONS)}
