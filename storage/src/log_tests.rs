@@ -563,3 +563,68 @@ fn writes_after_close_or_delete_are_refused() {
     log.delete().unwrap();
     assert!(!path.exists());
 }
+
+#[test]
+fn log_is_send_and_sync() {
+    fn assert_send_sync<T: Send + Sync>() {}
+    assert_send_sync::<Log>();
+    assert_send_sync::<crate::LogManager>();
+}
+
+#[test]
+fn full_indexes_force_a_roll_but_never_fail_an_append() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = LogConfig {
+        segment_index_bytes: 24,
+        index_interval_bytes: 0,
+        ..LogConfig::default()
+    };
+    let log = Log::open(dir.path(), config).unwrap();
+    // One request with many batches overflows a 3-entry index without failing.
+    let mut req = BytesMut::new();
+    for _ in 0..10 {
+        req.extend_from_slice(&batch(1, 0));
+    }
+    log.append_as_leader(req, 0).unwrap();
+    log.append_as_leader(batch(1, 0), 0).unwrap();
+    assert_eq!(log.num_segments(), 2);
+    for o in 0..11 {
+        assert_eq!(
+            offsets(&log.read(o, 1, None, true).unwrap().records),
+            vec![(o, o)]
+        );
+    }
+}
+
+#[test]
+fn concurrent_readers_see_only_whole_appends() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = std::sync::Arc::new(Log::open(dir.path(), small_segments()).unwrap());
+    let writer = {
+        let log = log.clone();
+        std::thread::spawn(move || {
+            for i in 0..300 {
+                log.append_as_leader(batch(1 + i % 3, i as i64), 0).unwrap();
+            }
+        })
+    };
+    let mut reads = 0;
+    while !writer.is_finished() || reads == 0 {
+        let leo = log.log_end_offset();
+        let start = leo / 2;
+        let r = log.read(start, 1 << 20, None, true).unwrap();
+        let mut next = r.first_offset;
+        for b in BatchIter::new(&r.records) {
+            let (h, bytes) = b.unwrap();
+            validate_batch(bytes).unwrap();
+            assert_eq!(h.base_offset, next);
+            next = h.next_offset();
+        }
+        // Nothing past what was published when the read began... or since.
+        assert!(next <= log.log_end_offset());
+        assert!(r.records.is_empty() || r.first_offset <= start);
+        reads += 1;
+    }
+    writer.join().unwrap();
+    assert_eq!(log.log_end_offset(), 600);
+}

@@ -224,7 +224,11 @@ impl LogSegment {
                     i.max_timestamp = h.max_timestamp;
                     i.offset_of_max_timestamp = h.last_offset();
                 }
-                if i.bytes_since_last_entry > index_interval_bytes {
+                // Indexes are sparse: a full one just stops taking entries until the roll.
+                if i.bytes_since_last_entry > index_interval_bytes
+                    && !i.offset.is_full()
+                    && !i.time.is_full()
+                {
                     let position = (start + *pos as u64) as u32;
                     i.offset.append(h.last_offset(), position)?;
                     let (ts, off) = (i.max_timestamp, i.offset_of_max_timestamp);
@@ -452,7 +456,10 @@ impl LogSegment {
                 ix.max_timestamp = h.max_timestamp;
                 ix.offset_of_max_timestamp = h.last_offset();
             }
-            if ix.bytes_since_last_entry > index_interval_bytes {
+            if ix.bytes_since_last_entry > index_interval_bytes
+                && !ix.offset.is_full()
+                && !ix.time.is_full()
+            {
                 ix.offset.append(h.last_offset(), pos as u32)?;
                 ix.time
                     .maybe_append(ix.max_timestamp, ix.offset_of_max_timestamp)?;

@@ -55,7 +55,7 @@ fn crash_child_process() {
         log.append_as_leader(BytesMut::from(&b[..]), (n / 50) as i32)
             .unwrap();
         n += 1;
-        if n % 10 == 0 {
+        if n % 10 == 9 {
             log.flush().unwrap();
             println!("F {}", log.log_end_offset());
         }

@@ -7,7 +7,8 @@
 //! `posix_fadvise(DONTNEED)`), so both read from the device; warm reads run right after, with
 //! the data cached, and measure the software path.
 //!
-//! Usage: `storage-bench [--mib N] [--dir PATH]` (default 1024 MiB per case, a temp dir).
+//! Usage: `storage-bench [--mib N] [--reps R] [--dir PATH]` (default 1024 MiB per case, 3 runs
+//! with raw and log interleaved, medians reported, a temp dir).
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
@@ -39,7 +40,8 @@ fn drop_cache(path: &Path) -> std::io::Result<()> {
 fn drop_cache_dir(dir: &Path) -> std::io::Result<()> {
     for e in std::fs::read_dir(dir)? {
         let p = e?.path();
-        if p.is_file() {
+        let only_logs = std::env::var("BENCH_DROP_ONLY_LOG").is_ok();
+        if p.is_file() && (!only_logs || p.extension().is_some_and(|e| e == "log")) {
             drop_cache(&p)?;
         }
     }
@@ -88,10 +90,17 @@ fn log_read(log: &Log) -> Result<(u64, f64), Box<dyn std::error::Error>> {
     Ok((total, t.elapsed().as_secs_f64()))
 }
 
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
+}
+
+/// One case, `reps` times with raw and log runs interleaved; each figure is the median.
 fn run_case(
     dir: &Path,
     batch_bytes: usize,
     total_bytes: u64,
+    reps: usize,
 ) -> Result<Row, Box<dyn std::error::Error>> {
     let value = vec![0x5au8; RECORD_BYTES];
     let n = (batch_bytes / RECORD_BYTES).max(1);
@@ -105,73 +114,85 @@ fn run_case(
     );
     let batches = (total_bytes / template.len() as u64).max(1) as usize;
     let bytes = (batches * template.len()) as u64;
+    let mut m: [Vec<f64>; 6] = Default::default();
+    for rep in 0..reps {
+        // The same request buffers feed both writers, as the network layer would hand them over.
+        let pool: Vec<BytesMut> = (0..batches)
+            .map(|_| BytesMut::from(&template[..]))
+            .collect();
 
-    // Raw write: same bytes, plain write(2), one fsync at the end.
-    let raw_path = dir.join(format!("raw-{batch_bytes}.dat"));
-    let t = Instant::now();
-    {
-        let mut f = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&raw_path)?;
-        for _ in 0..batches {
-            f.write_all(&template)?;
+        // Raw write: plain write(2) of the same bytes, one fsync at the end.
+        let raw_path = dir.join(format!("raw-{batch_bytes}.dat"));
+        let t = Instant::now();
+        {
+            let mut f = OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .open(&raw_path)?;
+            for b in &pool {
+                f.write_all(b)?;
+            }
+            f.sync_all()?;
         }
-        f.sync_all()?;
-    }
-    let raw_write = mbps(bytes, t.elapsed().as_secs_f64());
+        m[0].push(mbps(bytes, t.elapsed().as_secs_f64()));
 
-    // Log append: request buffers prepared beforehand, as the network layer would hand them over.
-    let pool: Vec<BytesMut> = (0..batches)
-        .map(|_| BytesMut::from(&template[..]))
-        .collect();
-    let log_dir = dir.join(format!("bench-{batch_bytes}"));
-    // A "1 MiB" batch of 1 KiB records is a little over the default max.message.bytes.
-    let config = LogConfig {
-        max_message_bytes: 2 << 20,
-        ..LogConfig::default()
-    };
-    let log = Log::open(&log_dir, config)?;
-    let t = Instant::now();
-    for b in pool {
-        log.append_as_leader(b, 0)?;
-    }
-    log.flush()?;
-    let append = mbps(bytes, t.elapsed().as_secs_f64());
+        // Log append with the default config (flushing left to the OS), one flush at the end.
+        let log_dir = dir.join(format!("bench-{batch_bytes}-{rep}"));
+        // A "1 MiB" batch of 1 KiB records is a little over the default max.message.bytes.
+        let config = LogConfig {
+            max_message_bytes: 2 << 20,
+            ..LogConfig::default()
+        };
+        let log = Log::open(&log_dir, config)?;
+        let t = Instant::now();
+        for b in pool {
+            log.append_as_leader(b, 0)?;
+        }
+        log.flush()?;
+        m[1].push(mbps(bytes, t.elapsed().as_secs_f64()));
 
-    drop_cache(&raw_path)?;
-    drop_cache_dir(&log_dir)?;
-    let (n1, s1) = raw_read(&raw_path)?;
-    let (n2, s2) = log_read(&log)?;
-    assert_eq!(n1, bytes);
-    assert_eq!(n2, bytes);
-    let (_, s3) = raw_read(&raw_path)?;
-    let (_, s4) = log_read(&log)?;
-    log.delete()?;
-    std::fs::remove_file(&raw_path)?;
+        drop_cache(&raw_path)?;
+        drop_cache_dir(&log_dir)?;
+        let (n1, s1) = raw_read(&raw_path)?;
+        let (n2, s2) = log_read(&log)?;
+        if n1 != bytes || n2 != bytes {
+            return Err(format!("read {n1} and {n2} bytes, wrote {bytes}").into());
+        }
+        m[2].push(mbps(bytes, s1));
+        m[3].push(mbps(bytes, s2));
+        let (_, s3) = raw_read(&raw_path)?;
+        let (_, s4) = log_read(&log)?;
+        m[4].push(mbps(bytes, s3));
+        m[5].push(mbps(bytes, s4));
+        log.delete()?;
+        std::fs::remove_file(&raw_path)?;
+    }
+    let [a, b, c, d, e, f] = m;
     Ok(Row {
         batch: if batch_bytes >= 1 << 20 {
             format!("{} MiB", batch_bytes >> 20)
         } else {
             format!("{} KiB", batch_bytes >> 10)
         },
-        raw_write,
-        append,
-        raw_read_cold: mbps(bytes, s1),
-        read_cold: mbps(bytes, s2),
-        raw_read_warm: mbps(bytes, s3),
-        read_warm: mbps(bytes, s4),
+        raw_write: median(a),
+        append: median(b),
+        raw_read_cold: median(c),
+        read_cold: median(d),
+        raw_read_warm: median(e),
+        read_warm: median(f),
     })
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut mib = 1024u64;
     let mut dir: Option<PathBuf> = None;
+    let mut reps = 3usize;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
             "--mib" => mib = args.next().ok_or("--mib needs a value")?.parse()?,
+            "--reps" => reps = args.next().ok_or("--reps needs a value")?.parse()?,
             "--dir" => dir = Some(PathBuf::from(args.next().ok_or("--dir needs a value")?)),
             other => return Err(format!("unknown argument {other}").into()),
         }
@@ -182,7 +203,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     std::fs::create_dir_all(&dir)?;
     let total = mib << 20;
     println!(
-        "storage-bench: {mib} MiB per case, 1 KiB records, dir {}",
+        "storage-bench: {mib} MiB per case, 1 KiB records, median of {reps} runs, dir {}",
         dir.display()
     );
     println!(
@@ -199,7 +220,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "ratio"
     );
     for batch in [16 << 10, 1 << 20] {
-        let r = run_case(&dir, batch, total)?;
+        let r = run_case(&dir, batch, total, reps.max(1))?;
         println!(
             "{:<8} {:>10.0} {:>10.0} {:>5.0}% | {:>11.0} {:>10.0} {:>5.0}% | {:>11.0} {:>10.0} {:>5.0}%",
             r.batch,
