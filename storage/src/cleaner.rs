@@ -1,4 +1,6 @@
-//! The log cleaner: key-based compaction of a log's inactive segments.
+//! The log cleaner: key-based compaction of a log's inactive segments. Compressed batches are
+//! decompressed and recompressed with their codec (tern_protocol::records); uncompressed ones
+//! are filtered by copying the retained records' bytes.
 //!
 //! One pass builds a map key -> latest offset over the dirty part of the log (from the cleaner
 //! checkpoint to the end of the last inactive segment), then rewrites every inactive segment
@@ -16,6 +18,8 @@ use std::sync::Arc;
 use tern_protocol::record_batch::{
     compute_crc, Compression, RecordBatchHeader, LOG_OVERHEAD, RECORD_BATCH_OVERHEAD,
 };
+
+use tern_protocol::records::{decode_records, RecordBatchBuilder};
 
 use crate::checkpoint::{fsync_dir, write_offset};
 use crate::error::{IoContext, Result};
@@ -49,8 +53,108 @@ enum Cleaned {
     Rewrite(Vec<u8>),
 }
 
-/// Decides the fate of one batch. Only uncompressed, non-transactional data batches are
-/// filtered; everything else is kept as it is.
+/// Upper bound on a decompressed records section read by the cleaner.
+const MAX_DECOMPRESSED_BYTES: usize = 64 << 20;
+
+/// Calls `f(key, offset)` for every keyed record of a data batch (compressed or not).
+fn for_each_key(h: &RecordBatchHeader, batch: &[u8], mut f: impl FnMut(&[u8], i64)) {
+    if h.is_control() {
+        return;
+    }
+    if h.compression() == Ok(Compression::None) {
+        if let Some(records) =
+            parse_records(&batch[RECORD_BATCH_OVERHEAD..], h.records_count as usize)
+        {
+            for r in records {
+                if let Some(k) = r.key {
+                    f(k, h.base_offset + r.offset_delta as i64);
+                }
+            }
+        }
+    } else if let Ok((_, records)) = decode_records(batch, MAX_DECOMPRESSED_BYTES) {
+        for r in records {
+            if let Some(k) = &r.key {
+                f(k, r.offset);
+            }
+        }
+    }
+}
+
+/// Filters a compressed batch by decompressing, dropping records and recompressing with the
+/// same codec. Base offset and last offset delta are kept. Undecodable batches are kept.
+fn clean_compressed_batch(
+    h: &RecordBatchHeader,
+    batch: &[u8],
+    map: &HashMap<Vec<u8>, i64>,
+    tombstone_horizon: i64,
+    keep_whole: bool,
+    stats: &mut CompactionStats,
+) -> Cleaned {
+    let (Ok(codec), Ok((_, records))) = (
+        h.compression(),
+        decode_records(batch, MAX_DECOMPRESSED_BYTES),
+    ) else {
+        return Cleaned::Keep;
+    };
+    let (mut superseded, mut tombstones) = (0u64, 0u64);
+    let total = records.len();
+    let kept: Vec<_> = records
+        .into_iter()
+        .filter(|r| {
+            let Some(key) = &r.key else { return true };
+            if map.get(&key[..]).is_some_and(|&latest| r.offset < latest) {
+                superseded += 1;
+                return false;
+            }
+            if r.value.is_none() && h.max_timestamp < tombstone_horizon {
+                tombstones += 1;
+                return false;
+            }
+            true
+        })
+        .collect();
+    if kept.len() == total || (kept.is_empty() && keep_whole) {
+        return Cleaned::Keep;
+    }
+    if kept.is_empty() {
+        stats.records_removed += superseded;
+        stats.tombstones_removed += tombstones;
+        return Cleaned::Drop;
+    }
+    let mut builder = RecordBatchBuilder::new(codec)
+        .base_offset(h.base_offset)
+        .partition_leader_epoch(h.partition_leader_epoch)
+        .timestamp_type(h.timestamp_type())
+        .producer(h.producer_id, h.producer_epoch, h.base_sequence);
+    for r in &kept {
+        if builder
+            .push_with_offset(
+                r.offset,
+                r.timestamp,
+                r.key.as_deref(),
+                r.value.as_deref(),
+                &r.headers,
+            )
+            .is_err()
+        {
+            return Cleaned::Keep;
+        }
+    }
+    let Ok(built) = builder.build() else {
+        return Cleaned::Keep;
+    };
+    let mut out = built.to_vec();
+    // Kafka keeps the original last offset so the producer's sequence range stays intact.
+    out[23..27].copy_from_slice(&h.last_offset_delta.to_be_bytes());
+    let crc = compute_crc(&out);
+    out[17..21].copy_from_slice(&crc.to_be_bytes());
+    stats.records_removed += superseded;
+    stats.tombstones_removed += tombstones;
+    Cleaned::Rewrite(out)
+}
+
+/// Decides the fate of one batch. Data batches are filtered (compressed ones through the
+/// protocol crate's codecs); transactional and control batches are kept as they are.
 fn clean_batch(
     h: &RecordBatchHeader,
     batch: &[u8],
@@ -59,8 +163,11 @@ fn clean_batch(
     keep_whole: bool,
     stats: &mut CompactionStats,
 ) -> Cleaned {
-    if h.is_control() || h.is_transactional() || h.compression() != Ok(Compression::None) {
+    if h.is_control() || h.is_transactional() {
         return Cleaned::Keep;
+    }
+    if h.compression() != Ok(Compression::None) {
+        return clean_compressed_batch(h, batch, map, tombstone_horizon, keep_whole, stats);
     }
     let Some(records) = parse_records(&batch[RECORD_BATCH_OVERHEAD..], h.records_count as usize)
     else {
@@ -162,18 +269,9 @@ impl Log {
                 continue;
             }
             s.scan(0, s.size(), false, |_, h, batch| {
-                if h.is_control() || h.compression() != Ok(Compression::None) {
-                    return Ok(());
-                }
-                if let Some(records) =
-                    parse_records(&batch[RECORD_BATCH_OVERHEAD..], h.records_count as usize)
-                {
-                    for r in records {
-                        if let Some(k) = r.key {
-                            map.insert(k.to_vec(), h.base_offset + r.offset_delta as i64);
-                        }
-                    }
-                }
+                for_each_key(h, batch, |k, offset| {
+                    map.insert(k.to_vec(), offset);
+                });
                 Ok(())
             })?;
         }
@@ -372,6 +470,50 @@ mod tests {
             let r = log.read(*o, 1, None, true).unwrap();
             assert!(!r.records.is_empty());
         }
+    }
+
+    #[test]
+    fn compressed_batches_are_compacted_and_keep_their_codec() {
+        use tern_protocol::records::RecordBatchBuilder;
+        let dir = tempfile::tempdir().unwrap();
+        let log = Log::open(dir.path(), compact_config()).unwrap();
+        for round in 0..3 {
+            let mut b = RecordBatchBuilder::new(Compression::Gzip);
+            for k in ["x", "y", "z"] {
+                let v = format!("{k}{round}");
+                let key = if round == 2 && k == "z" { "w" } else { k };
+                b.push(500, Some(key.as_bytes()), Some(v.as_bytes()), &[])
+                    .unwrap();
+            }
+            log.append_as_leader(BytesMut::from(&b.build().unwrap()[..]), 0)
+                .unwrap();
+        }
+        log.roll().unwrap();
+        let stats = log.compact(1000).unwrap();
+        assert_eq!(stats.records_removed, 5);
+        let r = log.read(0, 1 << 20, None, true).unwrap();
+        let mut seen = Vec::new();
+        for item in BatchIter::new(&r.records) {
+            let (h, bytes) = item.unwrap();
+            assert_eq!(h.compression().unwrap(), Compression::Gzip);
+            assert_eq!(h.last_offset_delta, 2, "last offset kept");
+            let (_, recs) = decode_records(bytes, 1 << 20).unwrap();
+            for rec in recs {
+                seen.push((
+                    rec.offset,
+                    String::from_utf8(rec.key.unwrap().to_vec()).unwrap(),
+                ));
+            }
+        }
+        assert_eq!(
+            seen,
+            vec![
+                (5, "z".into()),
+                (6, "x".into()),
+                (7, "y".into()),
+                (8, "w".into())
+            ]
+        );
     }
 
     #[test]
