@@ -90,3 +90,15 @@ def tern():
             yield t
         finally:
             t.stop()
+
+
+@pytest.fixture(scope="module")
+def tern_module():
+    """One tern for a whole test module: for tests that each keep to their own topics and would
+    otherwise spend more time starting and stopping brokers than testing (the tool tests)."""
+    with tempfile.TemporaryDirectory(prefix="tern-e2e-") as d:
+        t = Tern(d, free_port()).start()
+        try:
+            yield t
+        finally:
+            t.stop()
