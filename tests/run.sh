@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs every test: the Rust unit and integration tests, then the end-to-end tests with real
-# Kafka clients (confluent-kafka / librdkafka, kafka-python) against a real tern process.
+# Kafka clients (confluent-kafka / librdkafka, kafka-python, kcat) and Apache Kafka's own tools
+# against a real tern process.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export TERN_CACHE="${TERN_CACHE:-$HOME/.cache/tern}"
@@ -19,6 +20,9 @@ if [ ! -x "$VENV/bin/python" ]; then
   python3 -m venv "$VENV"
 fi
 "$VENV/bin/pip" install --quiet --disable-pip-version-check -r tests/e2e/requirements.txt
+
+echo "== Apache Kafka's tools (jars from Maven Central, cached in \$TERN_CACHE/kafka)"
+"$VENV/bin/python" tests/e2e/kafka_dist.py fetch
 
 echo "== end-to-end tests"
 "$VENV/bin/python" -m pytest -q tests/e2e "$@"
