@@ -390,3 +390,49 @@ def test_producer_and_consumer_perf(tools, tern_module, request):
     header, row = p.stdout.strip().splitlines()[-2:]
     stats = dict(zip([h.strip() for h in header.split(",")], [v.strip() for v in row.split(",")]))
     assert stats["data.consumed.in.nMsg"] == "20000", p.stdout
+
+
+# -- kafka-consumer-groups ------------------------------------------------------------------------
+
+
+def group_rows(out):
+    """The table rows of kafka-consumer-groups output -> [{column: value}]."""
+    rows, header = [], None
+    for line in out.splitlines():
+        cols = line.split()
+        if not cols:
+            header = None
+        elif cols[0] == "GROUP":
+            header = cols
+        elif header and len(cols) == len(header):
+            rows.append(dict(zip(header, cols)))
+    return rows
+
+
+def test_consumer_groups_tool(tools, tern_module, request):
+    xfail_without_groups(request, tern_module.bootstrap)
+    create_topic(tern_module.bootstrap, "cgt", partitions=2)
+    produce(tern_module.bootstrap, "cgt", [(i % 2, None, b"r", None) for i in range(20)])
+    cg = ("kafka-consumer-groups", "--group", "tool-group")
+
+    # offsets of a group that has no members (here: none yet) can be set from outside
+    out = tools.ok(*cg, "--reset-offsets", "--to-offset", "3", "--topic", "cgt", "--execute")
+    assert [(r["TOPIC"], r["PARTITION"], r["NEW-OFFSET"]) for r in group_rows(out)] == [
+        ("cgt", "0", "3"), ("cgt", "1", "3"),
+    ]
+    out = tools.ok(*cg, "--reset-offsets", "--to-latest", "--topic", "cgt:1", "--execute")
+    assert [(r["PARTITION"], r["NEW-OFFSET"]) for r in group_rows(out)] == [("1", "10")]
+
+    p = tools(*cg, "--describe", "--offsets")
+    assert p.returncode == 0, p.stderr
+    out = p.stdout
+    assert "Consumer group 'tool-group' has no active members." in p.stdout + p.stderr
+    got = [(r["TOPIC"], r["PARTITION"], r["CURRENT-OFFSET"], r["LOG-END-OFFSET"], r["LAG"]) for r in group_rows(out)]
+    assert got == [("cgt", "0", "3", "10", "7"), ("cgt", "1", "10", "10", "0")]
+
+    assert "tool-group" in tools.ok("kafka-consumer-groups", "--list").split()
+
+    out = tools.ok(*cg, "--delete")
+    assert "Deletion of requested consumer groups ('tool-group') was successful." in out
+    p = tools(*cg, "--describe")
+    assert "Error: Consumer group 'tool-group' does not exist." in p.stdout + p.stderr
