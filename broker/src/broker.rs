@@ -26,6 +26,8 @@ pub struct Broker {
     pub replicas: Arc<ReplicaManager>,
     /// All partition logs.
     pub logs: Arc<LogManager>,
+    /// Incremental fetch sessions.
+    pub fetch_sessions: crate::fetch_session::FetchSessionCache,
     /// Consumer groups and committed offsets.
     pub groups: Arc<GroupCoordinator>,
     /// Topic-config defaults from the broker's `log.*` settings.
@@ -130,12 +132,17 @@ impl Broker {
             replicas.clone(),
         ));
         groups.load();
+        let fetch_sessions = crate::fetch_session::FetchSessionCache::new(
+            config.fetch_session_cache_slots,
+            config.fetch_session_eviction_ms,
+        );
         Ok(Arc::new(Broker {
             config,
             cluster_id: meta.cluster_id,
             controller,
             replicas,
             logs,
+            fetch_sessions,
             groups,
             default_log_config,
             producer_ids: Mutex::new((0, 0)),
@@ -165,17 +172,24 @@ impl Broker {
         Ok(id)
     }
 
-    /// Follows controller images into the replica manager until the process ends.
-    pub fn spawn_metadata_listener(self: &Arc<Self>) {
+    /// Follows controller images into the replica manager until `shutdown` fires.
+    pub fn spawn_metadata_listener(
+        &self,
+        mut shutdown: tokio::sync::watch::Receiver<bool>,
+    ) -> tokio::task::JoinHandle<()> {
         let mut rx = self.controller.subscribe();
-        let broker = self.clone();
+        let replicas = self.replicas.clone();
         tokio::spawn(async move {
-            while rx.changed().await.is_ok() {
+            loop {
+                tokio::select! {
+                    changed = rx.changed() => if changed.is_err() { return },
+                    _ = shutdown.changed() => return,
+                }
                 let image = rx.borrow_and_update().clone();
-                let replicas = broker.replicas.clone();
+                let replicas = replicas.clone();
                 // Log creation and deletion touch the disk: keep them off the reactor.
                 let _ = tokio::task::spawn_blocking(move || replicas.apply_image(&image)).await;
             }
-        });
+        })
     }
 }

@@ -115,6 +115,10 @@ pub struct BrokerConfig {
     pub coordinator: crate::group_coordinator::CoordinatorConfig,
     /// `offsets.topic.replication.factor`.
     pub offsets_topic_replication_factor: i16,
+    /// `max.incremental.fetch.session.cache.slots`.
+    pub fetch_session_cache_slots: usize,
+    /// `min.incremental.fetch.session.eviction.ms` (Kafka's internal default).
+    pub fetch_session_eviction_ms: i64,
     /// `broker.rack`.
     pub rack: Option<String>,
     /// Every property given, for DescribeConfigs and topic-config defaults.
@@ -222,6 +226,16 @@ impl BrokerConfig {
                     * 60_000,
             },
             offsets_topic_replication_factor: num(&props, "offsets.topic.replication.factor", 1)?,
+            fetch_session_cache_slots: num(
+                &props,
+                "max.incremental.fetch.session.cache.slots",
+                1000,
+            )?,
+            fetch_session_eviction_ms: num(
+                &props,
+                "min.incremental.fetch.session.eviction.ms",
+                120_000,
+            )?,
             rack: get("broker.rack").map(str::to_string),
             properties: props,
         })

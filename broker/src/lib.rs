@@ -4,6 +4,7 @@ pub mod broker;
 pub mod config;
 pub mod connection;
 pub mod errors;
+pub mod fetch_session;
 pub mod group_coordinator;
 pub mod handlers;
 pub mod meta_properties;

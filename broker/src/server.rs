@@ -50,7 +50,7 @@ impl Server {
                     .map_err(|e| anyhow::anyhow!("{e}"))?;
             }
         }
-        broker.spawn_metadata_listener();
+        tasks.push(broker.spawn_metadata_listener(shutdown_rx.clone()));
         broker.groups.spawn_ticker();
         let background = broker
             .logs

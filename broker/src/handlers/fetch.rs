@@ -1,10 +1,9 @@
 //! Fetch: whole batches as byte ranges up to the high watermark (or last stable offset),
-//! long-polling until `min_bytes` arrive or `max_wait_ms` passes.
+//! long-polling until `min_bytes` arrive or `max_wait_ms` passes, with incremental fetch
+//! sessions.
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use kafka_protocol::messages::fetch_request::FetchTopic;
 use kafka_protocol::messages::fetch_response::{
     AbortedTransaction, FetchableTopicResponse, PartitionData,
 };
@@ -16,11 +15,12 @@ use tokio::sync::watch;
 use super::sb;
 use crate::broker::Broker;
 use crate::errors::storage_error_code;
+use crate::fetch_session::{FetchItem, RequestedPartitions, SentState};
 
 const READ_COMMITTED: i8 = 1;
 
 struct Pass {
-    responses: Vec<FetchableTopicResponse>,
+    data: Vec<PartitionData>,
     bytes: usize,
     has_error: bool,
     watchers: Vec<watch::Receiver<i64>>,
@@ -35,113 +35,172 @@ fn error_data(index: i32, code: ResponseError) -> PartitionData {
         .with_log_start_offset(-1)
 }
 
-fn read_pass(
-    broker: &Broker,
-    image: &MetadataImage,
-    topics: &[FetchTopic],
-    version: i16,
-    max_bytes: usize,
-    isolation_level: i8,
-) -> Pass {
+/// Reads every item once; one PartitionData per item, in order.
+fn read_pass(broker: &Broker, items: &[FetchItem], max_bytes: usize, isolation_level: i8) -> Pass {
     let mut pass = Pass {
-        responses: Vec::with_capacity(topics.len()),
+        data: Vec::with_capacity(items.len()),
         bytes: 0,
         has_error: false,
         watchers: Vec::new(),
     };
-    for topic in topics {
-        let name: Option<String> = if version >= 13 {
-            image.topic_by_id(&topic.topic_id).map(|t| t.name.clone())
-        } else {
-            Some(topic.topic.0.to_string())
+    for item in items {
+        if item.topic.is_empty() {
+            pass.has_error = true;
+            pass.data
+                .push(error_data(item.partition, ResponseError::UnknownTopicId));
+            continue;
+        }
+        let partition = match broker.replicas.partition(&item.topic, item.partition) {
+            Some(p) if p.is_leader() => p,
+            Some(_) => {
+                pass.has_error = true;
+                pass.data.push(error_data(
+                    item.partition,
+                    ResponseError::NotLeaderOrFollower,
+                ));
+                continue;
+            }
+            None => {
+                pass.has_error = true;
+                pass.data.push(error_data(
+                    item.partition,
+                    ResponseError::UnknownTopicOrPartition,
+                ));
+                continue;
+            }
         };
-        let mut partitions = Vec::with_capacity(topic.partitions.len());
-        for fp in &topic.partitions {
-            let Some(name) = &name else {
-                pass.has_error = true;
-                partitions.push(error_data(fp.partition, ResponseError::UnknownTopicId));
-                continue;
-            };
-            let partition = match broker.replicas.partition(name, fp.partition) {
-                Some(p) if p.is_leader() => p,
-                Some(_) => {
-                    pass.has_error = true;
-                    partitions.push(error_data(fp.partition, ResponseError::NotLeaderOrFollower));
-                    continue;
-                }
-                None => {
-                    pass.has_error = true;
-                    partitions.push(error_data(
-                        fp.partition,
-                        ResponseError::UnknownTopicOrPartition,
-                    ));
-                    continue;
-                }
-            };
-            if fp.current_leader_epoch >= 0 && fp.current_leader_epoch != partition.leader_epoch() {
-                pass.has_error = true;
-                let code = if fp.current_leader_epoch < partition.leader_epoch() {
-                    ResponseError::FencedLeaderEpoch
-                } else {
-                    ResponseError::UnknownLeaderEpoch
-                };
-                partitions.push(error_data(fp.partition, code));
-                continue;
-            }
-            // Subscribe before reading so an append in between still wakes us.
-            pass.watchers.push(partition.watch_high_watermark());
-            let hw = partition.high_watermark();
-            let lso = partition.last_stable_offset();
-            let upper = if isolation_level == READ_COMMITTED {
-                lso
+        if item.current_leader_epoch >= 0 && item.current_leader_epoch != partition.leader_epoch() {
+            pass.has_error = true;
+            let code = if item.current_leader_epoch < partition.leader_epoch() {
+                ResponseError::FencedLeaderEpoch
             } else {
-                hw
+                ResponseError::UnknownLeaderEpoch
             };
-            let log_start = partition.log.log_start_offset();
-            let mut data = PartitionData::default()
-                .with_partition_index(fp.partition)
-                .with_high_watermark(hw)
-                .with_last_stable_offset(lso)
-                .with_log_start_offset(log_start);
-            let remaining = max_bytes.saturating_sub(pass.bytes);
-            let limit = (fp.partition_max_bytes.max(0) as usize).min(remaining);
-            match partition
-                .log
-                .read(fp.fetch_offset, limit, Some(upper), pass.bytes == 0)
-            {
-                Ok(info) => {
-                    pass.bytes += info.records.len();
-                    if isolation_level == READ_COMMITTED {
-                        let aborted = partition
-                            .log
-                            .aborted_transactions(fp.fetch_offset, upper)
-                            .into_iter()
-                            .map(|a| {
-                                AbortedTransaction::default()
-                                    .with_producer_id(ProducerId(a.producer_id))
-                                    .with_first_offset(a.first_offset)
-                            })
-                            .collect();
-                        data = data.with_aborted_transactions(Some(aborted));
-                    }
-                    data = data.with_records(Some(info.records));
-                }
-                Err(e) => {
-                    pass.has_error = true;
-                    data = data.with_error_code(storage_error_code(&e).code());
-                }
-            }
-            partitions.push(data);
+            pass.data.push(error_data(item.partition, code));
+            continue;
         }
-        let mut response = FetchableTopicResponse::default().with_partitions(partitions);
-        if version >= 13 {
-            response.topic_id = topic.topic_id;
+        // Subscribe before reading so an append in between still wakes us.
+        pass.watchers.push(partition.watch_high_watermark());
+        let hw = partition.high_watermark();
+        let lso = partition.last_stable_offset();
+        let upper = if isolation_level == READ_COMMITTED {
+            lso
         } else {
-            response.topic = TopicName(sb(topic.topic.0.to_string()));
+            hw
+        };
+        let mut data = PartitionData::default()
+            .with_partition_index(item.partition)
+            .with_high_watermark(hw)
+            .with_last_stable_offset(lso)
+            .with_log_start_offset(partition.log.log_start_offset());
+        let remaining = max_bytes.saturating_sub(pass.bytes);
+        let limit = (item.max_bytes.max(0) as usize).min(remaining);
+        match partition
+            .log
+            .read(item.fetch_offset, limit, Some(upper), pass.bytes == 0)
+        {
+            Ok(info) => {
+                pass.bytes += info.records.len();
+                if isolation_level == READ_COMMITTED {
+                    let aborted = partition
+                        .log
+                        .aborted_transactions(item.fetch_offset, upper)
+                        .into_iter()
+                        .map(|a| {
+                            AbortedTransaction::default()
+                                .with_producer_id(ProducerId(a.producer_id))
+                                .with_first_offset(a.first_offset)
+                        })
+                        .collect();
+                    data = data.with_aborted_transactions(Some(aborted));
+                }
+                data = data.with_records(Some(info.records));
+            }
+            Err(e) => {
+                pass.has_error = true;
+                data = data.with_error_code(storage_error_code(&e).code());
+            }
         }
-        pass.responses.push(response);
+        pass.data.push(data);
     }
     pass
+}
+
+/// The partitions named in the request, with topic ids resolved to names (unknown ids leave
+/// the name empty).
+fn requested_partitions(
+    req: &FetchRequest,
+    version: i16,
+    image: &MetadataImage,
+) -> RequestedPartitions {
+    let name_of = |name: &TopicName, id: &uuid::Uuid| -> String {
+        if version >= 13 {
+            image
+                .topic_by_id(id)
+                .map(|t| t.name.clone())
+                .unwrap_or_default()
+        } else {
+            name.0.to_string()
+        }
+    };
+    let mut items = Vec::new();
+    for t in &req.topics {
+        let topic = name_of(&t.topic, &t.topic_id);
+        for p in &t.partitions {
+            items.push(FetchItem {
+                topic: topic.clone(),
+                topic_id: t.topic_id,
+                partition: p.partition,
+                fetch_offset: p.fetch_offset,
+                max_bytes: p.partition_max_bytes,
+                current_leader_epoch: p.current_leader_epoch,
+            });
+        }
+    }
+    let mut forgotten = Vec::new();
+    for f in &req.forgotten_topics_data {
+        let topic = name_of(&f.topic, &f.topic_id);
+        forgotten.extend(f.partitions.iter().map(|&p| (topic.clone(), p)));
+    }
+    RequestedPartitions { items, forgotten }
+}
+
+/// Groups per-partition results by topic, in item order.
+fn build_response(
+    items: &[FetchItem],
+    data: Vec<PartitionData>,
+    keep: &[bool],
+    version: i16,
+    session_id: i32,
+) -> FetchResponse {
+    let mut responses: Vec<FetchableTopicResponse> = Vec::new();
+    for ((item, d), keep) in items.iter().zip(data).zip(keep) {
+        if !keep {
+            continue;
+        }
+        let same_topic = responses.last().is_some_and(|r| {
+            if version >= 13 {
+                r.topic_id == item.topic_id
+            } else {
+                r.topic.0.as_str() == item.topic
+            }
+        });
+        if !same_topic {
+            let mut r = FetchableTopicResponse::default();
+            if version >= 13 {
+                r.topic_id = item.topic_id;
+            } else {
+                r.topic = TopicName(sb(item.topic.clone()));
+            }
+            responses.push(r);
+        }
+        if let Some(r) = responses.last_mut() {
+            r.partitions.push(d);
+        }
+    }
+    FetchResponse::default()
+        .with_session_id(session_id)
+        .with_responses(responses)
 }
 
 /// Answers Fetch.
@@ -154,49 +213,71 @@ pub async fn handle(broker: &Broker, req: FetchRequest, version: i16) -> FetchRe
     let min_bytes = req.min_bytes.max(0) as usize;
     let deadline =
         tokio::time::Instant::now() + Duration::from_millis(req.max_wait_ms.max(0) as u64);
-    loop {
-        let image: Arc<MetadataImage> = broker.controller.image();
-        let mut pass = read_pass(
-            broker,
-            &image,
-            &req.topics,
-            version,
-            max_bytes,
-            req.isolation_level,
-        );
-        let now = tokio::time::Instant::now();
-        if pass.bytes >= min_bytes.max(1)
-            || pass.has_error
-            || now >= deadline
-            || pass.watchers.is_empty()
-            || min_bytes == 0
-        {
-            return FetchResponse::default().with_responses(pass.responses);
-        }
+    let image = broker.controller.image();
+    let requested = requested_partitions(&req, version, &image);
+    let ctx = match broker.fetch_sessions.context(
+        req.session_id,
+        req.session_epoch,
+        requested,
+        crate::group_coordinator::now_ms(),
+    ) {
+        Ok(ctx) => ctx,
+        Err(e) => return FetchResponse::default().with_error_code(e.code()),
+    };
+    let mut pass = read_pass(broker, &ctx.items, max_bytes, req.isolation_level);
+    while !(pass.bytes >= min_bytes.max(1)
+        || min_bytes == 0
+        || pass.has_error
+        || pass.watchers.is_empty()
+        || tokio::time::Instant::now() >= deadline)
+    {
         // Wait for any partition's high watermark to move, or the deadline.
-        let waits = pass
+        let waits: Vec<_> = pass
             .watchers
             .iter_mut()
             .map(|w| Box::pin(w.changed()))
-            .collect::<Vec<_>>();
-        let any = futures_util_select_all(waits);
-        if tokio::time::timeout_at(deadline, any).await.is_err() {
-            let pass = read_pass(
-                broker,
-                &image,
-                &req.topics,
-                version,
-                max_bytes,
-                req.isolation_level,
-            );
-            return FetchResponse::default().with_responses(pass.responses);
+            .collect();
+        let moved = tokio::time::timeout_at(deadline, first_of(waits))
+            .await
+            .is_ok();
+        pass = read_pass(broker, &ctx.items, max_bytes, req.isolation_level);
+        if !moved {
+            break;
         }
     }
+    let keep = if ctx.incremental || ctx.session_id != 0 {
+        let sent: Vec<(String, i32, SentState, bool)> = ctx
+            .items
+            .iter()
+            .zip(&pass.data)
+            .map(|(item, d)| {
+                let has = d.error_code != 0 || d.records.as_ref().is_some_and(|r| !r.is_empty());
+                (
+                    item.topic.clone(),
+                    item.partition,
+                    SentState {
+                        high_watermark: d.high_watermark,
+                        last_stable_offset: d.last_stable_offset,
+                        log_start_offset: d.log_start_offset,
+                    },
+                    has,
+                )
+            })
+            .collect();
+        let changed = broker.fetch_sessions.record_sent(ctx.session_id, &sent);
+        if ctx.incremental {
+            changed
+        } else {
+            vec![true; ctx.items.len()]
+        }
+    } else {
+        vec![true; ctx.items.len()]
+    };
+    build_response(&ctx.items, pass.data, &keep, version, ctx.session_id)
 }
 
 /// Resolves when the first of `futs` resolves.
-async fn futures_util_select_all<F: std::future::Future + Unpin>(futs: Vec<F>) {
-    let mut futs = futs;
+async fn first_of<F: std::future::Future + Unpin>(mut futs: Vec<F>) {
     std::future::poll_fn(move |cx| {
         for f in futs.iter_mut() {
             if std::pin::Pin::new(f).poll(cx).is_ready() {
