@@ -154,8 +154,15 @@ fn run_case(
 
         drop_cache(&raw_path)?;
         drop_cache_dir(&log_dir)?;
-        let (n1, s1) = raw_read(&raw_path)?;
-        let (n2, s2) = log_read(&log)?;
+        // Alternate which side reads first, so neither always gets the device (or the
+        // hypervisor's cache) in the same state.
+        let ((n1, s1), (n2, s2)) = if rep % 2 == 0 {
+            let raw = raw_read(&raw_path)?;
+            (raw, log_read(&log)?)
+        } else {
+            let log_side = log_read(&log)?;
+            (raw_read(&raw_path)?, log_side)
+        };
         if n1 != bytes || n2 != bytes {
             return Err(format!("read {n1} and {n2} bytes, wrote {bytes}").into());
         }
@@ -165,6 +172,9 @@ fn run_case(
         let (_, s4) = log_read(&log)?;
         m[4].push(mbps(bytes, s3));
         m[5].push(mbps(bytes, s4));
+        if std::env::var("BENCH_KEEP").is_ok() {
+            continue;
+        }
         log.delete()?;
         std::fs::remove_file(&raw_path)?;
     }
@@ -238,6 +248,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!(
         "(MB/s = MiB/s; writes include one final fsync; cold reads after fsync + fadvise DONTNEED)"
     );
-    let _ = std::fs::remove_dir_all(&dir);
+    if std::env::var("BENCH_KEEP").is_err() {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
     Ok(())
 }
