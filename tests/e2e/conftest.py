@@ -92,10 +92,24 @@ def tern():
             t.stop()
 
 
+class PeerBroker:
+    """A broker this suite did not start (TERN_E2E_PEER=host:port), e.g. a real Apache Kafka
+    with node.id=1, to check that the tests expect what Apache Kafka does."""
+
+    def __init__(self, bootstrap):
+        self.bootstrap = bootstrap
+        self.port = int(bootstrap.rsplit(":", 1)[1])
+
+
 @pytest.fixture(scope="module")
 def tern_module():
     """One tern for a whole test module: for tests that each keep to their own topics and would
-    otherwise spend more time starting and stopping brokers than testing (the tool tests)."""
+    otherwise spend more time starting and stopping brokers than testing (the tool tests).
+    With TERN_E2E_PEER=host:port, that broker instead (a fresh one per run: topics stay)."""
+    peer = os.environ.get("TERN_E2E_PEER")
+    if peer:
+        yield PeerBroker(peer)
+        return
     with tempfile.TemporaryDirectory(prefix="tern-e2e-") as d:
         t = Tern(d, free_port()).start()
         try:

@@ -126,7 +126,9 @@ def test_topics_create_list_describe_alter_delete(tools):
     assert head["TopicId"] != "AAAAAAAAAAAAAAAAAAAAAA"
     assert head["PartitionCount"] == "3"
     assert head["ReplicationFactor"] == "1"
-    assert sorted(head["Configs"].split(",")) == ["max.message.bytes=20000", "retention.ms=3600000"]
+    # the topic's own configs (Kafka 4.4 with eligible leader replicas also shows the cluster's
+    # min.insync.replicas here)
+    assert {"max.message.bytes=20000", "retention.ms=3600000"} <= set(head["Configs"].split(","))
     assert [p["Partition"] for p in parts] == ["0", "1", "2"]
     for p in parts:
         assert (p["Topic"], p["Leader"], p["Replicas"], p["Isr"]) == ("orders", "1", "1", "1"), p
@@ -158,7 +160,8 @@ def test_topics_errors(tools):
 
     p = tools("kafka-topics", "--create", "--topic", "bad/name")
     assert p.returncode == 1
-    assert 'Topic name "bad/name" is illegal' in p.stdout
+    # the wording differs between Kafka versions; the error is INVALID_TOPIC_EXCEPTION
+    assert "InvalidTopicException" in p.stderr and "bad/name" in p.stdout, p
 
     p = tools("kafka-topics", "--describe", "--topic", "missing")
     assert p.returncode == 1
@@ -167,7 +170,8 @@ def test_topics_errors(tools):
     p = tools("kafka-topics", "--alter", "--topic", "dup", "--partitions", "2")
     assert p.returncode == 1
     assert "InvalidPartitionsException" in p.stderr
-    assert "Topic currently has 3 partitions, which is higher than the requested 2." in p.stdout
+    # Kafka 4.4: "The topic dup currently has 3 partition(s); 2 would not be an increase."
+    assert "3 partition" in p.stdout and "2" in p.stdout, p.stdout
 
     p = tools("kafka-topics", "--create", "--topic", "rf3", "--replication-factor", "3")
     assert p.returncode == 1
@@ -223,8 +227,8 @@ def test_configs_describe_alter_delete(tools):
     lines = out.strip().splitlines()
     assert lines[0] == "All configs for topic conf are:"
     all_cfg = {l.strip().split("=", 1)[0]: l.strip() for l in lines[1:]}
-    # back to the default, which --all shows with its broker synonym
-    assert all_cfg["retention.ms"].startswith("retention.ms=604800000 sensitive=false synonyms={DEFAULT_CONFIG:")
+    # back to the default (its synonyms: test_configs_describe_all_like_kafka)
+    assert all_cfg["retention.ms"].startswith("retention.ms=604800000 sensitive=false synonyms=")
     assert all_cfg["cleanup.policy"].startswith("cleanup.policy=compact,delete sensitive=false")
     for name in ("segment.bytes", "min.insync.replicas", "max.message.bytes", "compression.type"):
         assert name in all_cfg, name
@@ -240,6 +244,44 @@ def test_configs_describe_alter_delete(tools):
     # an unknown topic: the tool says so (UNKNOWN_TOPIC_OR_PARTITION from DescribeConfigs)
     p = tools("kafka-configs", "--entity-type", "topics", "--entity-name", "missing", "--describe")
     assert "The topic 'missing' doesn't exist and doesn't have dynamic config." in p.stdout
+
+
+# Every topic config that Apache Kafka 4.4's DescribeConfigs lists for a topic.
+KAFKA_4_4_TOPIC_CONFIGS = """
+cleanup.policy compression.gzip.level compression.lz4.level compression.type compression.zstd.level
+delete.retention.ms errors.deadletterqueue.group.enable file.delete.delay.ms flush.messages flush.ms
+follower.replication.throttled.replicas index.interval.bytes leader.replication.throttled.replicas
+local.retention.bytes local.retention.ms max.compaction.lag.ms max.decompressed.message.bytes
+max.message.bytes message.timestamp.after.max.ms message.timestamp.before.max.ms
+message.timestamp.type min.cleanable.dirty.ratio min.compaction.lag.ms min.insync.replicas
+preallocate remote.copy.lag.bytes remote.copy.lag.ms remote.log.copy.disable
+remote.log.delete.on.disable remote.storage.enable retention.bytes retention.ms segment.bytes
+segment.index.bytes segment.jitter.ms segment.ms unclean.leader.election.enable
+""".split()
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="tern bug: DescribeConfigs for a topic lacks 15 of Kafka 4.4's topic configs (compression.*.level, "
+    "local.retention.*, remote.*, *.replication.throttled.replicas, max.decompressed.message.bytes, "
+    "errors.deadletterqueue.group.enable) and gives retention.ms, segment.ms, segment.jitter.ms and "
+    "flush.ms a DEFAULT_CONFIG synonym (log.retention.ms=..., log.roll.ms=...) where Kafka lists none",
+)
+def test_configs_describe_all_like_kafka(tools, tern_module):
+    create_topic(tern_module.bootstrap, "conf-all")
+    out = tools.ok("kafka-configs", "--entity-type", "topics", "--entity-name", "conf-all", "--describe", "--all")
+    lines = out.strip().splitlines()
+    assert lines[0] == "All configs for topic conf-all are:"
+    got = {l.strip().split("=", 1)[0]: l.strip() for l in lines[1:]}
+    assert sorted(set(KAFKA_4_4_TOPIC_CONFIGS) - set(got)) == []
+    # Kafka's broker synonyms of these (log.retention.ms, log.roll.ms, ...) have no default of their
+    # own (the default lives in log.retention.hours, ...), so the default value has no synonym
+    for name, value in (("retention.ms", "604800000"), ("segment.ms", "604800000"),
+                        ("segment.jitter.ms", "0"), ("flush.ms", "9223372036854775807")):
+        assert got[name] == f"{name}={value} sensitive=false synonyms={{}}", got[name]
+    assert got["segment.bytes"] == (
+        "segment.bytes=1073741824 sensitive=false synonyms={DEFAULT_CONFIG:log.segment.bytes=1073741824}"
+    )
 
 
 # -- console producer and consumer ----------------------------------------------------------------
@@ -435,4 +477,6 @@ def test_consumer_groups_tool(tools, tern_module, request):
     out = tools.ok(*cg, "--delete")
     assert "Deletion of requested consumer groups ('tool-group') was successful." in out
     p = tools(*cg, "--describe")
-    assert "Error: Consumer group 'tool-group' does not exist." in p.stdout + p.stderr
+    # DescribeGroups v0-v5 answer a Dead group, v6 (Kafka 4.x) GROUP_ID_NOT_FOUND
+    assert ("Error: Consumer group 'tool-group' does not exist." in p.stdout + p.stderr
+            or "GroupIdNotFoundException: Group tool-group not found." in p.stdout + p.stderr), p
