@@ -122,6 +122,7 @@ impl LogManager {
     }
 
     /// The log of a partition, created with `config` if missing (in the least loaded log dir).
+    /// An existing log takes `config` too: logs loaded at startup only have the defaults.
     pub fn get_or_create(
         &self,
         topic: &str,
@@ -129,6 +130,9 @@ impl LogManager {
         config: LogConfig,
     ) -> Result<Arc<Log>> {
         if let Some(log) = self.get(topic, partition) {
+            if log.config() != config {
+                log.update_config(config);
+            }
             return Ok(log);
         }
         if !valid_topic(topic) || partition < 0 {
@@ -288,6 +292,12 @@ mod tests {
         assert!(!a.path().join("old-0.abc-delete").exists());
         assert_eq!(m.all_logs().len(), 4);
         assert_eq!(m.get("orders", 2).unwrap().log_end_offset(), 1);
+        let custom = LogConfig {
+            retention_ms: -1,
+            ..LogConfig::default()
+        };
+        let log = m.get_or_create("orders", 2, custom.clone()).unwrap();
+        assert_eq!(log.config(), custom);
         m.delete_log("orders", 2).unwrap();
         assert!(m.get("orders", 2).is_none());
         let m = LogManager::open(&dirs, LogConfig::default()).unwrap();
