@@ -158,6 +158,12 @@ async fn create_topic_errors_match_kafka() {
         code(create_topic(&mut c, "cfg2", 1, &[("no.such.config", "1")]).await),
         ResponseError::InvalidConfig.code()
     );
+    assert_eq!(code(create_topic(&mut c, "a.b", 1, &[]).await), 0);
+    assert_eq!(
+        code(create_topic(&mut c, "a_b", 1, &[]).await),
+        ResponseError::InvalidTopicException.code(),
+        "names differing only in '.' and '_' collide"
+    );
     let meta = c
         .send(&MetadataRequest::default().with_topics(None), 12)
         .await
@@ -168,7 +174,7 @@ async fn create_topic_errors_match_kafka() {
         .map(|t| t.name.as_ref().unwrap().0.to_string())
         .filter(|n| !n.starts_with("__"))
         .collect();
-    assert_eq!(names, vec!["ok".to_string()]);
+    assert_eq!(names, vec!["a.b".to_string(), "ok".to_string()]);
 }
 
 #[tokio::test]

@@ -162,6 +162,19 @@ impl Controller {
                 format!("Topic '{}' already exists.", req.name),
             ));
         }
+        // '.' and '_' collide in metric names, so Kafka refuses names that differ only there.
+        let folded = req.name.replace('.', "_");
+        if let Some(existing) = inner
+            .image
+            .topic_ids
+            .keys()
+            .find(|t| t.replace('.', "_") == folded)
+        {
+            return Err(ApiError::new(
+                ResponseError::InvalidTopicException,
+                format!("Topic '{}' collides with existing topic: {existing}", req.name),
+            ));
+        }
         if let Some(id) = req.topic_id {
             if inner.image.topics.contains_key(&id) {
                 return Err(ApiError::new(

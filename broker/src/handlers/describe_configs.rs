@@ -126,8 +126,10 @@ pub fn handle(
                         .with_error_message(Some(sb(format!("Unsupported resource type {other}"))))
                 }
             };
+            // An empty key list asks for every config, like a null one (as Kafka does).
             let keys = res
                 .configuration_keys
+                .filter(|k| !k.is_empty())
                 .map(|k| k.into_iter().map(|s| s.to_string()).collect::<Vec<_>>());
             let configs = entries
                 .into_iter()

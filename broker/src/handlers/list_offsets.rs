@@ -17,7 +17,7 @@ const LATEST_TIERED: i64 = -5;
 const READ_COMMITTED: i8 = 1;
 
 /// Answers ListOffsets.
-pub fn handle(broker: &Broker, req: ListOffsetsRequest, _version: i16) -> ListOffsetsResponse {
+pub fn handle(broker: &Broker, req: ListOffsetsRequest, version: i16) -> ListOffsetsResponse {
     let topics = req
         .topics
         .into_iter()
@@ -66,10 +66,11 @@ pub fn handle(broker: &Broker, req: ListOffsetsRequest, _version: i16) -> ListOf
                         }),
                     };
                     match result {
+                        // The leader epoch field exists from v4 on; encoding it earlier fails.
                         Ok(Some((timestamp, offset, leader_epoch))) => resp
                             .with_timestamp(timestamp)
                             .with_offset(offset)
-                            .with_leader_epoch(leader_epoch),
+                            .with_leader_epoch(if version >= 4 { leader_epoch } else { -1 }),
                         Ok(None) => resp.with_timestamp(-1).with_offset(-1),
                         Err(e) => resp.with_error_code(storage_error_code(&e).code()),
                     }
