@@ -236,7 +236,9 @@ impl Log {
             if recover {
                 first_recovered.get_or_insert(seg.base_offset());
                 let end = seg.recover(config.index_interval_bytes, |h, _| {
-                    if h.partition_leader_epoch >= 0 {
+                    // Kafka's recovery rule: only a newer epoch starts an entry, so scanning
+                    // from the middle of an epoch cannot move its start offset.
+                    if epochs.latest_epoch().is_none_or(|e| h.partition_leader_epoch > e) {
                         epochs.assign(h.partition_leader_epoch, h.base_offset);
                     }
                     Ok(())
@@ -286,9 +288,13 @@ impl Log {
         }
         log_start = log_start.min(leo);
         if rebuild_epochs {
+            // Start over: the recovery pass above only saw the recovered segments.
+            epochs.clear();
             for seg in segments.values() {
                 seg.scan(0, seg.size(), false, |_, h, _| {
-                    if h.partition_leader_epoch >= 0 {
+                    // Kafka's recovery rule: only a newer epoch starts an entry, so scanning
+                    // from the middle of an epoch cannot move its start offset.
+                    if epochs.latest_epoch().is_none_or(|e| h.partition_leader_epoch > e) {
                         epochs.assign(h.partition_leader_epoch, h.base_offset);
                     }
                     Ok(())
