@@ -105,8 +105,19 @@ class PeerBroker:
 def tern_module():
     """One tern for a whole test module: for tests that each keep to their own topics and would
     otherwise spend more time starting and stopping brokers than testing (the tool tests).
-    With TERN_E2E_PEER=host:port, that broker instead (a fresh one per run: topics stay)."""
+    With TERN_E2E_PEER=kafka, a real Apache Kafka 4.x started per module (kafka_dist.KafkaServer);
+    with TERN_E2E_PEER=host:port, that broker (a fresh one per run: topics stay)."""
     peer = os.environ.get("TERN_E2E_PEER")
+    if peer == "kafka":
+        from kafka_dist import KafkaServer
+
+        with tempfile.TemporaryDirectory(prefix="kafka-e2e-") as d:
+            k = KafkaServer(d).start()
+            try:
+                yield k
+            finally:
+                k.stop()
+        return
     if peer:
         yield PeerBroker(peer)
         return

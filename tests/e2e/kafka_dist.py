@@ -14,11 +14,20 @@ Used by the tests (`KafkaDist().run("kafka-topics", "--bootstrap-server", ...)`)
 
     python tests/e2e/kafka_dist.py fetch [--version 4.4.0]
     python tests/e2e/kafka_dist.py kafka-topics --bootstrap-server 127.0.0.1:9092 --list
+    python tests/e2e/kafka_dist.py server DATA_DIR [PORT]    (a real Kafka until Ctrl-C)
+
+KafkaServer starts a real single-node Apache Kafka 4.x (KRaft) for comparisons; the tool tests
+run against one instead of tern with TERN_E2E_PEER=kafka (see conftest.py).
 """
 
+import base64
 import fcntl
 import hashlib
+import signal
+import socket
 import tempfile
+import time
+import uuid
 import os
 import shutil
 import subprocess
@@ -196,7 +205,7 @@ class KafkaDist:
             return None
         return self.home / f"cds-{hashlib.sha1(stamp.encode()).hexdigest()[:16]}.jsa"
 
-    def command(self, tool, *args, jvm_opts=(), _dump_to=None):
+    def command(self, tool, *args, jvm_opts=(), log4j=None, _dump_to=None):
         """The argv that `bin/<tool>.sh args...` amounts to; tool is a TOOLS name or a main class."""
         main = TOOLS.get(tool, tool)
         java = os.environ.get("JAVA", "java")
@@ -212,7 +221,7 @@ class KafkaDist:
             *JVM_OPTS,
             *cds,
             *jvm_opts,
-            f"-Dlog4j2.configurationFile={self.libs / 'log4j2.properties'}",
+            f"-Dlog4j2.configurationFile={log4j or self.libs / 'log4j2.properties'}",
             "-cp", classpath,
             main,
             *[str(a) for a in args],
@@ -253,6 +262,91 @@ class KafkaDist:
         )
 
 
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class KafkaServer:
+    """A real single-node Apache Kafka (KRaft, combined broker and controller, node.id 1) on a
+    loopback port with its own data dir: formatted, started, waited for, stopped.  Its log stays in
+    the data dir (kafka.log) for failures.  The 4.x line; 2.x/3.x (ZooKeeper) are not handled yet."""
+
+    def __init__(self, data_dir, dist=None, port=None, overrides=None):
+        self.dist = dist or KafkaDist()
+        self.data_dir = Path(data_dir)
+        self.port = port or free_port()
+        self.controller_port = free_port()
+        self.overrides = dict(overrides or {})
+        self.proc = None
+        self.log_path = self.data_dir / "kafka.log"
+
+    @property
+    def bootstrap(self):
+        return f"127.0.0.1:{self.port}"
+
+    def _properties(self):
+        props = {
+            "process.roles": "broker,controller",
+            "node.id": "1",
+            "controller.quorum.voters": f"1@127.0.0.1:{self.controller_port}",
+            "listeners": f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}",
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "controller.listener.names": "CONTROLLER",
+            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+            "log.dirs": str(self.data_dir / "logs"),
+            "offsets.topic.replication.factor": "1",
+            "transaction.state.log.replication.factor": "1",
+            "transaction.state.log.min.isr": "1",
+            "share.coordinator.state.topic.replication.factor": "1",
+            "share.coordinator.state.topic.min.isr": "1",
+            "group.initial.rebalance.delay.ms": "0",
+        }
+        props.update(self.overrides)
+        return "".join(f"{k}={v}\n" for k, v in props.items())
+
+    def start(self, timeout=60):
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        conf = self.data_dir / "server.properties"
+        conf.write_text(self._properties())
+        if not (self.data_dir / "logs" / "meta.properties").exists():
+            cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+            self.dist.run("kafka-storage", "format", "-t", cluster_id, "-c", conf, check=True)
+        log4j = self.data_dir / "log4j2.properties"
+        log4j.write_text(LOG4J2.replace("SYSTEM_ERR", "SYSTEM_OUT").replace("level = warn", "level = info"))
+        log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(
+            self.dist.command("kafka-server-start", conf, jvm_opts=["-Xmx512m"], log4j=log4j),
+            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+        )
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"kafka exited with {self.proc.returncode}: {self.tail()}")
+            if b"Kafka Server started" in self.log_path.read_bytes():
+                return self
+            time.sleep(0.2)
+        self.stop()
+        raise RuntimeError(f"kafka did not start in {timeout}s: {self.tail()}")
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc = None
+
+    def tail(self, n=40):
+        try:
+            return b"\n".join(self.log_path.read_bytes().splitlines()[-n:]).decode(errors="replace")
+        except OSError:
+            return ""
+
+
 def main(argv):
     version = DEFAULT_VERSION
     if len(argv) >= 2 and argv[0] == "--version":
@@ -262,6 +356,14 @@ def main(argv):
         print("\ntools:", " ".join(sorted(TOOLS)))
         return 0
     dist = KafkaDist(version)
+    if argv[0] == "server":
+        server = KafkaServer(argv[1], dist, port=int(argv[2]) if len(argv) > 2 else None).start()
+        print(f"Apache Kafka {version} serving on {server.bootstrap}; log {server.log_path}", flush=True)
+        try:
+            server.proc.wait()
+        except KeyboardInterrupt:
+            server.stop()
+        return 0
     if argv[0] == "fetch":
         if len(argv) >= 3 and argv[1] == "--version":
             dist = KafkaDist(argv[2])

@@ -262,7 +262,7 @@ segment.index.bytes segment.jitter.ms segment.ms unclean.leader.election.enable
 
 @pytest.mark.xfail(
     strict=True,
-    reason="tern bug: DescribeConfigs for a topic lacks 15 of Kafka 4.4's topic configs (compression.*.level, "
+    reason="tern bug: DescribeConfigs for a topic lacks 14 of Kafka 4.4's topic configs (compression.*.level, "
     "local.retention.*, remote.*, *.replication.throttled.replicas, max.decompressed.message.bytes, "
     "errors.deadletterqueue.group.enable) and gives retention.ms, segment.ms, segment.jitter.ms and "
     "flush.ms a DEFAULT_CONFIG synonym (log.retention.ms=..., log.roll.ms=...) where Kafka lists none",
