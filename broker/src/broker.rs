@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use parking_lot::Mutex;
-use tern_controller::{Controller, ControllerConfig, FileMetadataLog};
+use tern_controller::{Controller, ControllerConfig, RaftMetadataLog};
 use tern_protocol::error::ApiError;
 use tern_storage::{LogConfig, LogManager};
 
@@ -103,7 +103,8 @@ impl Broker {
                 .context("opening partition logs")?,
         );
         let metadata_log =
-            FileMetadataLog::open(&config.metadata_dir()).context("opening the metadata log")?;
+            RaftMetadataLog::open_single_voter(&config.metadata_dir(), config.node_id)
+                .context("opening the metadata log")?;
         let controller = Arc::new(Controller::open(
             Box::new(metadata_log),
             ControllerConfig {

@@ -1,19 +1,20 @@
 //! Cluster metadata for Tern: metadata records, the durable metadata log, the MetadataImage
 //! that brokers apply, and the controller that validates admin commands.
 //!
-//! Today the metadata log is a single-voter file log behind the [`MetadataLog`] trait; the Raft
-//! quorum (the `raft` crate over RocksDB) replaces it behind the same trait.
+//! The metadata log is a Raft log (the `raft` crate, persisted in RocksDB) behind the
+//! [`MetadataLog`] trait: [`RaftMetadataLog`] drives a sans-I/O [`quorum::RaftNode`].
 
 pub mod controller;
 pub mod image;
 pub mod metadata_log;
 pub mod placement;
+pub mod quorum;
 pub mod records;
 pub mod topic_configs;
 
 pub use controller::{validate_topic_name, Controller, ControllerConfig, CreateTopic};
 pub use image::{BrokerInfo, MetadataImage, PartitionInfo, TopicImage};
-pub use metadata_log::{FileMetadataLog, MetadataLog};
+pub use metadata_log::{MetadataLog, RaftMetadataLog};
 pub use records::{ConfigResourceType, MetadataRecord};
 
 /// Failures inside the controller.
@@ -25,4 +26,19 @@ pub enum ControllerError {
     /// Bytes in the metadata log that cannot be what we wrote.
     #[error("metadata log corrupt: {0}")]
     Corrupt(String),
+    /// RocksDB under the metadata log failed (I/O, or corruption it detected).
+    #[error("metadata log RocksDB: {0}")]
+    RocksDb(#[from] rocksdb::Error),
+    /// The raft library refused an operation.
+    #[error("metadata quorum raft: {0}")]
+    Raft(#[from] raft::Error),
+    /// The metadata quorum cannot do what was asked (configuration, limits, an earlier failure).
+    #[error("metadata quorum: {0}")]
+    Quorum(String),
+    /// Only the quorum leader appends; this voter is not it.
+    #[error("this node is not the metadata quorum leader (leader raft id: {leader:?})")]
+    NotLeader {
+        /// The leader's raft id, if known.
+        leader: Option<u64>,
+    },
 }

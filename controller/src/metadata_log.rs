@@ -1,18 +1,25 @@
 //! The durable, ordered log of metadata records that the controller replays on start.
 //!
-//! Each entry on disk is `[u32 length][u32 crc32c][json record]`, big-endian. On open, entries
-//! are read until the first torn or corrupt one, and the file is truncated there: an entry that
-//! was not fully written was never acknowledged.
+//! [`RaftMetadataLog`] keeps it as a Raft log: each [`MetadataLog::append`] call becomes one
+//! raft entry holding the records as a JSON array, and returns once that entry is committed.
+//! The raft state lives in RocksDB ([`RaftStorage`]); the quorum logic is the sans-I/O
+//! [`RaftNode`], which this type drives synchronously, inside its own calls.
 
-use std::fs::{File, OpenOptions};
-use std::io::{BufReader, Read, Seek, SeekFrom, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
+use std::time::{Duration, Instant};
 
+use raft::eraftpb::EntryType;
+
+use crate::quorum::{raft_logger, NoPeers, RaftNode, RaftNodeConfig, RaftStorage, RaftTransport};
 use crate::records::MetadataRecord;
 use crate::ControllerError;
 
-/// Largest single entry accepted on read; guards recovery against a garbage length.
-const MAX_ENTRY_BYTES: u32 = 16 * 1024 * 1024;
+/// Wall-clock length of one raft tick.
+const TICK_INTERVAL: Duration = Duration::from_millis(100);
+/// How long an append waits for its entry to commit (Kafka's `request.timeout.ms` default).
+const APPEND_TIMEOUT: Duration = Duration::from_secs(30);
+/// The file of the metadata log that came before Raft; refused rather than silently ignored.
+const LEGACY_LOG_FILE: &str = "metadata.log";
 
 /// A durable sequence of metadata records.
 pub trait MetadataLog: Send {
@@ -22,92 +29,151 @@ pub trait MetadataLog: Send {
     fn replay(&mut self) -> Result<Vec<MetadataRecord>, ControllerError>;
 }
 
-/// A single-voter metadata log in one file, fsynced on every append.
-pub struct FileMetadataLog {
-    path: PathBuf,
-    file: File,
+/// The Kafka `node.id` as a raft id (raft reserves 0, Kafka node ids start at 0).
+pub fn raft_id(node_id: i32) -> Result<u64, ControllerError> {
+    u64::try_from(node_id)
+        .map(|id| id + 1)
+        .map_err(|_| ControllerError::Quorum(format!("node.id {node_id} is negative")))
 }
 
-impl FileMetadataLog {
-    /// Opens (or creates) the log at `dir/metadata.log`.
-    pub fn open(dir: &Path) -> Result<Self, ControllerError> {
-        std::fs::create_dir_all(dir)?;
-        let path = dir.join("metadata.log");
-        let file = OpenOptions::new()
-            .create(true)
-            .read(true)
-            .append(true)
-            .open(&path)?;
-        Ok(FileMetadataLog { path, file })
-    }
+/// The metadata log as a Raft log persisted in RocksDB (see the module docs).
+pub struct RaftMetadataLog {
+    node: RaftNode,
+    transport: Box<dyn RaftTransport>,
+    last_tick: Instant,
+}
 
-    fn read_entries(&self) -> Result<(Vec<MetadataRecord>, u64), ControllerError> {
-        let mut reader = BufReader::new(File::open(&self.path)?);
-        let mut records = Vec::new();
-        let mut valid_len = 0u64;
-        loop {
-            let mut head = [0u8; 8];
-            if read_full(&mut reader, &mut head)? < 8 {
-                break;
-            }
-            let len = u32::from_be_bytes([head[0], head[1], head[2], head[3]]);
-            let crc = u32::from_be_bytes([head[4], head[5], head[6], head[7]]);
-            if len > MAX_ENTRY_BYTES {
-                break;
-            }
-            let mut body = vec![0u8; len as usize];
-            if read_full(&mut reader, &mut body)? < body.len() || crc32c::crc32c(&body) != crc {
-                break;
-            }
-            match serde_json::from_slice(&body) {
-                Ok(record) => records.push(record),
-                Err(_) => break,
-            }
-            valid_len += 8 + len as u64;
-        }
-        Ok((records, valid_len))
+impl std::fmt::Debug for RaftMetadataLog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RaftMetadataLog")
+            .field("node", &self.node)
+            .finish_non_exhaustive()
     }
 }
 
-fn read_full(reader: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
-    let mut got = 0;
-    while got < buf.len() {
-        let n = reader.read(&mut buf[got..])?;
-        if n == 0 {
-            break;
-        }
-        got += n;
+impl RaftMetadataLog {
+    /// Opens the log in `dir` with node `node_id` as the quorum's only voter.
+    pub fn open_single_voter(dir: &Path, node_id: i32) -> Result<Self, ControllerError> {
+        let id = raft_id(node_id)?;
+        Self::open(dir, &RaftNodeConfig::new(id, vec![id]), Box::new(NoPeers))
     }
-    Ok(got)
-}
 
-impl MetadataLog for FileMetadataLog {
-    fn append(&mut self, records: &[MetadataRecord]) -> Result<(), ControllerError> {
-        let mut buf = Vec::new();
-        for record in records {
-            let body = serde_json::to_vec(record)
-                .map_err(|e| ControllerError::Corrupt(format!("encode record: {e}")))?;
-            buf.extend_from_slice(&(body.len() as u32).to_be_bytes());
-            buf.extend_from_slice(&crc32c::crc32c(&body).to_be_bytes());
-            buf.extend_from_slice(&body);
+    /// Opens the log in `dir` as voter `config.id`, reaching the other voters by `transport`.
+    /// A single voter elects itself here, which also commits any entry a crash left uncommitted.
+    pub fn open(
+        dir: &Path,
+        config: &RaftNodeConfig,
+        transport: Box<dyn RaftTransport>,
+    ) -> Result<Self, ControllerError> {
+        if dir.join(LEGACY_LOG_FILE).exists() && !dir.join("CURRENT").exists() {
+            return Err(ControllerError::Quorum(format!(
+                "{} holds a file-based metadata log ({LEGACY_LOG_FILE}) from an older Tern; \
+                 this version keeps metadata in a Raft log in RocksDB and cannot read it",
+                dir.display()
+            )));
         }
-        self.file.write_all(&buf)?;
-        self.file.sync_data()?;
+        let storage = RaftStorage::open(dir)?;
+        let node = RaftNode::new(config, storage, &raft_logger())?;
+        let mut log = RaftMetadataLog {
+            node,
+            transport,
+            last_tick: Instant::now(),
+        };
+        if log.node.is_single_voter() {
+            log.node.campaign()?;
+            log.node.handle_ready()?;
+            if !log.node.is_leader() {
+                return Err(ControllerError::Quorum(
+                    "a single voter failed to elect itself".into(),
+                ));
+            }
+        }
+        // Whatever committed while opening is in storage, where replay reads it.
+        log.node.take_committed();
+        Ok(log)
+    }
+
+    /// The raft core (for status and tests).
+    pub fn node(&self) -> &RaftNode {
+        &self.node
+    }
+
+    /// One round of the driver: ready, send, tick when due, wait for a message until `deadline`.
+    fn drive(&mut self, deadline: Instant) -> Result<(), ControllerError> {
+        self.node.handle_ready()?;
+        self.transport.send(self.node.take_messages());
+        let now = Instant::now();
+        let next_tick = self.last_tick + TICK_INTERVAL;
+        if now >= next_tick {
+            self.last_tick = now;
+            self.node.tick();
+            return Ok(());
+        }
+        if let Some(message) = self
+            .transport
+            .recv(next_tick.min(deadline).saturating_duration_since(now))?
+        {
+            if let Err(e) = self.node.step(message) {
+                tracing::warn!(error = %e, "raft message refused");
+            }
+        }
         Ok(())
+    }
+}
+
+impl MetadataLog for RaftMetadataLog {
+    fn append(&mut self, records: &[MetadataRecord]) -> Result<(), ControllerError> {
+        if records.is_empty() {
+            return Ok(());
+        }
+        let data = serde_json::to_vec(records)
+            .map_err(|e| ControllerError::Corrupt(format!("encode records: {e}")))?;
+        let (index, term) = self.node.propose(data)?;
+        let deadline = Instant::now() + APPEND_TIMEOUT;
+        loop {
+            self.node.handle_ready()?;
+            for entry in self.node.take_committed() {
+                if entry.index == index && entry.term == term {
+                    return Ok(());
+                }
+                // Only this voter has appended since it was elected in `open`; anything else
+                // means a leader change, which the multi-voter quorum must handle (apply them).
+                return Err(ControllerError::Quorum(format!(
+                    "raft entry {} (term {}) committed while waiting for entry {index} (term {term})",
+                    entry.index, entry.term
+                )));
+            }
+            if !self.node.is_leader() {
+                return Err(ControllerError::NotLeader {
+                    leader: self.node.leader_id(),
+                });
+            }
+            if Instant::now() >= deadline {
+                return Err(ControllerError::Quorum(format!(
+                    "raft entry {index} not committed after {} ms",
+                    APPEND_TIMEOUT.as_millis()
+                )));
+            }
+            self.drive(deadline)?;
+        }
     }
 
     fn replay(&mut self) -> Result<Vec<MetadataRecord>, ControllerError> {
-        let (records, valid_len) = self.read_entries()?;
-        let actual = self.file.seek(SeekFrom::End(0))?;
-        if actual != valid_len {
-            tracing::warn!(
-                path = %self.path.display(),
-                valid_len,
-                actual,
-                "truncating torn metadata log tail"
-            );
-            self.file.set_len(valid_len)?;
-            self.file.sync_all()?;
+        let mut records = Vec::new();
+        for entry in self.node.storage().committed_entries() {
+            if entry.get_entry_type() != EntryType::EntryNormal {
+                return Err(ControllerError::Quorum(format!(
+                    "raft log entry {} is a membership change; those are not supported yet",
+                    entry.index
+                )));
+            }
+            if entry.data.is_empty() {
+                continue;
+            }
+            let batch: Vec<MetadataRecord> = serde_json::from_slice(&entry.data).map_err(|e| {
+                ControllerError::Corrupt(format!("raft log entry {}: {e}", entry.index))
+            })?;
+            records.extend(batch);
         }
         Ok(records)
     }
@@ -125,56 +191,128 @@ mod tests {
         }
     }
 
+    fn open(dir: &Path) -> Result<RaftMetadataLog, ControllerError> {
+        RaftMetadataLog::open_single_voter(dir, 0)
+    }
+
     #[test]
     fn records_survive_reopen_in_order() {
         let dir = tempfile::tempdir().unwrap();
-        let (a, b) = (topic("a"), topic("b"));
+        let (a, b, c) = (topic("a"), topic("b"), topic("c"));
         {
-            let mut log = FileMetadataLog::open(dir.path()).unwrap();
+            let mut log = open(dir.path()).unwrap();
+            assert!(log.replay().unwrap().is_empty());
+            assert!(log.node().is_leader());
             log.append(std::slice::from_ref(&a)).unwrap();
-            log.append(std::slice::from_ref(&b)).unwrap();
+            log.append(&[b.clone(), c.clone()]).unwrap();
+            assert_eq!(log.replay().unwrap(), vec![a.clone(), b.clone(), c.clone()]);
         }
-        let mut log = FileMetadataLog::open(dir.path()).unwrap();
-        assert_eq!(log.replay().unwrap(), vec![a, b]);
+        let d = topic("d");
+        let term_before;
+        {
+            let mut log = open(dir.path()).unwrap();
+            term_before = log.node().term();
+            assert_eq!(log.replay().unwrap(), vec![a.clone(), b.clone(), c.clone()]);
+            log.append(std::slice::from_ref(&d)).unwrap();
+        }
+        let mut log = open(dir.path()).unwrap();
+        assert!(log.node().term() > term_before, "each start is a new term");
+        assert_eq!(log.replay().unwrap(), vec![a, b, c, d]);
     }
 
     #[test]
-    fn torn_tail_is_truncated_and_appends_continue() {
+    fn uncommitted_tail_left_by_a_crash_commits_on_restart() {
+        // A crash after the entry was synced but before the commit index was written.
         let dir = tempfile::tempdir().unwrap();
         let a = topic("a");
         {
-            let mut log = FileMetadataLog::open(dir.path()).unwrap();
-            log.append(&[a.clone(), topic("b")]).unwrap();
-        }
-        let path = dir.path().join("metadata.log");
-        let len = std::fs::metadata(&path).unwrap().len();
-        let f = OpenOptions::new().write(true).open(&path).unwrap();
-        f.set_len(len - 3).unwrap();
-        let c = topic("c");
-        {
-            let mut log = FileMetadataLog::open(dir.path()).unwrap();
-            assert_eq!(log.replay().unwrap(), vec![a.clone()]);
-            log.append(std::slice::from_ref(&c)).unwrap();
-        }
-        let mut log = FileMetadataLog::open(dir.path()).unwrap();
-        assert_eq!(log.replay().unwrap(), vec![a, c]);
-    }
-
-    #[test]
-    fn flipped_byte_stops_replay_at_the_corrupt_entry() {
-        let dir = tempfile::tempdir().unwrap();
-        let a = topic("a");
-        {
-            let mut log = FileMetadataLog::open(dir.path()).unwrap();
+            let mut log = open(dir.path()).unwrap();
             log.append(std::slice::from_ref(&a)).unwrap();
-            log.append(&[topic("b")]).unwrap();
         }
-        let path = dir.path().join("metadata.log");
-        let mut bytes = std::fs::read(&path).unwrap();
-        let last = bytes.len() - 2;
-        bytes[last] ^= 0x55;
-        std::fs::write(&path, &bytes).unwrap();
-        let mut log = FileMetadataLog::open(dir.path()).unwrap();
+        {
+            let mut storage = RaftStorage::open(dir.path()).unwrap();
+            let mut hs = storage.hard_state().clone();
+            let last = hs.commit;
+            hs.commit = 1;
+            storage.persist(&[], Some(&hs)).unwrap();
+            assert!(storage.committed_entries().len() < last as usize);
+        }
+        let mut log = open(dir.path()).unwrap();
         assert_eq!(log.replay().unwrap(), vec![a]);
+    }
+
+    #[test]
+    fn another_node_id_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        drop(open(dir.path()).unwrap());
+        let err = RaftMetadataLog::open_single_voter(dir.path(), 7).unwrap_err();
+        assert!(err.to_string().contains("do not include"), "{err}");
+    }
+
+    #[test]
+    fn the_old_file_log_is_refused_not_ignored() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join(LEGACY_LOG_FILE), b"x").unwrap();
+        let err = open(dir.path()).unwrap_err();
+        assert!(err.to_string().contains("older Tern"), "{err}");
+    }
+
+    #[test]
+    fn a_record_batch_that_does_not_decode_is_a_corrupt_error() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let mut log = open(dir.path()).unwrap();
+            log.append(&[topic("a")]).unwrap();
+            // An entry raft committed whose bytes are not records (as a bit flip would leave).
+            log.node.propose(b"not json".to_vec()).unwrap();
+            log.node.handle_ready().unwrap();
+        }
+        let err = open(dir.path()).unwrap().replay().unwrap_err();
+        assert!(matches!(err, ControllerError::Corrupt(_)), "{err}");
+    }
+
+    #[test]
+    fn topics_and_configs_survive_a_controller_restart() {
+        use crate::{Controller, ControllerConfig, CreateTopic};
+        let dir = tempfile::tempdir().unwrap();
+        let config = ControllerConfig {
+            num_partitions: 2,
+            default_replication_factor: 1,
+        };
+        let open_controller =
+            || Controller::open(Box::new(open(dir.path()).unwrap()), config.clone()).unwrap();
+        let id = {
+            let controller = open_controller();
+            controller
+                .register_broker(0, "localhost", 9092, None)
+                .unwrap();
+            let req = CreateTopic {
+                name: "t".into(),
+                num_partitions: -1,
+                replication_factor: -1,
+                configs: vec![("retention.ms".into(), "1000".into())],
+                ..CreateTopic::default()
+            };
+            controller.create_topic(&req, false).unwrap()
+        };
+        let controller = open_controller();
+        let image = controller.image();
+        let topic = image.topic("t").unwrap();
+        assert_eq!(topic.id, id);
+        assert_eq!(topic.partitions.len(), 2);
+        assert_eq!(
+            image
+                .topic_configs("t")
+                .get("retention.ms")
+                .map(String::as_str),
+            Some("1000")
+        );
+        assert!(image.brokers.contains_key(&0));
+    }
+
+    #[test]
+    fn negative_node_id_is_refused() {
+        assert!(raft_id(-1).is_err());
+        assert_eq!(raft_id(0).unwrap(), 1);
     }
 }

@@ -1,0 +1,14 @@
+//! The metadata quorum: raft-rs over RocksDB, as a sans-I/O [`RaftNode`] plus drivers.
+
+pub mod node;
+pub mod storage;
+pub mod transport;
+
+mod logging;
+#[cfg(test)]
+mod sim_tests;
+
+pub(crate) use logging::raft_logger;
+pub use node::{CommittedEntry, RaftNode, RaftNodeConfig};
+pub use storage::RaftStorage;
+pub use transport::{NoPeers, RaftTransport};
