@@ -190,11 +190,6 @@ def test_topics_errors(tools):
     assert "dup" in listed and "rf3" not in listed and "bad/name" not in listed
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="tern bug: CreateTopics accepts a name that collides with an existing one in '.' vs '_' "
-    "(Kafka: INVALID_TOPIC_EXCEPTION \"Topic 'a_b' collides with existing topic: a.b\")",
-)
 def test_topics_create_colliding_name(tools, tern_module):
     create_topic(tern_module.bootstrap, "coll.ide")
     p = tools("kafka-topics", "--create", "--topic", "coll_ide")

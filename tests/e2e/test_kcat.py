@@ -86,11 +86,6 @@ def test_null_keys_and_values(tern_module):
     assert out.splitlines() == ["0|1|-1|a|", "1|-1|1||b", "2|1|1|c|d"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="tern bug: ListOffsets v1-v3 responses fail to encode (leader_epoch is set, a v4+ field) "
-    "and the connection is closed",
-)
 def test_read_back_from_beginning(tern_module):
     create_topic(tern_module, "beg")
     produce_lines(tern_module, "beg", 0)
@@ -102,11 +97,6 @@ def test_read_back_from_beginning(tern_module):
     assert p.stdout.splitlines() == expected(0)[-2:], p.stderr
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="tern bug: ListOffsets v1-v3 responses fail to encode (leader_epoch is set, a v4+ field) "
-    "and the connection is closed",
-)
 def test_query_offsets_by_timestamp(tern_module):
     create_topic(tern_module, "times")
     p = Producer({"bootstrap.servers": tern_module.bootstrap, "linger.ms": 0})
