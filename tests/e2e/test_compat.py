@@ -1,6 +1,6 @@
 """Java clients against tern and against a real Apache Kafka, same scenario, same observations.
 
-compat/CompatScenario.java (compiled here with javac against each kafka-clients version, cached by
+tests/harness/compat/CompatScenario.java (compiled here with javac against each kafka-clients version, cached by
 source hash in $TERN_CACHE/compat) creates a 3-partition topic (and provokes TopicExists,
 InvalidPartitions, InvalidReplicationFactor, UnknownTopicOrPartition), produces 1000 keyed records
 with acks=all, consumes them in a group, commits, and reads the committed offsets back through the
@@ -28,7 +28,7 @@ sys.path.insert(0, str(HERE.parent / "harness"))
 import kafka_peer  # noqa: E402
 from conftest import Tern, free_port  # noqa: E402
 
-SOURCE = HERE / "compat" / "CompatScenario.java"
+SOURCE = HERE.parent / "harness" / "compat" / "CompatScenario.java"
 CLIENTS = os.environ.get("TERN_COMPAT_CLIENTS", "2.8.2 4.4.0").split()
 PEER_VERSION = os.environ.get("TERN_COMPAT_PEER", "4.4.0")
 
