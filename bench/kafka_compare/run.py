@@ -164,9 +164,9 @@ PRODUCER_RE = re.compile(
     r"([\d.]+) ms max latency, (\d+) ms 50th, (\d+) ms 95th, (\d+) ms 99th, (\d+) ms 99.9th")
 
 
-def produce(jars, bootstrap, topic, records, acks, compression):
+def produce(jars, bootstrap, topic, records, acks, compression, throughput=-1):
     args = ["--bootstrap-server", bootstrap, "--topic", topic, "--num-records", records,
-            "--record-size", RECORD_SIZE, "--throughput", -1,
+            "--record-size", RECORD_SIZE, "--throughput", throughput,
             "--command-property", f"acks={acks}", f"compression.type={compression}"]
     out = jars.run_tool(PRODUCER, *args, jvm_opts=TOOL_JVM)
     m = None
@@ -198,17 +198,26 @@ def consume(jars, bootstrap, topic, records, group):
             "cmd": "ConsumerPerformance " + " ".join(map(str, args))}
 
 
+RATE = 0  # records/s of the fixed-rate latency cell (--rate), 0: none
+
+
 def cells(partitions_list):
     for partitions in partitions_list:
         for compression in ("none", "lz4"):
             for acks in ("1", "all"):
                 yield ("produce", partitions, acks, compression)
             yield ("consume", partitions, "1", compression)
+    if RATE:
+        # Unthrottled producers queue in their own buffer, so their latency is mostly queueing:
+        # one cell at a rate both brokers sustain shows the latency of the broker itself.
+        yield ("rate", partitions_list[0], "all", "none")
 
 
 def cell_name(kind, partitions, acks, compression):
     if kind == "produce":
         return f"produce p={partitions} acks={acks} {compression}"
+    if kind == "rate":
+        return f"produce p={partitions} acks={acks} {compression} at {RATE} rec/s"
     return f"consume p={partitions} {compression}"
 
 
@@ -236,13 +245,16 @@ def run(args):
                     name = cell_name(*cell)
                     for b in order:
                         broker = brokers[b]
-                        topic = f"p{partitions}-acks{acks}-{compression}"
-                        if kind == "produce":
+                        topic = f"p{partitions}-acks{acks}-{compression}" + ("-rate" if kind == "rate" else "")
+                        if kind in ("produce", "rate"):
                             create_topic(broker.bootstrap, topic, partitions)
                         time.sleep(args.settle)
                         with ProcWatch(broker.pid) as w:
                             if kind == "produce":
                                 r = produce(jars, broker.bootstrap, topic, args.records, acks, compression)
+                            elif kind == "rate":
+                                r = produce(jars, broker.bootstrap, topic, RATE * args.rate_seconds, acks,
+                                            compression, throughput=RATE)
                             else:
                                 r = consume(jars, broker.bootstrap, topic.replace("acksall", "acks1"),
                                             args.records, f"perf-{rnd}-{partitions}-{compression}")
@@ -254,7 +266,7 @@ def run(args):
                         line = (f"[{time.time() - started:6.0f}s] round {rnd} {name:32s} {b:5s} "
                               f"{r['mb_s']:8.1f} MB/s {r['rec_s']:10.0f} rec/s "
                               + (f"p50 {r['p50']:.0f} p99 {r['p99']:.0f} p99.9 {r['p999']:.0f} ms "
-                                 if kind == "produce" else f"rebalance {r['rebalance_ms']:.0f} ms ")
+                                 if kind != "consume" else f"rebalance {r['rebalance_ms']:.0f} ms ")
                               + f"rss {r['rss_mib']:.0f} MiB cpu {r['cpu_pct']:.0f}%")
                         print(line, flush=True)
                         RAW.append(line)
@@ -322,11 +334,16 @@ def main(argv):
     ap.add_argument("--kafka-version", default="4.4.0")
     ap.add_argument("--tern", default=os.environ.get("TERN_BIN", "/work/target/release/tern"))
     ap.add_argument("--tern-commit", help="the commit the tern binary was built from (default: HEAD)")
+    ap.add_argument("--rate", type=int, default=10_000,
+                    help="records/s of the fixed-rate latency cell (0: no such cell)")
+    ap.add_argument("--rate-seconds", type=int, default=15)
     ap.add_argument("--settle", type=float, default=1.0, help="seconds of quiet before each run")
     ap.add_argument("--keep", action="store_true", help="keep the data dirs")
     ap.add_argument("--write-results", action="store_true", help="append a section to bench/RESULTS.md")
     ap.add_argument("--note", default="", help="text for the RESULTS.md section (e.g. the load)")
     args = ap.parse_args(argv)
+    global RATE
+    RATE = args.rate
 
     load_before = open("/proc/loadavg").read().split()[:3]
     when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
@@ -358,7 +375,7 @@ node, on loopback, fresh data dirs every round; the cells alternate tern/kafka, 
   (200% = both cores).  The Java tool shares the two cores with the broker, so a broker that needs
   less CPU leaves more to the client.
 
-Commands (`python bench/kafka_compare/run.py --records {args.records} --rounds {args.rounds}`{' --partitions ' + ' '.join(map(str, args.partitions)) if args.partitions != [1, 8] else ''}):
+Commands (`python bench/kafka_compare/run.py {' '.join(map(shlex.quote, argv))}`):
 
 ```
 tern:  {commands.get('tern')}   (tern built from {tern_version}: CARGO_TARGET_DIR=/work/target cargo build --release -p tern-broker --bin tern)
@@ -366,6 +383,7 @@ kafka: {commands.get('kafka')}
 kafka server.properties (ports vary):
 {commands.get('kafka-props', '').rstrip()}
 producer: java -Xmx512m -cp <kafka {args.kafka_version} jars> org.apache.kafka.tools.{commands.get('produce')}
+fixed rate: java -Xmx512m -cp <kafka {args.kafka_version} jars> org.apache.kafka.tools.{commands.get('rate')}
 consumer: java -Xmx512m -cp <kafka {args.kafka_version} jars> org.apache.kafka.tools.{commands.get('consume')}
 topics: created with confluent-kafka's AdminClient (replication factor 1) before each producer cell
 ```
