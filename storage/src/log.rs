@@ -238,7 +238,10 @@ impl Log {
                 let end = seg.recover(config.index_interval_bytes, |h, _| {
                     // Kafka's recovery rule: only a newer epoch starts an entry, so scanning
                     // from the middle of an epoch cannot move its start offset.
-                    if epochs.latest_epoch().is_none_or(|e| h.partition_leader_epoch > e) {
+                    if epochs
+                        .latest_epoch()
+                        .is_none_or(|e| h.partition_leader_epoch > e)
+                    {
                         epochs.assign(h.partition_leader_epoch, h.base_offset);
                     }
                     Ok(())
@@ -294,7 +297,10 @@ impl Log {
                 seg.scan(0, seg.size(), false, |_, h, _| {
                     // Kafka's recovery rule: only a newer epoch starts an entry, so scanning
                     // from the middle of an epoch cannot move its start offset.
-                    if epochs.latest_epoch().is_none_or(|e| h.partition_leader_epoch > e) {
+                    if epochs
+                        .latest_epoch()
+                        .is_none_or(|e| h.partition_leader_epoch > e)
+                    {
                         epochs.assign(h.partition_leader_epoch, h.base_offset);
                     }
                     Ok(())
@@ -862,8 +868,9 @@ impl Log {
             }
         }
         let new_leo = active.next_offset()?;
-        if new_leo < self.log_start_offset() {
-            // Only data below the log start remains: nothing readable is left.
+        if new_leo <= self.log_start_offset() {
+            // Nothing readable remains: start afresh at the log start (epochs and producer
+            // state go too, so a reopen computes the same state).
             return self.truncate_fully_locked(self.log_start_offset());
         }
         active.make_active()?;

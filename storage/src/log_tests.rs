@@ -634,14 +634,19 @@ fn recovery_from_the_middle_of_an_epoch_keeps_its_start() {
     let dir = tempfile::tempdir().unwrap();
     let log = Log::open(dir.path(), small_segments()).unwrap();
     for i in 0..30 {
-        log.append_as_leader(batch(2, i), (i / 10) as i32 + 1).unwrap();
+        log.append_as_leader(batch(2, i), (i / 10) as i32 + 1)
+            .unwrap();
     }
     log.flush().unwrap();
     let expected = log.epoch_entries();
     assert_eq!(expected, vec![(1, 0), (2, 20), (3, 40)]);
     drop(log);
     // Recover from an offset inside epoch 2 (as after a crash with that recovery point).
-    std::fs::write(dir.path().join("recovery-point-offset-checkpoint"), "0\n1\n30\n").unwrap();
+    std::fs::write(
+        dir.path().join("recovery-point-offset-checkpoint"),
+        "0\n1\n30\n",
+    )
+    .unwrap();
     let log = Log::open(dir.path(), small_segments()).unwrap();
     assert_eq!(log.epoch_entries(), expected);
     drop(log);

@@ -33,11 +33,17 @@ enum Op {
     DeleteBefore {
         at: u16,
     },
+    AppendIdempotent {
+        records: usize,
+    },
+    ResendLast,
     Roll,
     Reopen {
         clean: bool,
     },
 }
+
+const PRODUCER: i64 = 77;
 
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
@@ -49,6 +55,8 @@ fn op() -> impl Strategy<Value = Op> {
             .prop_map(|(at, max_bytes, min_one, bound)| Op::Read { at, max_bytes, min_one, bound }),
         1 => any::<u16>().prop_map(|at| Op::Truncate { at }),
         1 => any::<u16>().prop_map(|at| Op::DeleteBefore { at }),
+        2 => (1usize..4).prop_map(|records| Op::AppendIdempotent { records }),
+        1 => Just(Op::ResendLast),
         1 => Just(Op::Roll),
         1 => any::<bool>().prop_map(|clean| Op::Reopen { clean }),
     ]
@@ -60,9 +68,31 @@ struct Model {
     batches: BTreeMap<i64, (i64, Vec<u8>)>,
     log_start: i64,
     leo: i64,
+    /// Leader epoch cache: (epoch, start offset).
+    epochs: Vec<(i32, i64)>,
+    /// Batches of the idempotent producer: (first seq, last seq, first offset, last offset).
+    producer: Vec<(i32, i32, i64, i64)>,
 }
 
 impl Model {
+    fn assign_epoch(&mut self, epoch: i32, start: i64) {
+        if let Some(&(e, o)) = self.epochs.last() {
+            if e == epoch && o <= start {
+                return;
+            }
+        }
+        self.epochs.retain(|&(e, o)| e < epoch && o < start);
+        self.epochs.push((epoch, start));
+    }
+
+    fn clear(&mut self, at: i64) {
+        self.batches.clear();
+        self.log_start = at;
+        self.leo = at;
+        self.epochs.clear();
+        self.producer.clear();
+    }
+
     /// Batches visible at or after `offset`, in order.
     fn from(&self, offset: i64) -> Vec<(i64, i64, Vec<u8>)> {
         self.batches
@@ -106,6 +136,16 @@ fn config() -> LogConfig {
 fn check_state(log: &Log, model: &Model) {
     assert_eq!(log.log_start_offset(), model.log_start, "log start");
     assert_eq!(log.log_end_offset(), model.leo, "log end");
+    assert_eq!(log.epoch_entries(), model.epochs, "leader epochs");
+    if let Some(&(_, last_seq, _, last)) = model.producer.last() {
+        if let Some(entry) = log.producer_state(PRODUCER) {
+            assert_eq!(
+                (entry.last_sequence(), entry.last_offset()),
+                (last_seq, last),
+                "producer state"
+            );
+        }
+    }
 }
 
 fn run(ops: Vec<Op>) {
@@ -131,6 +171,7 @@ fn run(ops: Vec<Op>) {
                 set_base_offset(&mut bytes, model.leo);
                 set_partition_leader_epoch(&mut bytes, epoch);
                 let last = model.leo + records as i64 - 1;
+                model.assign_epoch(epoch, model.leo);
                 model.batches.insert(model.leo, (last, bytes));
                 model.leo = last + 1;
             }
@@ -148,6 +189,7 @@ fn run(ops: Vec<Op>) {
                     (info.first_offset, info.last_offset),
                     (base, base + records as i64 - 1)
                 );
+                model.assign_epoch(epoch, base);
                 model
                     .batches
                     .insert(base, (base + records as i64 - 1, bytes));
@@ -201,18 +243,17 @@ fn run(ops: Vec<Op>) {
                 log.truncate_to(to).unwrap();
                 if to >= model.leo {
                 } else if to < model.log_start {
-                    model.batches.clear();
-                    model.log_start = to;
-                    model.leo = to;
+                    model.clear(to);
                 } else {
                     model.batches.retain(|_, (last, _)| *last < to);
                     let end = model.batches.values().next_back().map(|(l, _)| l + 1);
                     match end {
-                        Some(e) if e >= model.log_start => model.leo = e,
-                        _ => {
-                            model.batches.clear();
-                            model.leo = model.log_start;
+                        Some(e) if e > model.log_start => {
+                            model.leo = e;
+                            model.epochs.retain(|&(_, o)| o < e);
+                            model.producer.retain(|p| p.3 < e);
                         }
+                        _ => model.clear(model.log_start),
                     }
                 }
             }
@@ -226,9 +267,63 @@ fn run(ops: Vec<Op>) {
                     if to > model.log_start {
                         model.log_start = to;
                         model.batches.retain(|_, (last, _)| *last >= to);
+                        if let Some(i) = model.epochs.iter().rposition(|&(_, o)| o <= to) {
+                            model.epochs.drain(..i);
+                            model.epochs[0].1 = to;
+                        }
                     }
                     assert_eq!(start, model.log_start);
                 }
+            }
+            Op::AppendIdempotent { records } => {
+                let seq = model.producer.last().map_or(0, |p| p.1 + 1);
+                let spec = BatchSpec {
+                    producer_id: PRODUCER,
+                    producer_epoch: 0,
+                    base_sequence: seq,
+                    base_timestamp: 1000,
+                    ..BatchSpec::default()
+                };
+                let recs: Vec<KeyValue<'_>> =
+                    (0..records).map(|_| (None, Some(&b"idem"[..]))).collect();
+                let mut bytes = build_batch(&spec, &recs);
+                let info = log
+                    .append_as_leader(BytesMut::from(&bytes[..]), epoch)
+                    .unwrap();
+                assert!(!info.duplicate);
+                assert_eq!(info.first_offset, model.leo);
+                set_base_offset(&mut bytes, model.leo);
+                set_partition_leader_epoch(&mut bytes, epoch);
+                let last = model.leo + records as i64 - 1;
+                model.assign_epoch(epoch, model.leo);
+                model
+                    .producer
+                    .push((seq, seq + records as i32 - 1, model.leo, last));
+                model.batches.insert(model.leo, (last, bytes));
+                model.leo = last + 1;
+            }
+            Op::ResendLast => {
+                // Only meaningful while the producer's last batch is still in the log.
+                let Some(&(first_seq, last_seq, first, last)) = model.producer.last() else {
+                    continue;
+                };
+                if first < model.log_start {
+                    continue;
+                }
+                let spec = BatchSpec {
+                    producer_id: PRODUCER,
+                    producer_epoch: 0,
+                    base_sequence: first_seq,
+                    base_timestamp: 1000,
+                    ..BatchSpec::default()
+                };
+                let n = (last_seq - first_seq + 1) as usize;
+                let recs: Vec<KeyValue<'_>> = (0..n).map(|_| (None, Some(&b"idem"[..]))).collect();
+                let info = log
+                    .append_as_leader(BytesMut::from(&build_batch(&spec, &recs)[..]), epoch)
+                    .unwrap();
+                assert!(info.duplicate, "a resent batch must be recognised");
+                assert_eq!((info.first_offset, info.last_offset), (first, last));
             }
             Op::Roll => log.roll().unwrap(),
             Op::Reopen { clean } => {
