@@ -8,7 +8,7 @@ consumer and the admin client, then deletes the group twice.  It prints one line
 the test runs it against tern and against Apache Kafka 4.4.0 (tests/harness/kafka_peer.py) and
 requires the same lines.
 
-Client versions: TERN_COMPAT_CLIENTS (default "2.8.2 4.4.0").  Needs mvn and javac; skipped with
+Client versions: TERN_COMPAT_CLIENTS (default "2.1.1 2.8.2 3.9.1 4.4.0"; about 2 min in all on 2 busy cores).  Needs mvn and javac; skipped with
 the reason when either is missing or Maven Central cannot be reached.
 """
 
@@ -29,7 +29,7 @@ import kafka_peer  # noqa: E402
 from conftest import Tern, free_port  # noqa: E402
 
 SOURCE = HERE.parent / "harness" / "compat" / "CompatScenario.java"
-CLIENTS = os.environ.get("TERN_COMPAT_CLIENTS", "2.8.2 4.4.0").split()
+CLIENTS = os.environ.get("TERN_COMPAT_CLIENTS", "2.1.1 2.8.2 3.9.1 4.4.0").split()
 PEER_VERSION = os.environ.get("TERN_COMPAT_PEER", "4.4.0")
 
 

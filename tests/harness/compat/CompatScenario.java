@@ -1,5 +1,5 @@
 // The compatibility scenario of tests/e2e/test_compat.py, compiled at test time against each
-// kafka-clients version (so it keeps to API present in 2.x and 4.x alike).  It prints one
+// kafka-clients version (so it keeps to API present from 2.1 to 4.x).  It prints one
 // deterministic line per observation; the test compares the lines from tern and Apache Kafka.
 import java.time.Duration;
 import java.util.*;
@@ -20,12 +20,23 @@ public class CompatScenario {
         try { f.get(); return "OK"; } catch (Exception e) { return err(e); }
     }
 
+    // committed(Set) came in 2.4 and committed(TopicPartition) went in 4.0: whichever this has.
+    @SuppressWarnings("unchecked")
+    static OffsetAndMetadata committed(Consumer<?, ?> consumer, TopicPartition tp) throws Exception {
+        try {
+            java.lang.reflect.Method m = Consumer.class.getMethod("committed", Set.class);
+            return ((Map<TopicPartition, OffsetAndMetadata>) m.invoke(consumer, Set.of(tp))).get(tp);
+        } catch (NoSuchMethodException e) {
+            return (OffsetAndMetadata) Consumer.class.getMethod("committed", TopicPartition.class).invoke(consumer, tp);
+        }
+    }
+
     public static void main(String[] args) throws Exception {
         String bootstrap = args[0], topic = args[1], group = topic + "-group";
         int partitions = 3, records = 1000;
         Properties common = new Properties();
         common.put("bootstrap.servers", bootstrap);
-        try (Admin admin = Admin.create(common)) {
+        try (AdminClient admin = AdminClient.create(common)) {
             NewTopic nt = new NewTopic(topic, partitions, (short) 1);
             System.out.println("create " + outcome(admin.createTopics(List.of(nt)).all()));
             System.out.println("create again " + outcome(admin.createTopics(List.of(nt)).all()));
@@ -82,9 +93,8 @@ public class CompatScenario {
             consumer.commitSync();
             Set<TopicPartition> tps = new HashSet<>();
             for (int p = 0; p < partitions; p++) tps.add(new TopicPartition(topic, p));
-            Map<TopicPartition, OffsetAndMetadata> committed = consumer.committed(tps);
             for (int p = 0; p < partitions; p++) {
-                OffsetAndMetadata om = committed.get(new TopicPartition(topic, p));
+                OffsetAndMetadata om = committed(consumer, new TopicPartition(topic, p));
                 System.out.println("consumer committed partition " + p + " " + (om == null ? "none" : om.offset()));
             }
             Map<TopicPartition, Long> end = consumer.endOffsets(tps);
@@ -99,7 +109,7 @@ public class CompatScenario {
             + " first " + l.get(0) + " last " + l.get(l.size() - 1)
             + " digest " + Integer.toHexString(String.join(",", l).hashCode())));
 
-        try (Admin admin = Admin.create(common)) {
+        try (AdminClient admin = AdminClient.create(common)) {
             Map<TopicPartition, OffsetAndMetadata> offsets =
                 admin.listConsumerGroupOffsets(group).partitionsToOffsetAndMetadata().get();
             new TreeMap<Integer, Long>() {{
