@@ -340,6 +340,7 @@ def main(argv):
     ap.add_argument("--settle", type=float, default=1.0, help="seconds of quiet before each run")
     ap.add_argument("--keep", action="store_true", help="keep the data dirs")
     ap.add_argument("--write-results", action="store_true", help="append a section to bench/RESULTS.md")
+    ap.add_argument("--section-out", help="also write the RESULTS.md section to this file")
     ap.add_argument("--note", default="", help="text for the RESULTS.md section (e.g. the load)")
     args = ap.parse_args(argv)
     global RATE
@@ -394,6 +395,8 @@ Every run (elapsed time, round, cell, broker):
 {chr(10).join(RAW)}
 ```
 """
+    if args.section_out:
+        Path(args.section_out).write_text(section)
     if args.write_results:
         path = ROOT / "bench" / "RESULTS.md"
         existing = path.read_text() if path.exists() else "# Benchmark results\n"
