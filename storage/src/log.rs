@@ -307,7 +307,9 @@ impl Log {
                 })?;
             }
         }
-        epochs.truncate_from_end(leo);
+        // An entry may start exactly at the log end (a new leader, or DeleteRecords up to the
+        // end); only entries beyond it lost their data.
+        epochs.truncate_from_end(leo + 1);
         epochs.truncate_from_start(log_start);
         epochs.flush()?;
         if let Some((_, active)) = segments.iter().next_back() {

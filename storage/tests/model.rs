@@ -355,7 +355,10 @@ fn run(ops: Vec<Op>) {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+    // PROPTEST_CASES overrides the default of 64 for longer runs.
+    #![proptest_config(ProptestConfig::with_cases(
+        std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(64)
+    ))]
 
     #[test]
     fn log_agrees_with_model(ops in proptest::collection::vec(op(), 1..60)) {
