@@ -23,6 +23,10 @@ Command line:
     python tests/harness/kafka_peer.py serve 3.9.1 [--port 9092] [--java /usr/lib/jvm/.../bin/java]
     python tests/harness/kafka_peer.py probe 4.4.0 3.9.1 2.8.2 2.1.1   (start/stop each; a table)
     python tests/harness/kafka_peer.py tool 4.4.0 org.apache.kafka.tools.ProducerPerformance ARGS...
+    python tests/harness/kafka_peer.py mirror 127.0.0.1:9092 127.0.0.1:9093   (MirrorMaker 2)
+
+MirrorMaker2(source, target, dir).start() runs a dedicated MirrorMaker 2 between any two bootstrap
+addresses (connect-mirror 4.3.1: the newest the Maven mirror here serves).
 """
 
 import argparse
@@ -142,16 +146,22 @@ class KafkaJars:
     """One Apache Kafka version's jars in the cache folder: the broker and its tools, or with
     clients_only just `kafka-clients` and its dependencies ($TERN_CACHE/kafka-clients/<version>)."""
 
-    def __init__(self, version, cache=None, clients_only=False):
+    def __init__(self, version, cache=None, clients_only=False, mirror=False):
         self.version = version
         self.clients_only = clients_only
-        self.home = Path(cache or cache_root()) / ("kafka-clients" if clients_only else "kafka") / version
+        self.mirror = mirror
+        kind = "kafka-clients" if clients_only else "kafka-mirror" if mirror else "kafka"
+        self.home = Path(cache or cache_root()) / kind / version
         self.libs = self.home / "libs"
 
     @property
     def artifacts(self):
         if self.clients_only:
             return [("org.apache.kafka", "kafka-clients", None)]
+        if self.mirror:
+            # MirrorMaker 2 (connect-mirror) with the distribution's logging binding.
+            binding = [a for a in artifacts(self.version) if a[1] not in ("kafka_2.13", "kafka_2.12", "kafka-tools", "zookeeper")]
+            return [("org.apache.kafka", "connect-mirror", None)] + binding
         return artifacts(self.version)
 
     @property
@@ -485,6 +495,80 @@ class KafkaPeer:
             return ""
 
 
+# MirrorMaker 2 of this version: connect-mirror 4.4.0 is not served by the Maven mirror here, 4.3.1 is.
+MIRROR_VERSION = os.environ.get("TERN_MIRROR_VERSION", "4.3.1")
+
+
+class MirrorMaker2:
+    """A dedicated MirrorMaker 2 (org.apache.kafka.connect.mirror.MirrorMaker) replicating every
+    topic of cluster `source` to cluster `target` (as `source.<topic>`, the default replication
+    policy), with offset syncs and checkpoints every second; config, log and internal topics at
+    replication factor 1.  Any two bootstrap addresses: tern, Apache Kafka or one of each."""
+
+    def __init__(self, source_bootstrap, target_bootstrap, work_dir, version=MIRROR_VERSION,
+                 java=None, topics=".*", groups=".*", extra=None):
+        self.jars = KafkaJars(version, mirror=True)
+        self.work_dir = Path(work_dir)
+        self.java = java or os.environ.get("JAVA", "java")
+        self.props = {
+            "clusters": "source, target",
+            "source.bootstrap.servers": source_bootstrap,
+            "target.bootstrap.servers": target_bootstrap,
+            "source->target.enabled": "true",
+            "target->source.enabled": "false",
+            "source->target.topics": topics,
+            "source->target.groups": groups,
+            "replication.factor": "1",
+            "checkpoints.topic.replication.factor": "1",
+            "heartbeats.topic.replication.factor": "1",
+            "offset-syncs.topic.replication.factor": "1",
+            "offset.storage.replication.factor": "1",
+            "status.storage.replication.factor": "1",
+            "config.storage.replication.factor": "1",
+            "sync.topic.acls.enabled": "false",
+            "refresh.topics.interval.seconds": "1",
+            "refresh.groups.interval.seconds": "1",
+            "emit.checkpoints.interval.seconds": "1",
+            "sync.group.offsets.enabled": "true",
+            "sync.group.offsets.interval.seconds": "1",
+            "emit.heartbeats.interval.seconds": "1",
+        }
+        self.props.update(extra or {})
+        self.proc = None
+        self.log_path = self.work_dir / "mirrormaker.log"
+
+    def start(self):
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        conf = self.work_dir / "mm2.properties"
+        conf.write_text("".join(f"{k} = {v}\n" for k, v in self.props.items()))
+        log4j = self.work_dir / "log4j2.properties"
+        log4j.write_text(LOG4J2)
+        self.proc = subprocess.Popen(
+            self.jars.command("org.apache.kafka.connect.mirror.MirrorMaker", conf, java=self.java,
+                              jvm_opts=["-Xmx512m"], log_config=log4j),
+            stdout=open(self.log_path, "ab"), stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        time.sleep(0.5)
+        if self.proc.poll() is not None:
+            raise RuntimeError(f"MirrorMaker exited with {self.proc.returncode}:\n{self.tail()}")
+        return self
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc = None
+
+    def tail(self, n=40):
+        try:
+            return b"\n".join(self.log_path.read_bytes().splitlines()[-n:]).decode(errors="replace")
+        except OSError:
+            return ""
+
+
 # -- command line -----------------------------------------------------------------------------------
 
 def probe(versions, javas):
@@ -528,6 +612,10 @@ def main(argv):
     p = sub.add_parser("probe")
     p.add_argument("versions", nargs="+")
     p.add_argument("--java", action="append", help="NAME=PATH; default: java17 and java25 where found")
+    m = sub.add_parser("mirror", help="MirrorMaker 2 from one bootstrap address to another until Ctrl-C")
+    m.add_argument("source")
+    m.add_argument("target")
+    m.add_argument("--version", default=MIRROR_VERSION)
     t = sub.add_parser("tool")
     t.add_argument("version")
     t.add_argument("main")
@@ -551,6 +639,16 @@ def main(argv):
             [(f"java{m}", p) for m in (17, 25) if (p := find_java(m))]
         for version, java, ok, secs, why in probe(a.versions, javas):
             print(f"| {version} | {java} | {'yes' if ok else 'no'} | {secs:.0f} s | {why} |", flush=True)
+    elif a.cmd == "mirror":
+        d = tempfile.mkdtemp(prefix="mm2-")
+        mm = MirrorMaker2(a.source, a.target, d, version=a.version).start()
+        print(f"MirrorMaker 2 {a.version}: {a.source} -> {a.target} (topics as source.<name>); log {mm.log_path}", flush=True)
+        try:
+            mm.proc.wait()
+        except KeyboardInterrupt:
+            pass
+        finally:
+            mm.stop()
     elif a.cmd == "tool":
         cmd = KafkaJars(a.version).command(a.main, *a.args)
         os.execvp(cmd[0], cmd)
