@@ -8,6 +8,8 @@ consumer and the admin client, then deletes the group twice.  It prints one line
 the test runs it against tern and against Apache Kafka 4.4.0 (tests/harness/kafka_peer.py) and
 requires the same lines.
 
+test_mirrormaker2_from_kafka_into_tern: MirrorMaker 2 copies a topic of that Kafka into tern.
+
 Client versions: TERN_COMPAT_CLIENTS (default "2.1.1 2.8.2 3.9.1 4.4.0"; about 2 min in all on 2 busy cores).  Needs mvn and javac; skipped with
 the reason when either is missing or Maven Central cannot be reached.
 """
@@ -19,6 +21,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -99,3 +102,35 @@ def test_same_observations_as_kafka(brokers, client):
     assert tern == kafka, f"kafka-clients {client}: tern differs from Apache Kafka:\n{diff}"
     committed = sum(int(l.rsplit(" ", 1)[1]) for l in tern if l.startswith("admin committed partition"))
     assert committed == 1000
+
+
+def test_mirrormaker2_from_kafka_into_tern(brokers, tmp_path):
+    """MirrorMaker 2 (connect-mirror, kafka_peer.MIRROR_VERSION) copies a topic of the real Kafka
+    into tern as `source.<topic>`, every record in order, with its Connect state topics on tern."""
+    from confluent_kafka import Consumer, Producer
+
+    try:
+        kafka_peer.KafkaJars(kafka_peer.MIRROR_VERSION, mirror=True).ensure()
+    except RuntimeError as e:
+        pytest.skip(f"cannot resolve connect-mirror {kafka_peer.MIRROR_VERSION}: {str(e).splitlines()[0]}")
+    kafka, tern = brokers["kafka"], brokers["tern"]
+    topic = "mirrored-orders"
+    p = Producer({"bootstrap.servers": kafka.bootstrap})
+    for i in range(200):
+        p.produce(topic, key=f"k{i % 7}", value=f"v{i}")
+    assert p.flush(30) == 0
+    mm = kafka_peer.MirrorMaker2(kafka.bootstrap, tern.bootstrap, tmp_path / "mm2", topics=topic).start()
+    try:
+        c = Consumer({"bootstrap.servers": tern.bootstrap, "group.id": "mm2-check",
+                      "auto.offset.reset": "earliest", "enable.auto.commit": False})
+        c.subscribe([f"source.{topic}"])
+        got = []
+        deadline = time.time() + 120
+        while len(got) < 200 and time.time() < deadline:
+            m = c.poll(0.5)
+            if m is not None and m.error() is None:
+                got.append((m.key().decode(), m.value().decode()))
+        c.close()
+        assert got == [(f"k{i % 7}", f"v{i}") for i in range(200)], f"mirrored {len(got)} of 200:\n{mm.tail()}"
+    finally:
+        mm.stop()
