@@ -919,8 +919,8 @@ impl Log {
                 s.delete_files()?;
             }
         }
-        // A segment that reused the base offset still has the old data.
-        seg.truncate_to(offset)?;
+        // A segment that reused the base offset still has the old data and index entries.
+        seg.clear()?;
         seg.make_active()?;
         self.log_end_offset.store(offset, Ordering::Release);
         self.log_start_offset.store(offset, Ordering::Release);

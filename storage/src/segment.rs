@@ -543,6 +543,10 @@ impl LogSegment {
     pub fn truncate_to(&self, offset: i64) -> Result<u64> {
         let end = self.size();
         let Some((pos, _)) = self.translate_offset(offset, end)? else {
+            // No batch to remove; still drop index entries that point past the data.
+            let mut i = self.indexes.write();
+            i.offset.truncate_to_position(end as u32);
+            i.time.truncate_to_offset(offset);
             return Ok(0);
         };
         self.file.set_len(pos).ctx(&self.log_path())?;
@@ -565,6 +569,24 @@ impl LogSegment {
             self.first_append_ms.store(-1, Ordering::Relaxed);
         }
         Ok(end - pos)
+    }
+
+    /// Empties the segment: log file, indexes and transaction index (a fresh start at the
+    /// same base offset).
+    pub(crate) fn clear(&self) -> Result<()> {
+        self.file.set_len(0).ctx(&self.log_path())?;
+        self.size.store(0, Ordering::Release);
+        {
+            let mut i = self.indexes.write();
+            i.offset.reset();
+            i.time.reset();
+            i.bytes_since_last_entry = 0;
+            i.max_timestamp = -1;
+            i.offset_of_max_timestamp = self.base_offset;
+        }
+        self.txn.lock().reset()?;
+        self.first_append_ms.store(-1, Ordering::Relaxed);
+        Ok(())
     }
 
     /// Prepares the indexes for appends (the segment became the active one).

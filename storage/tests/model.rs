@@ -365,3 +365,67 @@ proptest! {
         run(ops);
     }
 }
+
+/// Regression: found by the model test (stale offset index entry after truncation).
+#[test]
+fn regression_truncate_after_delete_records() {
+    use Op::*;
+    run(vec![
+        AppendReplicated {
+            gap: 2,
+            records: 2,
+            value_len: 0,
+        },
+        AppendReplicated {
+            gap: 2,
+            records: 2,
+            value_len: 0,
+        },
+        AppendLeader {
+            records: 1,
+            value_len: 0,
+            epoch_bump: false,
+        },
+        AppendIdempotent { records: 3 },
+        AppendIdempotent { records: 2 },
+        AppendReplicated {
+            gap: 1,
+            records: 4,
+            value_len: 0,
+        },
+        AppendIdempotent { records: 1 },
+        AppendReplicated {
+            gap: 2,
+            records: 1,
+            value_len: 148,
+        },
+        AppendLeader {
+            records: 4,
+            value_len: 147,
+            epoch_bump: false,
+        },
+        Truncate { at: 32 },
+        AppendLeader {
+            records: 2,
+            value_len: 122,
+            epoch_bump: false,
+        },
+        AppendReplicated {
+            gap: 3,
+            records: 5,
+            value_len: 0,
+        },
+        DeleteBefore { at: 26043 },
+        AppendLeader {
+            records: 2,
+            value_len: 0,
+            epoch_bump: false,
+        },
+        AppendLeader {
+            records: 3,
+            value_len: 0,
+            epoch_bump: false,
+        },
+        Truncate { at: 3 },
+    ]);
+}
