@@ -8,5 +8,6 @@ pub mod fetch_session;
 pub mod group_coordinator;
 pub mod handlers;
 pub mod meta_properties;
+pub mod produce_validation;
 pub mod replica_manager;
 pub mod server;

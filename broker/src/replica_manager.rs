@@ -77,6 +77,9 @@ pub struct ReplicaManager {
     logs: Arc<LogManager>,
     default_log_config: LogConfig,
     partitions: RwLock<HashMap<(String, i32), Arc<Partition>>>,
+    /// Serializes `apply_image` (request handlers and the metadata listener both call it) and
+    /// holds the offset of the last applied image, so a stale image never undoes a newer one.
+    apply_lock: parking_lot::Mutex<u64>,
 }
 
 /// Topic configs merged over the broker's defaults, as a LogConfig.
@@ -99,6 +102,7 @@ impl ReplicaManager {
             logs,
             default_log_config,
             partitions: RwLock::new(HashMap::new()),
+            apply_lock: parking_lot::Mutex::new(0),
         }
     }
 
@@ -113,6 +117,11 @@ impl ReplicaManager {
     /// Brings hosted partitions in line with a new metadata image: creates logs for new
     /// replicas, takes or gives up leadership, deletes logs of removed topics.
     pub fn apply_image(&self, image: &MetadataImage) {
+        let mut applied = self.apply_lock.lock();
+        if image.offset < *applied {
+            return;
+        }
+        *applied = image.offset;
         let mut wanted: HashMap<(String, i32), (i32, bool)> = HashMap::new();
         for topic in image.topics.values() {
             let configs = image.topic_configs(&topic.name);

@@ -198,3 +198,112 @@ async fn topics_and_records_survive_restart() {
     assert_eq!(resp.responses[0].partition_responses[0].base_offset, 4);
     server.shutdown().await.unwrap();
 }
+
+async fn fetch_first_batch(
+    conn: &mut tern_protocol::client::KafkaConnection,
+    topic: &str,
+) -> bytes::Bytes {
+    use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+    let req = kafka_protocol::messages::FetchRequest::default()
+        .with_replica_id(kafka_protocol::messages::BrokerId(-1))
+        .with_max_wait_ms(0)
+        .with_max_bytes(1 << 20)
+        .with_session_epoch(-1)
+        .with_topics(vec![FetchTopic::default()
+            .with_topic(name(topic))
+            .with_partitions(vec![FetchPartition::default()
+                .with_partition(0)
+                .with_fetch_offset(0)
+                .with_partition_max_bytes(1 << 20)])]);
+    let resp = conn.send(&req, 12).await.unwrap();
+    resp.responses[0].partitions[0].records.clone().unwrap()
+}
+
+#[tokio::test]
+async fn topic_compression_type_recompresses_and_compacted_topics_need_keys() {
+    use tern_protocol::record_batch::{validate_batch, Compression};
+    use tern_protocol::records::{decode_records, RecordBatchBuilder};
+    let s = TestServer::start().await;
+    let mut c = s.connect().await;
+    create_topic(&mut c, "gz", 1, &[("compression.type", "gzip")]).await;
+    let resp = produce(&mut c, "gz", 0, batch(5)).await;
+    assert_eq!(resp.responses[0].partition_responses[0].error_code, 0);
+    let stored = fetch_first_batch(&mut c, "gz").await;
+    let header = validate_batch(&stored).unwrap();
+    assert_eq!(header.compression().unwrap(), Compression::Gzip);
+    let (_, records) = decode_records(&stored, 1 << 20).unwrap();
+    let values: Vec<_> = records.iter().map(|r| r.value.clone().unwrap()).collect();
+    assert_eq!(
+        values,
+        (0..5)
+            .map(|i| format!("v{i}").into_bytes())
+            .collect::<Vec<_>>()
+    );
+
+    create_topic(&mut c, "compacted", 1, &[("cleanup.policy", "compact")]).await;
+    let mut b = RecordBatchBuilder::new(Compression::Snappy);
+    b.push(1, Some(b"k"), Some(b"v"), &[]).unwrap();
+    b.push(2, None, Some(b"no key"), &[]).unwrap();
+    let resp = produce(&mut c, "compacted", 0, b.build().unwrap()).await;
+    assert_eq!(
+        resp.responses[0].partition_responses[0].error_code,
+        ResponseError::InvalidRecord.code()
+    );
+    assert_eq!(latest_offset(&mut c, "compacted").await, 0);
+    let resp = produce(&mut c, "compacted", 0, batch(2)).await;
+    assert_eq!(resp.responses[0].partition_responses[0].error_code, 0);
+}
+
+#[tokio::test]
+async fn describe_topic_partitions_paginates_with_a_cursor() {
+    use kafka_protocol::messages::describe_topic_partitions_request::{Cursor, TopicRequest};
+    use kafka_protocol::messages::DescribeTopicPartitionsRequest;
+    let s = TestServer::start().await;
+    let mut c = s.connect().await;
+    create_topic(&mut c, "dtp-a", 3, &[]).await;
+    create_topic(&mut c, "dtp-b", 2, &[]).await;
+    let topics = vec![
+        TopicRequest::default().with_name(name("dtp-b")),
+        TopicRequest::default().with_name(name("dtp-a")),
+        TopicRequest::default().with_name(name("missing")),
+    ];
+    let mut req = DescribeTopicPartitionsRequest::default()
+        .with_topics(topics)
+        .with_response_partition_limit(2);
+    let mut seen = Vec::new();
+    let mut unknown = 0;
+    for _ in 0..10 {
+        let resp = c.send(&req, 0).await.unwrap();
+        for t in &resp.topics {
+            if t.error_code != 0 {
+                assert_eq!(t.error_code, ResponseError::UnknownTopicOrPartition.code());
+                unknown += 1;
+                continue;
+            }
+            let n = t.name.as_ref().unwrap().0.to_string();
+            seen.extend(t.partitions.iter().map(|p| (n.clone(), p.partition_index)));
+        }
+        match resp.next_cursor {
+            Some(cur) => {
+                req.cursor = Some(
+                    Cursor::default()
+                        .with_topic_name(cur.topic_name)
+                        .with_partition_index(cur.partition_index),
+                )
+            }
+            None => break,
+        }
+    }
+    let expected: Vec<(String, i32)> = [
+        ("dtp-a", 0),
+        ("dtp-a", 1),
+        ("dtp-a", 2),
+        ("dtp-b", 0),
+        ("dtp-b", 1),
+    ]
+    .iter()
+    .map(|(t, p)| (t.to_string(), *p))
+    .collect();
+    assert_eq!(seen, expected);
+    assert_eq!(unknown, 1);
+}

@@ -14,6 +14,7 @@ pub mod delete_records;
 pub mod delete_topics;
 pub mod describe_cluster;
 pub mod describe_configs;
+pub mod describe_topic_partitions;
 pub mod fetch;
 pub mod group_admin;
 pub mod groups;
@@ -52,6 +53,7 @@ pub const SUPPORTED_APIS: &[(ApiKey, i16, i16)] = &[
     (ApiKey::ListGroups, 0, 5),
     (ApiKey::DescribeGroups, 0, 5),
     (ApiKey::DeleteGroups, 0, 2),
+    (ApiKey::DescribeTopicPartitions, 0, 0),
 ];
 
 /// Who sent a request.
@@ -149,6 +151,9 @@ pub async fn handle(
         }
         RequestKind::DeleteGroups(r) => {
             ResponseKind::DeleteGroups(group_admin::delete_groups(broker, r))
+        }
+        RequestKind::DescribeTopicPartitions(r) => {
+            ResponseKind::DescribeTopicPartitions(describe_topic_partitions::handle(broker, r))
         }
         other => {
             tracing::warn!(request = ?std::mem::discriminant(&other), "no handler");

@@ -1,6 +1,5 @@
 //! Produce: validate, check the topic is writable, append as leader, answer with the offsets.
 
-use bytes::BytesMut;
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
 use kafka_protocol::ResponseError;
@@ -8,6 +7,10 @@ use kafka_protocol::ResponseError;
 use super::sb;
 use crate::broker::Broker;
 use crate::errors::{storage_error_code, READ_ONLY_TOPIC};
+use crate::produce_validation::{prepare, TopicWritePolicy};
+
+/// Bound on one batch's records when they must be decompressed (recompression, compaction).
+const MAX_UNCOMPRESSED_BATCH: usize = 64 * 1024 * 1024;
 
 fn error_partition(index: i32, code: i16, message: Option<String>) -> PartitionProduceResponse {
     PartitionProduceResponse::default()
@@ -23,10 +26,19 @@ pub async fn handle(broker: &Broker, req: ProduceRequest, _version: i16) -> Prod
     let mut responses = Vec::with_capacity(req.topic_data.len());
     for topic in req.topic_data {
         let name = topic.name.0.to_string();
-        let read_only = image
-            .topic_configs(&name)
-            .get("mirror.name")
-            .is_some_and(|m| !m.is_empty());
+        let configs = image.topic_configs(&name);
+        let read_only = configs.get("mirror.name").is_some_and(|m| !m.is_empty());
+        let effective = |key: &str, broker_key: &str, default: &str| -> String {
+            configs
+                .get(key)
+                .or_else(|| broker.config.properties.get(broker_key))
+                .cloned()
+                .unwrap_or_else(|| default.to_string())
+        };
+        let policy = TopicWritePolicy::from_configs(
+            &effective("compression.type", "compression.type", "producer"),
+            &effective("cleanup.policy", "log.cleanup.policy", "delete"),
+        );
         let mut partitions = Vec::with_capacity(topic.partition_data.len());
         for pd in topic.partition_data {
             let partition = match broker.replicas.partition(&name, pd.index) {
@@ -66,7 +78,13 @@ pub async fn handle(broker: &Broker, req: ProduceRequest, _version: i16) -> Prod
                 ));
                 continue;
             };
-            let records = BytesMut::from(&records[..]);
+            let records = match prepare(&records, policy, MAX_UNCOMPRESSED_BATCH) {
+                Ok(r) => r,
+                Err(e) => {
+                    partitions.push(error_partition(pd.index, e.code(), Some(e.message)));
+                    continue;
+                }
+            };
             match partition
                 .log
                 .append_as_leader(records, partition.leader_epoch())
