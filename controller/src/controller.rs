@@ -172,7 +172,10 @@ impl Controller {
         {
             return Err(ApiError::new(
                 ResponseError::InvalidTopicException,
-                format!("Topic '{}' collides with existing topic: {existing}", req.name),
+                format!(
+                    "Topic '{}' collides with existing topic: {existing}",
+                    req.name
+                ),
             ));
         }
         if let Some(id) = req.topic_id {

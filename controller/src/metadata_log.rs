@@ -132,7 +132,7 @@ impl MetadataLog for RaftMetadataLog {
         let deadline = Instant::now() + APPEND_TIMEOUT;
         loop {
             self.node.handle_ready()?;
-            for entry in self.node.take_committed() {
+            if let Some(entry) = self.node.take_committed().first() {
                 if entry.index == index && entry.term == term {
                     return Ok(());
                 }

@@ -76,6 +76,8 @@ struct Sim {
     last_applied: Vec<u64>,
     /// Committed entries in each voter's storage already compared, per voter.
     checked: Vec<u64>,
+    /// Persisted (term, vote) last seen, per voter.
+    last_vote: Vec<(u64, u64)>,
 }
 
 fn slot(id: u64) -> usize {
@@ -106,6 +108,7 @@ impl Sim {
             last_commit: vec![0; VOTERS.len()],
             last_applied: vec![0; VOTERS.len()],
             checked: vec![0; VOTERS.len()],
+            last_vote: vec![(0, 0); VOTERS.len()],
         };
         for id in VOTERS {
             let node = sim.start(id).map_err(|e| e.to_string())?;
@@ -196,6 +199,7 @@ impl Sim {
             if let Some(node) = &mut self.nodes[slot(to)] {
                 node.step(m)
                     .map_err(|e| format!("voter {to} refused a message: {e}"))?;
+                self.check_leader(slot(to))?;
             }
         }
         if self.rng.percent(30) {
@@ -218,6 +222,8 @@ impl Sim {
             };
             node.handle_ready()
                 .map_err(|e| format!("voter {} ready: {e}", s + 1))?;
+            let hs = node.storage().hard_state();
+            let voted = (hs.term, hs.vote);
             for m in node.take_messages() {
                 if self.faults && self.rng.percent(10) {
                     continue;
@@ -234,13 +240,22 @@ impl Sim {
                 self.in_flight.push((self.now + delay, m));
             }
             self.check(s)?;
+            // The dangerous moment for a voter's memory: just after it granted a vote.
+            if self.faults && self.dir.is_some() && voted != self.last_vote[s] {
+                self.last_vote[s] = voted;
+                if voted.1 != 0 && self.rng.percent(20) {
+                    self.nodes[s] = None;
+                    self.crashes += 1;
+                    self.down_until[s] = self.now + 1 + self.rng.below(3);
+                }
+            }
         }
         Ok(())
     }
 
-    /// Checks one voter against the invariants.
-    fn check(&mut self, s: usize) -> Result<(), String> {
-        let Some(node) = &mut self.nodes[s] else {
+    /// At most one leader per term.
+    fn check_leader(&mut self, s: usize) -> Result<(), String> {
+        let Some(node) = &self.nodes[s] else {
             return Ok(());
         };
         let (id, term) = (node.id(), node.term());
@@ -255,6 +270,16 @@ impl Sim {
                 MapEntry::Occupied(_) => {}
             }
         }
+        Ok(())
+    }
+
+    /// Checks one voter against the invariants.
+    fn check(&mut self, s: usize) -> Result<(), String> {
+        self.check_leader(s)?;
+        let Some(node) = &mut self.nodes[s] else {
+            return Ok(());
+        };
+        let (id, term) = (node.id(), node.term());
         if term < self.last_term[s] {
             return Err(format!(
                 "voter {id} went from term {} to {term}",
@@ -414,7 +439,7 @@ fn raft_sim_three_in_memory_voters_keep_the_invariants() {
 
 #[test]
 fn raft_sim_three_rocksdb_voters_with_crashes_keep_the_invariants() {
-    let outcomes = run_seeds(2, Disk::RocksDb, 600);
+    let outcomes = run_seeds(8, Disk::RocksDb, 600);
     assert!(outcomes.iter().any(|o| o.crashes > 0) || outcomes.is_empty());
 }
 

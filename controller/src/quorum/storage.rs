@@ -204,8 +204,10 @@ impl RaftStorage {
             "bootstrap of an initialized raft log"
         );
         assert!(!voters.is_empty(), "bootstrap with no voters");
-        let mut conf_state = ConfState::default();
-        conf_state.voters = voters.to_vec();
+        let conf_state = ConfState {
+            voters: voters.to_vec(),
+            ..ConfState::default()
+        };
         if let Some(db) = &self.db {
             let (_, cf_state) = cfs(db)?;
             let mut batch = WriteBatch::default();
@@ -371,19 +373,21 @@ mod tests {
     use super::*;
 
     fn entry(index: u64, term: u64, data: &str) -> Entry {
-        let mut e = Entry::default();
-        e.index = index;
-        e.term = term;
-        e.data = data.as_bytes().to_vec().into();
-        e
+        Entry {
+            index,
+            term,
+            data: data.as_bytes().to_vec().into(),
+            ..Entry::default()
+        }
     }
 
     fn hard_state(term: u64, vote: u64, commit: u64) -> HardState {
-        let mut hs = HardState::default();
-        hs.term = term;
-        hs.vote = vote;
-        hs.commit = commit;
-        hs
+        HardState {
+            term,
+            vote,
+            commit,
+            ..HardState::default()
+        }
     }
 
     fn raw_db(dir: &Path) -> DB {
