@@ -159,3 +159,59 @@ def test_kafka_python_group_consumer(tern):
     c.close()
     assert got == set(range(1200))
     assert committed(tern.bootstrap, "kp", "kp-group") == {p: 200 for p in range(PARTITIONS)}
+
+
+def test_java_and_librdkafka_members_share_one_group(tern, tmp_path):
+    """A Kafka 4.x console consumer and two confluent-kafka consumers form one group: the six
+    partitions are split among all three and every record is consumed exactly once."""
+    import subprocess
+
+    from kafka_dist import KafkaDist
+
+    create_topic(tern.bootstrap, "mixed")
+    dist = KafkaDist().ensure()
+    out_path = tmp_path / "java.out"
+    java = subprocess.Popen(
+        dist.command(
+            "kafka-console-consumer", "--bootstrap-server", tern.bootstrap, "--topic", "mixed",
+            "--group", "g-mixed", "--from-beginning", "--property", "print.key=true",
+        ),
+        stdout=open(out_path, "w"),
+        stderr=subprocess.DEVNULL,
+    )
+    consumers = {n: consumer(tern.bootstrap, "g-mixed") for n in ("a", "b")}
+    try:
+        for c in consumers.values():
+            c.subscribe(["mixed"])
+        admin = AdminClient({"bootstrap.servers": tern.bootstrap})
+        deadline = time.time() + 60
+        members = []
+        while time.time() < deadline:
+            for c in consumers.values():
+                c.poll(0.1)
+            desc = admin.describe_consumer_groups(["g-mixed"])["g-mixed"].result(timeout=10)
+            members = desc.members
+            if len(members) == 3 and str(desc.state).endswith("STABLE") and all(
+                len(c.assignment()) == 2 for c in consumers.values()
+            ):
+                break
+        assert len(members) == 3, f"group has {len(members)} members"
+        assert sorted(len(c.assignment()) for c in consumers.values()) == [2, 2]
+        produce(tern.bootstrap, "mixed", 0, 3000)
+        seen = {}
+        java_keys = []
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            poll_once(consumers, seen)
+            java_keys = [int(l.split("\t")[0]) for l in out_path.read_text().splitlines() if "\t" in l]
+            if len(seen) + len(java_keys) >= 3000:
+                break
+        assert len(java_keys) == len(set(java_keys)), "the Java member saw a record twice"
+        assert not set(java_keys) & set(seen), "a record went to two members"
+        assert set(java_keys) | set(seen) == set(range(3000))
+        assert java_keys, "the Java member got no partition"
+    finally:
+        java.terminate()
+        java.wait(timeout=30)
+        for c in consumers.values():
+            c.close()

@@ -114,3 +114,13 @@ def test_admin_create_describe_delete(tern):
         time.sleep(0.1)
     assert "adm" not in admin.list_topics()
     admin.close()
+
+
+def test_records_survive_restart_and_kill_9(tern):
+    create(tern.bootstrap, "kp-restart").close()
+    acked = produce(tern.bootstrap, "kp-restart", 20_000, codec="lz4")
+    tern.restart()
+    check(consume_all(tern.bootstrap, "kp-restart", 20_000), acked, 20_000)
+    tern.kill9()
+    tern.start()
+    check(consume_all(tern.bootstrap, "kp-restart", 20_000), acked, 20_000)
