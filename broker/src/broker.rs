@@ -32,7 +32,9 @@ pub struct Broker {
     pub groups: Arc<GroupCoordinator>,
     /// Topic-config defaults from the broker's `log.*` settings.
     pub default_log_config: LogConfig,
-    producer_ids: Mutex<(i64, i64)>,
+    /// Cluster mirroring: the mirror coordinator and fetchers.
+    pub mirrors: Arc<tern_mirror::MirrorManager>,
+    producer_ids: Arc<Mutex<(i64, i64)>>,
 }
 
 /// Topic-config defaults from broker properties (`log.retention.ms`, `log.segment.bytes`, ...).
@@ -89,6 +91,32 @@ fn ensure_offsets_topic(controller: &Controller, config: &BrokerConfig) -> Resul
     Ok(())
 }
 
+/// Creates `__mirror_state` (compacted, `mirror.state.topic.num.partitions`) if missing.
+fn ensure_mirror_state_topic(controller: &Controller, config: &BrokerConfig) -> Result<()> {
+    if controller
+        .image()
+        .topic(tern_mirror::MIRROR_STATE_TOPIC)
+        .is_some()
+    {
+        return Ok(());
+    }
+    let request = tern_controller::CreateTopic {
+        name: tern_mirror::MIRROR_STATE_TOPIC.to_string(),
+        num_partitions: config.mirror.state_topic_partitions,
+        replication_factor: config.offsets_topic_replication_factor,
+        configs: vec![
+            ("cleanup.policy".into(), "compact".into()),
+            ("compression.type".into(), "producer".into()),
+            ("retention.ms".into(), "-1".into()),
+        ],
+        ..Default::default()
+    };
+    controller
+        .create_topic(&request, false)
+        .map_err(|e| anyhow::anyhow!("creating {}: {e}", tern_mirror::MIRROR_STATE_TOPIC))?;
+    Ok(())
+}
+
 impl Broker {
     /// Opens (formatting on first start) storage and metadata, and registers this broker.
     pub fn start(config: BrokerConfig) -> Result<Arc<Broker>> {
@@ -127,12 +155,26 @@ impl Broker {
             default_log_config.clone(),
         ));
         ensure_offsets_topic(&controller, &config)?;
+        ensure_mirror_state_topic(&controller, &config)?;
         replicas.apply_image(&controller.image());
         let groups = Arc::new(GroupCoordinator::new(
             config.coordinator.clone(),
             replicas.clone(),
         ));
         groups.load();
+        let producer_ids = Arc::new(Mutex::new((0, 0)));
+        let mirrors = tern_mirror::MirrorManager::new(
+            Arc::new(crate::mirror_host::BrokerMirrorHost {
+                node_id: config.node_id,
+                replicas: replicas.clone(),
+                controller: controller.clone(),
+                groups: groups.clone(),
+                producer_ids: producer_ids.clone(),
+            }),
+            controller.clone(),
+            config.mirror.clone(),
+        );
+        mirrors.load();
         let fetch_sessions = crate::fetch_session::FetchSessionCache::new(
             config.fetch_session_cache_slots,
             config.fetch_session_eviction_ms,
@@ -146,7 +188,8 @@ impl Broker {
             fetch_sessions,
             groups,
             default_log_config,
-            producer_ids: Mutex::new((0, 0)),
+            mirrors,
+            producer_ids,
         }))
     }
 

@@ -121,6 +121,8 @@ pub struct BrokerConfig {
     pub fetch_session_eviction_ms: i64,
     /// `broker.rack`.
     pub rack: Option<String>,
+    /// Cluster mirroring (`mirror.state.topic.num.partitions`, `mirror.failed.retry.*`, ...).
+    pub mirror: tern_mirror::BrokerMirrorConfig,
     /// Every property given, for DescribeConfigs and topic-config defaults.
     pub properties: BTreeMap<String, String>,
 }
@@ -237,6 +239,25 @@ impl BrokerConfig {
                 120_000,
             )?,
             rack: get("broker.rack").map(str::to_string),
+            mirror: tern_mirror::BrokerMirrorConfig {
+                state_topic_partitions: num(&props, "mirror.state.topic.num.partitions", 50)?,
+                metadata_refresh_interval: std::time::Duration::from_millis(num(
+                    &props,
+                    "mirror.metadata.refresh.interval.ms",
+                    30_000,
+                )?),
+                failed_retry_initial_backoff: std::time::Duration::from_millis(num(
+                    &props,
+                    "mirror.failed.retry.initial.backoff.ms",
+                    1_000,
+                )?),
+                failed_retry_max_backoff: std::time::Duration::from_millis(num(
+                    &props,
+                    "mirror.failed.retry.max.backoff.ms",
+                    300_000,
+                )?),
+                failed_retry_max_attempts: num(&props, "mirror.failed.retry.max.attempts", 100)?,
+            },
             properties: props,
         })
     }

@@ -4,8 +4,11 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use kafka_protocol::messages::{ApiKey, RequestKind};
-use tern_protocol::api::{decode_request, encode_response, RequestError};
+use tern_protocol::api::{decode_request, encode_response, peek_prefix, RequestError};
 use tern_protocol::frame::{read_frame, write_frame};
+use tern_protocol::mirror::{
+    api_keys as mirror_keys, decode_mirror_request, encode_mirror_response,
+};
 use tokio::io::BufWriter;
 use tokio::net::TcpStream;
 use tokio::sync::watch;
@@ -39,6 +42,28 @@ pub async fn serve_connection(
                     return;
                 }
             };
+            let is_mirror_rpc = peek_prefix(&frame).is_ok_and(|p| {
+                (mirror_keys::FIRST..=mirror_keys::LAST).contains(&p.api_key)
+            });
+            if is_mirror_rpc {
+                let bytes = match decode_mirror_request(frame) {
+                    Ok((header, request)) => {
+                        let response = handlers::mirror::handle(&broker, request).await;
+                        encode_mirror_response(header.correlation_id, &response)
+                    }
+                    Err(e) => {
+                        tracing::debug!(error = %e, "closing connection on undecodable mirror request");
+                        return;
+                    }
+                };
+                if write_frame(&mut writer, &[&bytes]).await.is_err() {
+                    return;
+                }
+                if tokio::io::AsyncWriteExt::flush(&mut writer).await.is_err() {
+                    return;
+                }
+                continue;
+            }
             let response = match decode_request(frame, handlers::is_supported) {
                 Ok(req) => {
                     let version = req.header.request_api_version;

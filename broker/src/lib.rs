@@ -8,6 +8,8 @@ pub mod fetch_session;
 pub mod group_coordinator;
 pub mod handlers;
 pub mod meta_properties;
+pub mod mirror_host;
+pub mod mirrors_cli;
 pub mod produce_validation;
 pub mod replica_manager;
 pub mod server;

@@ -30,6 +30,61 @@ enum Command {
         #[arg(long = "override", value_name = "KEY=VALUE")]
         overrides: Vec<String>,
     },
+    /// Manage cluster mirrors on a Tern cluster (create, start/stop/pause/resume topics, list,
+    /// describe, delete), like Kafka's kafka-cluster-mirrors.sh.
+    Mirrors(MirrorsCli),
+}
+
+#[derive(clap::Args)]
+#[command(group(clap::ArgGroup::new("action").required(true).args(
+    ["create", "start", "stop", "pause", "resume", "list", "describe", "delete"]
+)))]
+struct MirrorsCli {
+    /// The Tern cluster to manage (host:port).
+    #[arg(long)]
+    bootstrap_server: String,
+    /// Define a mirror (needs --mirror and --mirror-config).
+    #[arg(long)]
+    create: bool,
+    /// Start mirroring topics (needs --mirror and --topics).
+    #[arg(long)]
+    start: bool,
+    /// Stop mirroring topics: fail over, the topics become writable.
+    #[arg(long)]
+    stop: bool,
+    /// Pause mirroring topics (they stay read-only).
+    #[arg(long)]
+    pause: bool,
+    /// Resume paused topics.
+    #[arg(long)]
+    resume: bool,
+    /// List mirrors.
+    #[arg(long)]
+    list: bool,
+    /// Describe mirror partitions (all mirrors, or --mirror).
+    #[arg(long)]
+    describe: bool,
+    /// Delete a mirror that mirrors no topic.
+    #[arg(long)]
+    delete: bool,
+    /// The mirror name.
+    #[arg(long)]
+    mirror: Option<String>,
+    /// A properties file with the source cluster's settings (bootstrap.servers, ...).
+    #[arg(long)]
+    mirror_config: Option<PathBuf>,
+    /// Comma-separated topic names or regexes.
+    #[arg(long)]
+    topics: Option<String>,
+    /// Comma-separated regexes of topics not to start (with --start).
+    #[arg(long)]
+    exclude: Option<String>,
+    /// JSON output (with --describe).
+    #[arg(long)]
+    json: bool,
+    /// Only failed partitions (with --describe).
+    #[arg(long)]
+    failed: bool,
 }
 
 fn main() -> Result<()> {
@@ -48,6 +103,42 @@ fn main() -> Result<()> {
                 .enable_all()
                 .build()?;
             runtime.block_on(run_server(config))
+        }
+        Command::Mirrors(m) => {
+            use tern_broker::mirrors_cli::{run, Action, MirrorsArgs};
+            let action = [
+                (m.create, Action::Create),
+                (m.start, Action::Start),
+                (m.stop, Action::Stop),
+                (m.pause, Action::Pause),
+                (m.resume, Action::Resume),
+                (m.list, Action::List),
+                (m.describe, Action::Describe),
+                (m.delete, Action::Delete),
+            ]
+            .into_iter()
+            .find_map(|(set, a)| set.then_some(a))
+            .ok_or_else(|| anyhow::anyhow!("one action is required"))?;
+            let args = MirrorsArgs {
+                bootstrap_server: m.bootstrap_server,
+                action,
+                mirror: m.mirror,
+                mirror_config: m.mirror_config,
+                topics: m.topics,
+                exclude: m.exclude,
+                json: m.json,
+                failed: m.failed,
+            };
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
+            match runtime.block_on(run(args)) {
+                Ok(code) => std::process::exit(code),
+                Err(e) => {
+                    eprintln!("Error: {e:#}");
+                    std::process::exit(1);
+                }
+            }
         }
     }
 }

@@ -52,6 +52,9 @@ impl Server {
         }
         tasks.push(broker.spawn_metadata_listener(shutdown_rx.clone()));
         broker.groups.spawn_ticker();
+        tasks.push(tokio::spawn(
+            broker.mirrors.clone().run(shutdown_rx.clone()),
+        ));
         let background = broker
             .logs
             .start_background_tasks(broker.config.log_retention_check_interval_ms);

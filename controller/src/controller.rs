@@ -353,6 +353,10 @@ impl Controller {
         let mut records = Vec::new();
         if replace_all {
             for key in inner.image.topic_configs(name).into_keys() {
+                // The mirror association is not a user config: a full replace keeps it.
+                if key == crate::topic_configs::MIRROR_NAME_CONFIG {
+                    continue;
+                }
                 if !changes.iter().any(|(k, _)| *k == key) {
                     records.push(config_record(name, &key, None));
                 }
@@ -364,6 +368,103 @@ impl Controller {
                 .map(|(k, v)| config_record(name, k, v.clone())),
         );
         self.commit(&mut inner, records)
+    }
+
+    /// Reads a topic config and sets it from what `decide` returns, atomically with respect to
+    /// every other metadata change (mirror start, stop, pause and resume race otherwise).
+    /// `decide` gets the current value and answers the new one (`None` removes it).
+    pub fn update_topic_config(
+        &self,
+        topic: &str,
+        key: &str,
+        decide: impl FnOnce(Option<&str>) -> Result<Option<String>, ApiError>,
+    ) -> Result<(), ApiError> {
+        let mut inner = self.inner.lock();
+        if inner.image.topic(topic).is_none() {
+            return Err(ApiError::new(
+                ResponseError::UnknownTopicOrPartition,
+                format!("Topic {topic} does not exist"),
+            ));
+        }
+        let configs = inner.image.topic_configs(topic);
+        let current = configs.get(key).map(String::as_str);
+        let new = decide(current)?;
+        if new.as_deref() == current {
+            return Ok(());
+        }
+        self.commit(&mut inner, vec![config_record(topic, key, new)])
+    }
+
+    /// Defines a cluster mirror with already validated configs.
+    pub fn create_mirror(
+        &self,
+        name: &str,
+        configs: BTreeMap<String, String>,
+        validate_only: bool,
+    ) -> Result<Uuid, ApiError> {
+        let mut inner = self.inner.lock();
+        if inner.image.mirrors.contains_key(name) {
+            return Err(ApiError::new(
+                tern_protocol::mirror::errors::CLUSTER_MIRROR_ALREADY_EXISTS,
+                format!("Cluster mirror {name} already exists"),
+            ));
+        }
+        let mirror_id = Uuid::new_v4();
+        if validate_only {
+            return Ok(mirror_id);
+        }
+        self.commit(
+            &mut inner,
+            vec![MetadataRecord::ClusterMirror {
+                name: name.to_string(),
+                mirror_id,
+                configs,
+            }],
+        )?;
+        Ok(mirror_id)
+    }
+
+    /// Deletes a cluster mirror that mirrors no topic any more.
+    pub fn delete_mirror(&self, name: &str) -> Result<(), ApiError> {
+        let mut inner = self.inner.lock();
+        if !inner.image.mirrors.contains_key(name) {
+            return Err(ApiError::new(
+                tern_protocol::mirror::errors::UNKNOWN_CLUSTER_MIRROR,
+                format!("Cluster mirror {name} does not exist"),
+            ));
+        }
+        let topics = inner.image.mirror_topics(name);
+        if !topics.is_empty() {
+            return Err(ApiError::new(
+                tern_protocol::mirror::errors::CLUSTER_MIRROR_NOT_EMPTY,
+                format!(
+                    "Cluster mirror {name} still mirrors {} topic(s): {}; stop them first",
+                    topics.len(),
+                    topics.join(", ")
+                ),
+            ));
+        }
+        self.commit(
+            &mut inner,
+            vec![MetadataRecord::RemoveClusterMirror {
+                name: name.to_string(),
+            }],
+        )
+    }
+
+    /// Makes sure no producer id below `floor` is handed out from now on (mirrored data
+    /// carries the source cluster's producer ids; ours must not collide with them).
+    pub fn ensure_producer_id_floor(&self, floor: i64) -> Result<(), ApiError> {
+        let mut inner = self.inner.lock();
+        if inner.image.next_producer_id >= floor {
+            return Ok(());
+        }
+        self.commit(
+            &mut inner,
+            vec![MetadataRecord::ProducerIds {
+                next_producer_id: floor,
+            }],
+        )
     }
 
     /// Hands out a block of producer ids; returns (first id, count).

@@ -5,6 +5,7 @@ use std::collections::{BTreeMap, HashMap};
 use uuid::Uuid;
 
 use crate::records::{ConfigResourceType, MetadataRecord};
+pub use crate::topic_configs::{MIRROR_NAME_CONFIG, MIRROR_PAUSED_SUFFIX};
 
 /// A registered broker.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -60,6 +61,19 @@ pub struct MetadataImage {
     pub configs: BTreeMap<(ConfigResourceType, String), BTreeMap<String, String>>,
     /// Next producer id to hand out.
     pub next_producer_id: i64,
+    /// Cluster mirrors by name.
+    pub mirrors: BTreeMap<String, MirrorImage>,
+}
+
+/// One cluster mirror: a source cluster this cluster mirrors topics from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MirrorImage {
+    /// Mirror name.
+    pub name: String,
+    /// Mirror id.
+    pub id: Uuid,
+    /// Mirror configs as set (secrets included; never returned to clients).
+    pub configs: BTreeMap<String, String>,
 }
 
 impl MetadataImage {
@@ -150,6 +164,23 @@ impl MetadataImage {
             MetadataRecord::ProducerIds { next_producer_id } => {
                 self.next_producer_id = self.next_producer_id.max(*next_producer_id);
             }
+            MetadataRecord::ClusterMirror {
+                name,
+                mirror_id,
+                configs,
+            } => {
+                self.mirrors.insert(
+                    name.clone(),
+                    MirrorImage {
+                        name: name.clone(),
+                        id: *mirror_id,
+                        configs: configs.clone(),
+                    },
+                );
+            }
+            MetadataRecord::RemoveClusterMirror { name } => {
+                self.mirrors.remove(name);
+            }
         }
     }
 
@@ -161,6 +192,21 @@ impl MetadataImage {
     /// The topic of an id.
     pub fn topic_by_id(&self, id: &Uuid) -> Option<&TopicImage> {
         self.topics.get(id)
+    }
+
+    /// Names of the topics that `mirror` mirrors now, paused ones included (not the stopped).
+    pub fn mirror_topics(&self, mirror: &str) -> Vec<String> {
+        let paused = format!("{mirror}{MIRROR_PAUSED_SUFFIX}");
+        self.configs
+            .iter()
+            .filter(|((kind, _), configs)| {
+                *kind == ConfigResourceType::Topic
+                    && configs
+                        .get(MIRROR_NAME_CONFIG)
+                        .is_some_and(|m| m == mirror || *m == paused)
+            })
+            .map(|((_, name), _)| name.clone())
+            .collect()
     }
 
     /// The explicitly set configs of a topic.

@@ -71,4 +71,18 @@ pub enum MetadataRecord {
         /// The next id not yet handed out.
         next_producer_id: i64,
     },
+    /// A cluster mirror was defined: a source cluster and how to reach it.
+    ClusterMirror {
+        /// Mirror name.
+        name: String,
+        /// Mirror id.
+        mirror_id: Uuid,
+        /// Mirror configs (`bootstrap.servers`, `mirror.fetch.*`, ...), secrets included.
+        configs: std::collections::BTreeMap<String, String>,
+    },
+    /// A cluster mirror was deleted.
+    RemoveClusterMirror {
+        /// Mirror name.
+        name: String,
+    },
 }

@@ -1,6 +1,14 @@
 //! The catalog of topic configs Tern accepts: Kafka's names, types, defaults and the broker
 //! config that supplies each default.
 
+/// Topic config naming the cluster mirror a topic is mirrored by; while set (without the
+/// [`MIRROR_REMOVED_SUFFIX`]) the topic is read-only.
+pub const MIRROR_NAME_CONFIG: &str = "mirror.name";
+/// Appended to `mirror.name` when a topic is stopped (failed over): the mirror it came from.
+pub const MIRROR_REMOVED_SUFFIX: &str = ".removed";
+/// Appended to `mirror.name` while a topic's mirroring is paused (still read-only).
+pub const MIRROR_PAUSED_SUFFIX: &str = ".paused";
+
 /// Value type of a config, as DescribeConfigs reports it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ConfigType {
@@ -191,7 +199,7 @@ pub const TOPIC_CONFIGS: &[TopicConfigDef] = &[
         Some(1.0),
         &[],
     ),
-    def("mirror.name", "", ConfigType::String, None, None, &[]),
+    def(MIRROR_NAME_CONFIG, "", ConfigType::String, None, None, &[]),
     def(
         "preallocate",
         "false",

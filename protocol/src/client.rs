@@ -8,6 +8,7 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpStream, ToSocketAddrs};
 
 use crate::frame::{read_frame, write_frame, FrameError};
+use crate::mirror::{decode_mirror_response, encode_mirror_request, MirrorRequest, MirrorResponse};
 
 /// Largest response a client accepts.
 const MAX_RESPONSE_BYTES: usize = 256 * 1024 * 1024;
@@ -102,5 +103,27 @@ impl KafkaConnection {
             });
         }
         R::Response::decode(&mut frame, version).map_err(|e| ClientError::Codec(e.to_string()))
+    }
+
+    /// Sends a mirror RPC (version 0) and waits for its response.
+    pub async fn send_mirror(
+        &mut self,
+        request: &MirrorRequest,
+    ) -> Result<MirrorResponse, ClientError> {
+        let correlation_id = self.next_correlation_id;
+        self.next_correlation_id = self.next_correlation_id.wrapping_add(1);
+        let buf = encode_mirror_request(correlation_id, &self.client_id, request);
+        self.send_raw_frame(&buf).await?;
+        let mut frame = self.read_raw_frame().await?;
+        // Response header v1: correlation id, then a tagged-field section.
+        let response_header =
+            ResponseHeader::decode(&mut frame, 1).map_err(|e| ClientError::Codec(e.to_string()))?;
+        if response_header.correlation_id != correlation_id {
+            return Err(ClientError::CorrelationMismatch {
+                sent: correlation_id,
+                got: response_header.correlation_id,
+            });
+        }
+        decode_mirror_response(request.api_key(), frame).map_err(ClientError::Codec)
     }
 }

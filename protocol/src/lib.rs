@@ -6,5 +6,6 @@ pub mod client;
 pub mod compression;
 pub mod error;
 pub mod frame;
+pub mod mirror;
 pub mod record_batch;
 pub mod records;

@@ -1110,6 +1110,11 @@ impl Log {
         self.producers.lock().get(producer_id).cloned()
     }
 
+    /// The largest producer id with state in this log (mirrored logs carry the source's ids).
+    pub fn max_producer_id(&self) -> Option<i64> {
+        self.producers.lock().max_producer_id()
+    }
+
     /// min(`high_watermark`, first offset of the earliest ongoing transaction).
     pub fn last_stable_offset(&self, high_watermark: i64) -> i64 {
         match self.producers.lock().first_unstable_offset() {

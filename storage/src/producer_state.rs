@@ -123,6 +123,11 @@ impl ProducerStateManager {
         self.producers.get(&producer_id)
     }
 
+    /// The largest producer id with state in this log.
+    pub fn max_producer_id(&self) -> Option<i64> {
+        self.producers.keys().max().copied()
+    }
+
     /// First offset of the earliest ongoing transaction.
     pub fn first_unstable_offset(&self) -> Option<i64> {
         self.ongoing.keys().next().copied()

@@ -40,9 +40,19 @@ fn apply(
     if resource_type != RESOURCE_TOPIC {
         return Err(unsupported_resource(resource_type));
     }
+    let changes = changes?;
+    if changes
+        .iter()
+        .any(|(k, _)| k == tern_controller::topic_configs::MIRROR_NAME_CONFIG)
+    {
+        return Err(ApiError::new(
+            ResponseError::InvalidConfig,
+            "mirror.name is managed by cluster mirroring (tern mirrors --start/--stop) and cannot be altered",
+        ));
+    }
     broker
         .controller
-        .alter_topic_configs(name, &changes?, replace_all, validate_only)?;
+        .alter_topic_configs(name, &changes, replace_all, validate_only)?;
     if !validate_only {
         broker.replicas.apply_image(&broker.controller.image());
     }

@@ -28,6 +28,13 @@ pub fn handle(broker: &Broker, req: CreateTopicsRequest, version: i16) -> Create
             }
             let mut configs = Vec::with_capacity(t.configs.len());
             for c in &t.configs {
+                if c.name.as_str() == tern_controller::topic_configs::MIRROR_NAME_CONFIG {
+                    return result
+                        .with_error_code(ResponseError::InvalidConfig.code())
+                        .with_error_message(Some(sb(
+                            "mirror.name is managed by cluster mirroring (tern mirrors --start)",
+                        )));
+                }
                 match &c.value {
                     Some(v) => configs.push((c.name.to_string(), v.to_string())),
                     None => {

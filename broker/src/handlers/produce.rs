@@ -27,7 +27,8 @@ pub async fn handle(broker: &Broker, req: ProduceRequest, _version: i16) -> Prod
     for topic in req.topic_data {
         let name = topic.name.0.to_string();
         let configs = image.topic_configs(&name);
-        let read_only = configs.get("mirror.name").is_some_and(|m| !m.is_empty());
+        let mirror_name = configs.get(tern_controller::topic_configs::MIRROR_NAME_CONFIG);
+        let topic_id = image.topic(&name).map(|t| t.id).unwrap_or_default();
         let effective = |key: &str, broker_key: &str, default: &str| -> String {
             configs
                 .get(key)
@@ -60,7 +61,10 @@ pub async fn handle(broker: &Broker, req: ProduceRequest, _version: i16) -> Prod
                     continue;
                 }
             };
-            if read_only {
+            if broker
+                .mirrors
+                .is_read_only(topic_id, pd.index, mirror_name.map(String::as_str))
+            {
                 partitions.push(error_partition(
                     pd.index,
                     READ_ONLY_TOPIC,

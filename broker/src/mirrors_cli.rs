@@ -1,0 +1,463 @@
+//! `tern mirrors`: the admin CLI for cluster mirrors, after the prototype's
+//! `kafka-cluster-mirrors.sh` (same actions, options and table layouts).
+
+use std::path::PathBuf;
+
+use anyhow::{anyhow, bail, Context, Result};
+use tern_protocol::client::KafkaConnection;
+use tern_protocol::error::ResponseError;
+use tern_protocol::mirror::errors::mirror_error_name;
+use tern_protocol::mirror::*;
+
+/// What to do (exactly one).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    /// --create
+    Create,
+    /// --start
+    Start,
+    /// --stop
+    Stop,
+    /// --pause
+    Pause,
+    /// --resume
+    Resume,
+    /// --list
+    List,
+    /// --describe
+    Describe,
+    /// --delete
+    Delete,
+}
+
+/// Parsed `tern mirrors` options.
+#[derive(Debug, Clone)]
+pub struct MirrorsArgs {
+    /// The destination cluster (a Tern broker).
+    pub bootstrap_server: String,
+    /// The action.
+    pub action: Action,
+    /// --mirror
+    pub mirror: Option<String>,
+    /// --mirror-config (properties file with the source's settings)
+    pub mirror_config: Option<PathBuf>,
+    /// --topics (comma-separated names or regexes)
+    pub topics: Option<String>,
+    /// --exclude (comma-separated regexes, with --start)
+    pub exclude: Option<String>,
+    /// --json (with --describe)
+    pub json: bool,
+    /// --failed (with --describe)
+    pub failed: bool,
+}
+
+/// Kafka's name for an error code (`UNKNOWN_TOPIC_OR_PARTITION`, `READ_ONLY_TOPIC`, ...).
+pub fn error_name(code: i16) -> String {
+    if let Some(n) = mirror_error_name(code) {
+        return n.to_string();
+    }
+    match ResponseError::try_from_code(code) {
+        None => "NONE".into(),
+        Some(ResponseError::Unknown(c)) => format!("ERROR_{c}"),
+        Some(e) => {
+            let camel = format!("{e:?}");
+            let mut out = String::new();
+            for (i, ch) in camel.chars().enumerate() {
+                if ch.is_ascii_uppercase() && i > 0 {
+                    out.push('_');
+                }
+                out.push(ch.to_ascii_uppercase());
+            }
+            out
+        }
+    }
+}
+
+fn is_pattern(item: &str) -> bool {
+    item.chars().any(|c| "*?[]()|+^$\\{}".contains(c))
+}
+
+fn split(list: &str) -> Vec<String> {
+    list.split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+fn left_truncate(s: &str, width: usize) -> String {
+    if s.chars().count() <= width {
+        return s.to_string();
+    }
+    let tail: String = s
+        .chars()
+        .rev()
+        .take(width - 3)
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .collect();
+    format!("...{tail}")
+}
+
+fn dash(v: i64) -> String {
+    if v < 0 {
+        "-".into()
+    } else {
+        v.to_string()
+    }
+}
+
+fn json_str(s: &str) -> String {
+    let mut out = String::from("\"");
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// Runs the command; returns the process exit code.
+pub async fn run(args: MirrorsArgs) -> Result<i32> {
+    let need_mirror = || {
+        args.mirror
+            .clone()
+            .ok_or_else(|| anyhow!("--mirror is required with this action"))
+    };
+    let need_topics = || {
+        args.topics
+            .clone()
+            .ok_or_else(|| anyhow!("--topics is required with this action"))
+    };
+    if args.exclude.is_some() && args.action != Action::Start {
+        bail!("--exclude is only valid with --start");
+    }
+    if (args.json || args.failed) && args.action != Action::Describe {
+        bail!("--json and --failed are only valid with --describe");
+    }
+    let mut conn = KafkaConnection::connect(args.bootstrap_server.as_str(), "tern-mirrors-cli")
+        .await
+        .with_context(|| format!("connecting to {}", args.bootstrap_server))?;
+    match args.action {
+        Action::Create => {
+            let mirror = need_mirror()?;
+            let path = args
+                .mirror_config
+                .clone()
+                .ok_or_else(|| anyhow!("--mirror-config is required with --create"))?;
+            let text = std::fs::read_to_string(&path)
+                .with_context(|| format!("reading {}", path.display()))?;
+            let configs = crate::config::parse_properties(&text)
+                .into_iter()
+                .map(|(k, v)| (k, Some(v)))
+                .collect();
+            let r = conn
+                .send_mirror(&MirrorRequest::CreateClusterMirror(
+                    CreateClusterMirrorRequest {
+                        mirror_name: mirror.clone(),
+                        configs,
+                    },
+                ))
+                .await?;
+            let MirrorResponse::CreateClusterMirror(r) = r else {
+                bail!("unexpected response")
+            };
+            check_top(r.error_code, r.error_message)?;
+            println!("Created mirror {mirror}");
+            Ok(0)
+        }
+        Action::Delete => {
+            let mirror = need_mirror()?;
+            let r = conn
+                .send_mirror(&MirrorRequest::DeleteClusterMirror(
+                    DeleteClusterMirrorRequest {
+                        mirror_name: mirror.clone(),
+                        ..Default::default()
+                    },
+                ))
+                .await?;
+            let MirrorResponse::DeleteClusterMirror(r) = r else {
+                bail!("unexpected response")
+            };
+            check_top(r.error_code, r.error_message)?;
+            println!("Deleted mirror {mirror}");
+            Ok(0)
+        }
+        Action::Start => {
+            let mirror = need_mirror()?;
+            let items = split(&need_topics()?);
+            let (patterns, names): (Vec<String>, Vec<String>) =
+                items.into_iter().partition(|i| is_pattern(i));
+            let r = conn
+                .send_mirror(&MirrorRequest::StartMirrorTopics(
+                    StartMirrorTopicsRequest {
+                        mirror_name: mirror.clone(),
+                        topics: names
+                            .iter()
+                            .map(|n| StartMirrorTopic {
+                                topic_name: n.clone(),
+                                num_partitions: -1,
+                                ..Default::default()
+                            })
+                            .collect(),
+                        include_patterns: patterns,
+                        exclude_patterns: args.exclude.as_deref().map(split).unwrap_or_default(),
+                        ..Default::default()
+                    },
+                ))
+                .await?;
+            let MirrorResponse::StartMirrorTopics(r) = r else {
+                bail!("unexpected response")
+            };
+            topics_outcome(r, |ok| {
+                if ok.is_empty() {
+                    "No matching topics found on the source.".to_string()
+                } else {
+                    format!(
+                        "Started {} mirror topic(s) in mirror {mirror}: {}",
+                        ok.len(),
+                        ok.join(", ")
+                    )
+                }
+            })
+        }
+        Action::Stop | Action::Pause | Action::Resume => {
+            let mirror = need_mirror()?;
+            let items = split(&need_topics()?);
+            let (patterns, mut names): (Vec<String>, Vec<String>) =
+                items.into_iter().partition(|i| is_pattern(i));
+            if !patterns.is_empty() && args.action != Action::Stop {
+                // Pause and resume take names: resolve patterns against the mirror's topics.
+                let r = conn
+                    .send_mirror(&MirrorRequest::ListClusterMirrors(
+                        ListClusterMirrorsRequest {
+                            include_topic_names: true,
+                        },
+                    ))
+                    .await?;
+                if let MirrorResponse::ListClusterMirrors(l) = r {
+                    let set = tern_mirror::config::PatternSet::parse(&patterns.join(","));
+                    for m in l.mirrors.into_iter().filter(|m| m.mirror_name == mirror) {
+                        names.extend(m.topic_names.into_iter().filter(|t| set.matches(t)));
+                    }
+                }
+            }
+            let req = MirrorTopicsRequest {
+                mirror_name: mirror.clone(),
+                topics: names,
+                patterns: if args.action == Action::Stop {
+                    patterns
+                } else {
+                    Vec::new()
+                },
+                ..Default::default()
+            };
+            let (request, verb) = match args.action {
+                Action::Stop => (MirrorRequest::StopMirrorTopics(req), "Stopped"),
+                Action::Pause => (MirrorRequest::PauseMirrorTopics(req), "Paused"),
+                _ => (MirrorRequest::ResumeMirrorTopics(req), "Resumed"),
+            };
+            let r = match conn.send_mirror(&request).await? {
+                MirrorResponse::StopMirrorTopics(r)
+                | MirrorResponse::PauseMirrorTopics(r)
+                | MirrorResponse::ResumeMirrorTopics(r) => r,
+                _ => bail!("unexpected response"),
+            };
+            topics_outcome(r, |ok| {
+                format!(
+                    "{verb} mirroring for {} topic(s) in mirror {mirror}: {}",
+                    ok.len(),
+                    ok.join(", ")
+                )
+            })
+        }
+        Action::List => {
+            let r = conn
+                .send_mirror(&MirrorRequest::ListClusterMirrors(
+                    ListClusterMirrorsRequest {
+                        include_topic_names: false,
+                    },
+                ))
+                .await?;
+            let MirrorResponse::ListClusterMirrors(r) = r else {
+                bail!("unexpected response")
+            };
+            check_top(r.error_code, r.error_message)?;
+            let mut mirrors = r.mirrors;
+            mirrors.sort_by(|a, b| a.mirror_name.cmp(&b.mirror_name));
+            if mirrors.is_empty() {
+                println!("No mirrors found");
+                return Ok(0);
+            }
+            println!(
+                "{:<30} {:<10} {:<26} {:<50}",
+                "MIRROR", "TOPICS", "SOURCE-CLUSTER-ID", "SOURCE-BOOTSTRAP-SERVER"
+            );
+            for m in mirrors {
+                let id = if m.source_cluster_id.is_empty() {
+                    "-".to_string()
+                } else {
+                    m.source_cluster_id
+                };
+                let bootstrap = if m.source_bootstrap.is_empty() {
+                    "-".to_string()
+                } else {
+                    left_truncate(&m.source_bootstrap, 50)
+                };
+                println!(
+                    "{:<30} {:<10} {:<26} {:<50}",
+                    left_truncate(&m.mirror_name, 30),
+                    m.topic_count,
+                    id,
+                    bootstrap
+                );
+            }
+            Ok(0)
+        }
+        Action::Describe => {
+            let r = conn
+                .send_mirror(&MirrorRequest::DescribeClusterMirrors(
+                    DescribeClusterMirrorsRequest {
+                        mirror_names: args.mirror.clone().into_iter().collect(),
+                        ..Default::default()
+                    },
+                ))
+                .await?;
+            let MirrorResponse::DescribeClusterMirrors(r) = r else {
+                bail!("unexpected response")
+            };
+            check_top(r.error_code, r.error_message)?;
+            let mut rows = Vec::new();
+            for m in &r.mirrors {
+                if m.error_code != 0 {
+                    bail!(
+                        "{}: cluster mirror {}",
+                        error_name(m.error_code),
+                        m.mirror_name
+                    );
+                }
+                for t in &m.topics {
+                    for p in &t.partitions {
+                        rows.push((m.mirror_name.clone(), t.topic_name.clone(), p.clone()));
+                    }
+                }
+            }
+            rows.sort_by(|a, b| {
+                (&a.0, &a.1, a.2.partition_index).cmp(&(&b.0, &b.1, b.2.partition_index))
+            });
+            if args.failed {
+                rows.retain(|r| r.2.state_value == "FAILED");
+            }
+            if args.json {
+                let items: Vec<String> = rows
+                    .iter()
+                    .map(|(m, t, p)| {
+                        format!(
+                            "{{\"mirror\":{},\"topic\":{},\"partition\":{},\"sourceOffset\":{},\"destinationOffset\":{},\"lag\":{},\"state\":{},\"retryAttempt\":{},\"errorMessage\":{}}}",
+                            json_str(m), json_str(t), p.partition_index, p.source_offset, p.destination_offset, p.lag,
+                            json_str(&p.state_value), p.retry_attempt,
+                            p.error_message.as_deref().map(json_str).unwrap_or_else(|| "null".into())
+                        )
+                    })
+                    .collect();
+                println!("[{}]", items.join(","));
+                return Ok(0);
+            }
+            if rows.is_empty() {
+                println!(
+                    "{}",
+                    if args.failed {
+                        "No failed partitions found"
+                    } else {
+                        "No mirror partitions found"
+                    }
+                );
+                return Ok(0);
+            }
+            if args.failed {
+                println!(
+                    "{:<30} {:<40} {:<10} {:<7} ERROR",
+                    "MIRROR", "TOPIC", "PARTITION", "RETRY"
+                );
+                for (m, t, p) in rows {
+                    let retry = if p.retry_attempt < 0 {
+                        "NonRetryable".to_string()
+                    } else {
+                        p.retry_attempt.to_string()
+                    };
+                    let mut err = p.error_message.unwrap_or_default();
+                    if err.chars().count() > 80 {
+                        err = format!("{}...", err.chars().take(77).collect::<String>());
+                    }
+                    println!(
+                        "{:<30} {:<40} {:<10} {:<7} {}",
+                        m, t, p.partition_index, retry, err
+                    );
+                }
+                return Ok(0);
+            }
+            println!(
+                "{:<30} {:<40} {:<10} {:<15} {:<18} {:<10} {:<12}",
+                "MIRROR",
+                "TOPIC",
+                "PARTITION",
+                "SOURCE-OFFSET",
+                "DESTINATION-OFFSET",
+                "LAG",
+                "STATE"
+            );
+            for (m, t, p) in rows {
+                println!(
+                    "{:<30} {:<40} {:<10} {:<15} {:<18} {:<10} {:<12}",
+                    m,
+                    t,
+                    p.partition_index,
+                    dash(p.source_offset),
+                    dash(p.destination_offset),
+                    dash(p.lag),
+                    p.state_value
+                );
+            }
+            Ok(0)
+        }
+    }
+}
+
+fn check_top(code: i16, message: Option<String>) -> Result<()> {
+    if code != 0 {
+        bail!("{}: {}", error_name(code), message.unwrap_or_default());
+    }
+    Ok(())
+}
+
+fn topics_outcome(
+    r: TopicsMirrorResponse,
+    ok_line: impl FnOnce(&[String]) -> String,
+) -> Result<i32> {
+    check_top(r.error_code, r.error_message)?;
+    let mut ok = Vec::new();
+    let mut failed = 0;
+    for t in r.topics {
+        if t.error_code == 0 {
+            ok.push(t.name);
+        } else {
+            failed += 1;
+            eprintln!(
+                "Error for topic {}: {}: {}",
+                t.name,
+                error_name(t.error_code),
+                t.error_message.unwrap_or_default()
+            );
+        }
+    }
+    if !ok.is_empty() || failed == 0 {
+        println!("{}", ok_line(&ok));
+    }
+    Ok(if failed > 0 { 1 } else { 0 })
+}

@@ -1,0 +1,334 @@
+//! Mirror configs: the per-mirror settings given to CreateClusterMirror (validated here, stored
+//! in the controller's metadata) and the broker-level `mirror.*` settings.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use regex::Regex;
+
+/// Why a mirror config was refused (reported as INVALID_CONFIG).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct InvalidMirrorConfig(pub String);
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Str,
+    /// A non-negative integer.
+    Int,
+    /// Comma-separated regexes.
+    Regexes,
+    /// Comma-separated strings.
+    List,
+}
+
+/// The per-mirror keys Tern knows, with their types and defaults.
+const MIRROR_KEYS: &[(&str, Kind, &str)] = &[
+    ("bootstrap.servers", Kind::List, ""),
+    ("security.protocol", Kind::Str, "PLAINTEXT"),
+    ("mirror.source.cluster.id", Kind::Str, ""),
+    ("request.timeout.ms", Kind::Int, "30000"),
+    ("socket.connection.setup.timeout.ms", Kind::Int, "10000"),
+    ("socket.connection.setup.timeout.max.ms", Kind::Int, "30000"),
+    ("connections.max.idle.ms", Kind::Int, "600000"),
+    ("mirror.fetch.wait.max.ms", Kind::Int, "1000"),
+    ("mirror.fetch.backoff.ms", Kind::Int, "1000"),
+    ("mirror.fetch.min.bytes", Kind::Int, "1"),
+    ("mirror.fetch.response.max.bytes", Kind::Int, "10485760"),
+    ("mirror.fetch.max.bytes", Kind::Int, "1048576"),
+    ("mirror.socket.timeout.ms", Kind::Int, "30000"),
+    ("mirror.socket.receive.buffer.bytes", Kind::Int, "65536"),
+    (
+        "mirror.topic.properties.exclude",
+        Kind::List,
+        "follower.replication.throttled.replicas,leader.replication.throttled.replicas,message.timestamp.difference.max.ms,log.message.timestamp.before.max.ms,log.message.timestamp.after.max.ms,message.timestamp.type,unclean.leader.election.enable,min.insync.replicas",
+    ),
+    ("mirror.topics.include", Kind::Regexes, ""),
+    ("mirror.topics.exclude", Kind::Regexes, "__.*"),
+    ("mirror.groups.include", Kind::Regexes, ".*"),
+    ("mirror.groups.exclude", Kind::Regexes, ""),
+    ("mirror.acls.include", Kind::Str, "*"),
+    ("sasl.mechanism", Kind::Str, "PLAIN"),
+];
+
+/// Whether a key holds a secret that is never returned to clients.
+pub fn is_secret(key: &str) -> bool {
+    key == "sasl.jaas.config"
+        || key.contains("password")
+        || key == "ssl.keystore.key"
+        || key == "ssl.keystore.certificate.chain"
+        || key.starts_with("sasl.") && key.contains("secret")
+}
+
+/// Checks a CreateClusterMirror config and fills nothing in; returns the configs to store.
+pub fn validate_mirror_configs(
+    configs: &[(String, Option<String>)],
+) -> Result<BTreeMap<String, String>, InvalidMirrorConfig> {
+    let mut out = BTreeMap::new();
+    for (key, value) in configs {
+        let Some(value) = value else {
+            return Err(InvalidMirrorConfig(format!(
+                "Mirror config {key} has a null value"
+            )));
+        };
+        let known = MIRROR_KEYS.iter().find(|(k, _, _)| k == key);
+        match known {
+            Some((_, kind, _)) => check_value(key, *kind, value)?,
+            None if key.starts_with("sasl.") || key.starts_with("ssl.") => {}
+            None => return Err(InvalidMirrorConfig(format!("Unknown mirror config {key}"))),
+        }
+        if out.insert(key.clone(), value.clone()).is_some() {
+            return Err(InvalidMirrorConfig(format!(
+                "Mirror config {key} is given twice"
+            )));
+        }
+    }
+    match out.get("bootstrap.servers") {
+        None => {
+            return Err(InvalidMirrorConfig(
+                "Missing required mirror config bootstrap.servers".into(),
+            ))
+        }
+        Some(servers) => {
+            for server in split_list(servers) {
+                parse_host_port(server)?;
+            }
+        }
+    }
+    let protocol = out
+        .get("security.protocol")
+        .map(String::as_str)
+        .unwrap_or("PLAINTEXT");
+    match protocol {
+        "PLAINTEXT" => {}
+        "SSL" | "SASL_PLAINTEXT" | "SASL_SSL" => {
+            return Err(InvalidMirrorConfig(format!(
+                "security.protocol={protocol} is not supported by Tern yet: only PLAINTEXT sources can be mirrored"
+            )))
+        }
+        other => {
+            return Err(InvalidMirrorConfig(format!(
+                "Invalid value {other} for security.protocol: one of PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL"
+            )))
+        }
+    }
+    Ok(out)
+}
+
+fn check_value(key: &str, kind: Kind, value: &str) -> Result<(), InvalidMirrorConfig> {
+    match kind {
+        Kind::Str | Kind::List => Ok(()),
+        Kind::Int => match value.trim().parse::<i64>() {
+            Ok(n) if (0..=i32::MAX as i64).contains(&n) => Ok(()),
+            _ => Err(InvalidMirrorConfig(format!(
+                "Invalid value {value} for mirror config {key}: expected an integer between 0 and {}",
+                i32::MAX
+            ))),
+        },
+        Kind::Regexes => {
+            for pattern in split_list(value) {
+                Regex::new(&format!("^(?:{pattern})$")).map_err(|e| {
+                    InvalidMirrorConfig(format!(
+                        "Invalid regex {pattern} in mirror config {key}: {e}"
+                    ))
+                })?;
+            }
+            Ok(())
+        }
+    }
+}
+
+/// Splits a comma-separated list, trimming and dropping empty items.
+pub fn split_list(value: &str) -> impl Iterator<Item = &str> {
+    value.split(',').map(str::trim).filter(|s| !s.is_empty())
+}
+
+/// Parses `host:port`.
+pub fn parse_host_port(server: &str) -> Result<(String, u16), InvalidMirrorConfig> {
+    let bad = || {
+        InvalidMirrorConfig(format!(
+            "Invalid bootstrap server {server}: expected host:port"
+        ))
+    };
+    let (host, port) = server.rsplit_once(':').ok_or_else(bad)?;
+    let port: u16 = port.parse().map_err(|_| bad())?;
+    if host.is_empty() || port == 0 {
+        return Err(bad());
+    }
+    Ok((host.trim_matches(['[', ']']).to_string(), port))
+}
+
+/// A set of anchored regexes (`mirror.topics.include` and friends).
+#[derive(Debug, Clone, Default)]
+pub struct PatternSet(Vec<Regex>);
+
+impl PatternSet {
+    /// Compiles a comma-separated list; invalid items are skipped (validated on create).
+    pub fn parse(list: &str) -> Self {
+        PatternSet(
+            split_list(list)
+                .filter_map(|p| Regex::new(&format!("^(?:{p})$")).ok())
+                .collect(),
+        )
+    }
+
+    /// Whether any pattern matches all of `name`.
+    pub fn matches(&self, name: &str) -> bool {
+        self.0.iter().any(|r| r.is_match(name))
+    }
+}
+
+/// The effective settings of one mirror.
+#[derive(Debug, Clone)]
+pub struct MirrorSettings {
+    /// Source bootstrap servers.
+    pub bootstrap_servers: Vec<(String, u16)>,
+    /// Fetch long-poll wait.
+    pub fetch_wait_max_ms: i32,
+    /// Fetch min bytes.
+    pub fetch_min_bytes: i32,
+    /// Fetch response max bytes.
+    pub fetch_response_max_bytes: i32,
+    /// Per-partition fetch max bytes.
+    pub fetch_partition_max_bytes: i32,
+    /// Wait after a failed fetch.
+    pub fetch_backoff: Duration,
+    /// How long a source request may take.
+    pub request_timeout: Duration,
+    /// Topic configs not copied from the source.
+    pub topic_properties_exclude: Vec<String>,
+    /// Topics started automatically.
+    pub topics_include: PatternSet,
+    /// Topics never started.
+    pub topics_exclude: PatternSet,
+    /// Consumer groups whose offsets are synced.
+    pub groups_include: PatternSet,
+    /// Consumer groups whose offsets are not synced.
+    pub groups_exclude: PatternSet,
+}
+
+impl MirrorSettings {
+    /// Settings from stored configs, defaults filled in.
+    pub fn from_configs(configs: &BTreeMap<String, String>) -> Self {
+        let get = |key: &str| -> String {
+            configs.get(key).cloned().unwrap_or_else(|| {
+                MIRROR_KEYS
+                    .iter()
+                    .find(|(k, _, _)| *k == key)
+                    .map(|(_, _, d)| d.to_string())
+                    .unwrap_or_default()
+            })
+        };
+        let int = |key: &str| get(key).trim().parse::<i64>().unwrap_or(0);
+        MirrorSettings {
+            bootstrap_servers: split_list(&get("bootstrap.servers"))
+                .filter_map(|s| parse_host_port(s).ok())
+                .collect(),
+            fetch_wait_max_ms: int("mirror.fetch.wait.max.ms") as i32,
+            fetch_min_bytes: int("mirror.fetch.min.bytes") as i32,
+            fetch_response_max_bytes: int("mirror.fetch.response.max.bytes") as i32,
+            fetch_partition_max_bytes: int("mirror.fetch.max.bytes") as i32,
+            fetch_backoff: Duration::from_millis(int("mirror.fetch.backoff.ms") as u64),
+            request_timeout: Duration::from_millis(
+                int("request.timeout.ms").max(int("mirror.socket.timeout.ms")) as u64,
+            ),
+            topic_properties_exclude: split_list(&get("mirror.topic.properties.exclude"))
+                .map(str::to_string)
+                .collect(),
+            topics_include: PatternSet::parse(&get("mirror.topics.include")),
+            topics_exclude: PatternSet::parse(&get("mirror.topics.exclude")),
+            groups_include: PatternSet::parse(&get("mirror.groups.include")),
+            groups_exclude: PatternSet::parse(&get("mirror.groups.exclude")),
+        }
+    }
+}
+
+/// Broker-level mirroring settings.
+#[derive(Debug, Clone)]
+pub struct BrokerMirrorConfig {
+    /// Partitions of `__mirror_state`.
+    pub state_topic_partitions: i32,
+    /// How often source metadata (configs, partitions, group offsets) is synced.
+    pub metadata_refresh_interval: Duration,
+    /// First retry backoff of a FAILED partition (full jitter).
+    pub failed_retry_initial_backoff: Duration,
+    /// Largest retry backoff.
+    pub failed_retry_max_backoff: Duration,
+    /// Retries before a FAILED partition stays failed (0: never retry).
+    pub failed_retry_max_attempts: i16,
+}
+
+impl Default for BrokerMirrorConfig {
+    fn default() -> Self {
+        BrokerMirrorConfig {
+            state_topic_partitions: 50,
+            metadata_refresh_interval: Duration::from_secs(30),
+            failed_retry_initial_backoff: Duration::from_millis(1000),
+            failed_retry_max_backoff: Duration::from_millis(300_000),
+            failed_retry_max_attempts: 100,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg(pairs: &[(&str, &str)]) -> Vec<(String, Option<String>)> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), Some(v.to_string())))
+            .collect()
+    }
+
+    #[test]
+    fn accepts_a_minimal_config() {
+        let c = validate_mirror_configs(&cfg(&[("bootstrap.servers", "localhost:9092")])).unwrap();
+        assert_eq!(c["bootstrap.servers"], "localhost:9092");
+        let s = MirrorSettings::from_configs(&c);
+        assert_eq!(s.bootstrap_servers, vec![("localhost".to_string(), 9092)]);
+        assert_eq!(s.fetch_partition_max_bytes, 1_048_576);
+        assert!(s.topics_exclude.matches("__consumer_offsets"));
+        assert!(!s.topics_exclude.matches("orders"));
+        assert!(s.groups_include.matches("anything"));
+    }
+
+    #[test]
+    fn refuses_bad_configs() {
+        let cases: &[&[(&str, &str)]] = &[
+            &[],
+            &[("bootstrap.servers", "nohostport")],
+            &[("bootstrap.servers", "h:notaport")],
+            &[("bootstrap.servers", "h:1"), ("no.such.key", "x")],
+            &[
+                ("bootstrap.servers", "h:1"),
+                ("mirror.fetch.max.bytes", "-1"),
+            ],
+            &[
+                ("bootstrap.servers", "h:1"),
+                ("mirror.fetch.max.bytes", "lots"),
+            ],
+            &[("bootstrap.servers", "h:1"), ("mirror.topics.include", "(")],
+            &[
+                ("bootstrap.servers", "h:1"),
+                ("security.protocol", "SASL_SSL"),
+            ],
+            &[
+                ("bootstrap.servers", "h:1"),
+                ("security.protocol", "CARRIER_PIGEON"),
+            ],
+        ];
+        for case in cases {
+            assert!(validate_mirror_configs(&cfg(case)).is_err(), "{case:?}");
+        }
+        let null = vec![("bootstrap.servers".to_string(), None)];
+        assert!(validate_mirror_configs(&null).is_err());
+    }
+
+    #[test]
+    fn secrets_are_recognised() {
+        assert!(is_secret("sasl.jaas.config"));
+        assert!(is_secret("ssl.truststore.password"));
+        assert!(!is_secret("bootstrap.servers"));
+    }
+}

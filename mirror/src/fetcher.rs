@@ -1,0 +1,516 @@
+//! Mirror fetchers: one task per (mirror, source broker) sends consumer Fetch requests
+//! (read_committed, many partitions each) to that broker and appends what comes back through
+//! the log's replicated-append path with the partition leader epoch rewritten to ours.
+//! Batches are copied as bytes: never decompressed, never re-checksummed.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::fetch_response::PartitionData;
+use kafka_protocol::messages::{BrokerId, FetchRequest, TopicName};
+use kafka_protocol::protocol::StrBytes;
+use parking_lot::Mutex;
+use tern_protocol::record_batch::RecordBatchHeader;
+use tokio::sync::{mpsc, Notify};
+
+use crate::config::MirrorSettings;
+use crate::host::MirrorHost;
+use crate::source::SourceConnection;
+
+const NOT_LEADER_OR_FOLLOWER: i16 = 6;
+const OFFSET_OUT_OF_RANGE: i16 = 1;
+const FENCED_LEADER_EPOCH: i16 = 74;
+const UNKNOWN_LEADER_EPOCH: i16 = 75;
+
+/// A topic partition by name.
+pub type TopicPartition = (String, i32);
+
+/// What a fetcher keeps per partition.
+#[derive(Debug, Clone)]
+pub struct PartitionFetchState {
+    /// Next offset to fetch (the local log end offset).
+    pub fetch_offset: i64,
+    /// The source leader epoch we believe current, or -1.
+    pub source_epoch: i32,
+}
+
+/// What a fetcher reports to the manager.
+#[derive(Debug)]
+pub enum FetcherEvent {
+    /// The partition was taken out of this fetcher: its source leader must be looked up again.
+    NeedsLeader {
+        /// Mirror name.
+        mirror: String,
+        /// The partition.
+        tp: TopicPartition,
+        /// Why.
+        reason: String,
+    },
+    /// Fetching failed for the partition (connection, storage): it was taken out.
+    Failed {
+        /// Mirror name.
+        mirror: String,
+        /// The partition.
+        tp: TopicPartition,
+        /// Why.
+        reason: String,
+    },
+    /// Progress: the source's high watermark for a partition.
+    SourceHighWatermark {
+        /// Mirror name.
+        mirror: String,
+        /// The partition.
+        tp: TopicPartition,
+        /// Source high watermark.
+        high_watermark: i64,
+    },
+}
+
+/// The shared side of one fetcher task.
+pub struct MirrorFetcher {
+    mirror: String,
+    /// Source broker id.
+    pub broker_id: i32,
+    partitions: Mutex<BTreeMap<TopicPartition, PartitionFetchState>>,
+    changed: Notify,
+    shutdown: Notify,
+}
+
+impl MirrorFetcher {
+    /// Starts a fetcher task for `mirror` against source broker `broker_id` at `host:port`.
+    pub fn spawn(
+        mirror: &str,
+        broker_id: i32,
+        addr: (String, u16),
+        settings: MirrorSettings,
+        host: Arc<dyn MirrorHost>,
+        events: mpsc::UnboundedSender<FetcherEvent>,
+    ) -> Arc<MirrorFetcher> {
+        let fetcher = Arc::new(MirrorFetcher {
+            mirror: mirror.to_string(),
+            broker_id,
+            partitions: Mutex::new(BTreeMap::new()),
+            changed: Notify::new(),
+            shutdown: Notify::new(),
+        });
+        let task = fetcher.clone();
+        tokio::spawn(async move { task.run(addr, settings, host, events).await });
+        fetcher
+    }
+
+    /// Adds (or replaces) a partition.
+    pub fn add(&self, tp: TopicPartition, state: PartitionFetchState) {
+        self.partitions.lock().insert(tp, state);
+        self.changed.notify_one();
+    }
+
+    /// Removes a partition; once this returns, no append for it is in progress or will follow.
+    pub fn remove(&self, tp: &TopicPartition) -> bool {
+        self.partitions.lock().remove(tp).is_some()
+    }
+
+    /// Whether the fetcher holds a partition.
+    pub fn contains(&self, tp: &TopicPartition) -> bool {
+        self.partitions.lock().contains_key(tp)
+    }
+
+    /// Number of partitions.
+    pub fn len(&self) -> usize {
+        self.partitions.lock().len()
+    }
+
+    /// Whether the fetcher holds no partition.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Stops the task (partitions are dropped).
+    pub fn shutdown(&self) {
+        self.partitions.lock().clear();
+        self.shutdown.notify_one();
+    }
+
+    async fn run(
+        self: Arc<Self>,
+        addr: (String, u16),
+        settings: MirrorSettings,
+        host: Arc<dyn MirrorHost>,
+        events: mpsc::UnboundedSender<FetcherEvent>,
+    ) {
+        let mut conn: Option<SourceConnection> = None;
+        loop {
+            if self.is_empty() {
+                tokio::select! {
+                    _ = self.changed.notified() => {}
+                    _ = self.shutdown.notified() => return,
+                    _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+                }
+                continue;
+            }
+            if conn.is_none() {
+                let client_id = format!("tern-mirror-{}", self.mirror);
+                match SourceConnection::connect(
+                    &addr.0,
+                    addr.1,
+                    &client_id,
+                    settings.request_timeout,
+                )
+                .await
+                {
+                    Ok(c) => conn = Some(c),
+                    Err(e) => {
+                        self.fail_all(
+                            &events,
+                            &format!(
+                                "connecting to source broker {} at {}:{}: {e}",
+                                self.broker_id, addr.0, addr.1
+                            ),
+                        );
+                        continue;
+                    }
+                }
+            }
+            let Some(c) = conn.as_mut() else { continue };
+            let Some(version) = c.fetch_version() else {
+                self.fail_all(
+                    &events,
+                    "the source broker offers no Fetch version between 4 and 12",
+                );
+                conn = None;
+                continue;
+            };
+            let request = self.build_request(&settings);
+            let response = tokio::select! {
+                r = c.fetch(&request, version) => r,
+                _ = self.shutdown.notified() => return,
+            };
+            match response {
+                Ok(response) => {
+                    if response.error_code != 0 {
+                        self.fail_all(
+                            &events,
+                            &format!("source Fetch error {}", response.error_code),
+                        );
+                        conn = None;
+                        tokio::time::sleep(settings.fetch_backoff).await;
+                        continue;
+                    }
+                    let mut any_data = false;
+                    for topic in response.responses {
+                        let name = topic.topic.to_string();
+                        for p in topic.partitions {
+                            let tp = (name.clone(), p.partition_index);
+                            any_data |= self
+                                .handle_partition(&tp, p, version, c, &*host, &events)
+                                .await;
+                        }
+                    }
+                    let _ = any_data;
+                }
+                Err(e) => {
+                    self.fail_all(
+                        &events,
+                        &format!("fetching from source broker {}: {e}", self.broker_id),
+                    );
+                    conn = None;
+                }
+            }
+        }
+    }
+
+    fn build_request(&self, settings: &MirrorSettings) -> FetchRequest {
+        let parts = self.partitions.lock();
+        let mut topics: BTreeMap<&str, Vec<FetchPartition>> = BTreeMap::new();
+        for ((topic, partition), st) in parts.iter() {
+            topics.entry(topic).or_default().push(
+                FetchPartition::default()
+                    .with_partition(*partition)
+                    .with_current_leader_epoch(st.source_epoch)
+                    .with_fetch_offset(st.fetch_offset)
+                    .with_last_fetched_epoch(-1)
+                    .with_log_start_offset(-1)
+                    .with_partition_max_bytes(settings.fetch_partition_max_bytes),
+            );
+        }
+        FetchRequest::default()
+            .with_replica_id(BrokerId(-1))
+            .with_max_wait_ms(settings.fetch_wait_max_ms)
+            .with_min_bytes(settings.fetch_min_bytes)
+            .with_max_bytes(settings.fetch_response_max_bytes)
+            .with_isolation_level(1)
+            .with_session_id(0)
+            .with_session_epoch(-1)
+            .with_topics(
+                topics
+                    .into_iter()
+                    .map(|(t, ps)| {
+                        FetchTopic::default()
+                            .with_topic(TopicName(StrBytes::from_string(t.to_string())))
+                            .with_partitions(ps)
+                    })
+                    .collect(),
+            )
+    }
+
+    fn fail_all(&self, events: &mpsc::UnboundedSender<FetcherEvent>, reason: &str) {
+        let removed: Vec<TopicPartition> = {
+            let mut parts = self.partitions.lock();
+            std::mem::take(&mut *parts).into_keys().collect()
+        };
+        tracing::warn!(mirror = %self.mirror, broker = self.broker_id, partitions = removed.len(), reason, "mirror fetch failed");
+        for tp in removed {
+            let _ = events.send(FetcherEvent::Failed {
+                mirror: self.mirror.clone(),
+                tp,
+                reason: reason.to_string(),
+            });
+        }
+    }
+
+    fn take_out(&self, tp: &TopicPartition) -> bool {
+        self.partitions.lock().remove(tp).is_some()
+    }
+
+    /// Handles one partition of a fetch response; returns whether records were appended.
+    async fn handle_partition(
+        &self,
+        tp: &TopicPartition,
+        data: PartitionData,
+        version: i16,
+        conn: &mut SourceConnection,
+        host: &dyn MirrorHost,
+        events: &mpsc::UnboundedSender<FetcherEvent>,
+    ) -> bool {
+        match data.error_code {
+            0 => {
+                let _ = events.send(FetcherEvent::SourceHighWatermark {
+                    mirror: self.mirror.clone(),
+                    tp: tp.clone(),
+                    high_watermark: data.high_watermark,
+                });
+                // Appending under the partitions lock: a partition removed by the manager
+                // (stop, pause) never sees a late append.
+                let mut parts = self.partitions.lock();
+                let Some(st) = parts.get_mut(tp) else {
+                    return false;
+                };
+                match append_fetched(tp, st, &data, host) {
+                    Ok(appended) => appended,
+                    Err(reason) => {
+                        parts.remove(tp);
+                        drop(parts);
+                        let _ = events.send(FetcherEvent::Failed {
+                            mirror: self.mirror.clone(),
+                            tp: tp.clone(),
+                            reason,
+                        });
+                        false
+                    }
+                }
+            }
+            FENCED_LEADER_EPOCH | UNKNOWN_LEADER_EPOCH
+                if version >= 12
+                    && data.current_leader.leader_id.0 == self.broker_id
+                    && data.current_leader.leader_epoch >= 0 =>
+            {
+                // The reply names the current epoch of this same leader: adopt it.
+                if let Some(st) = self.partitions.lock().get_mut(tp) {
+                    st.source_epoch = data.current_leader.leader_epoch;
+                }
+                false
+            }
+            OFFSET_OUT_OF_RANGE => {
+                if let Err(reason) = self.handle_out_of_range(tp, conn, host).await {
+                    if self.take_out(tp) {
+                        let _ = events.send(FetcherEvent::Failed {
+                            mirror: self.mirror.clone(),
+                            tp: tp.clone(),
+                            reason,
+                        });
+                    }
+                }
+                false
+            }
+            code => {
+                if self.take_out(tp) {
+                    let reason = match code {
+                        NOT_LEADER_OR_FOLLOWER => "the source leader moved".to_string(),
+                        FENCED_LEADER_EPOCH => "fenced leader epoch".to_string(),
+                        _ => format!("source error code {code}"),
+                    };
+                    let _ = events.send(FetcherEvent::NeedsLeader {
+                        mirror: self.mirror.clone(),
+                        tp: tp.clone(),
+                        reason,
+                    });
+                }
+                false
+            }
+        }
+    }
+
+    /// The fetch offset is outside the source log: below its start (retention moved it), so
+    /// the local log restarts at the source's start; or above its end, so it is truncated.
+    async fn handle_out_of_range(
+        &self,
+        tp: &TopicPartition,
+        conn: &mut SourceConnection,
+        host: &dyn MirrorHost,
+    ) -> Result<(), String> {
+        let earliest = conn
+            .list_offsets(&tp.0, &[tp.1], -2)
+            .await
+            .map_err(|e| format!("ListOffsets earliest: {e}"))?;
+        let latest = conn
+            .list_offsets(&tp.0, &[tp.1], -1)
+            .await
+            .map_err(|e| format!("ListOffsets latest: {e}"))?;
+        let pick = |v: &[(i32, i16, i64)]| {
+            v.iter()
+                .find(|(p, code, _)| *p == tp.1 && *code == 0)
+                .map(|(_, _, o)| *o)
+        };
+        let (Some(start), Some(end)) = (pick(&earliest), pick(&latest)) else {
+            return Err("ListOffsets on the source failed".into());
+        };
+        let mut parts = self.partitions.lock();
+        let Some(st) = parts.get_mut(tp) else {
+            return Ok(());
+        };
+        let replica = host
+            .leader_replica(&tp.0, tp.1)
+            .ok_or_else(|| "no longer the local leader".to_string())?;
+        let log = &replica.log;
+        let leo = log.log_end_offset();
+        if leo < start {
+            tracing::info!(topic = %tp.0, partition = tp.1, local_end = leo, source_start = start, "source retention passed the mirror: restarting the local log at the source's start");
+            log.truncate_fully_and_start_at(start)
+                .map_err(|e| format!("restarting the local log at {start}: {e}"))?;
+        } else if leo > end {
+            tracing::warn!(topic = %tp.0, partition = tp.1, local_end = leo, source_end = end, "local log ahead of the source: truncating");
+            log.truncate_to(end)
+                .map_err(|e| format!("truncating the local log to {end}: {e}"))?;
+        }
+        host.on_log_reset(&tp.0, tp.1);
+        st.fetch_offset = log.log_end_offset();
+        Ok(())
+    }
+}
+
+/// The whole batches of a fetched buffer that end at or after `fetch_offset`: leading batches
+/// wholly below it are skipped, a partial batch at the end is dropped.
+pub fn whole_batches_from(
+    records: &Bytes,
+    fetch_offset: i64,
+) -> Result<(Bytes, Option<i64>), String> {
+    let mut pos = 0usize;
+    let mut start = None;
+    let mut first_base = None;
+    while pos < records.len() {
+        let rest = &records[pos..];
+        let header = match RecordBatchHeader::parse(rest) {
+            Ok(h) => h,
+            // A partial batch (cut by the size limit) or the old message format's tail.
+            Err(_) => break,
+        };
+        if header.size() > rest.len() {
+            break;
+        }
+        if header.last_offset() >= fetch_offset && start.is_none() {
+            start = Some(pos);
+            first_base = Some(header.base_offset);
+        }
+        pos += header.size();
+    }
+    match start {
+        Some(s) => Ok((records.slice(s..pos), first_base)),
+        None => Ok((Bytes::new(), None)),
+    }
+}
+
+/// Appends one partition's fetched batches; returns whether anything was appended.
+fn append_fetched(
+    tp: &TopicPartition,
+    st: &mut PartitionFetchState,
+    data: &PartitionData,
+    host: &dyn MirrorHost,
+) -> Result<bool, String> {
+    let replica = host
+        .leader_replica(&tp.0, tp.1)
+        .ok_or_else(|| "this broker no longer leads the partition".to_string())?;
+    let log = &replica.log;
+    let mut appended = false;
+    if let Some(records) = data.records.as_ref().filter(|r| !r.is_empty()) {
+        let (batches, first_base) = whole_batches_from(records, st.fetch_offset)?;
+        if !batches.is_empty() {
+            let leo = log.log_end_offset();
+            if let Some(base) = first_base.filter(|b| *b < leo) {
+                if leo == log.log_start_offset() {
+                    // The source's log starts inside this batch (DeleteRecords or retention):
+                    // keep the whole batch, as the source serves it.
+                    log.truncate_fully_and_start_at(base)
+                        .map_err(|e| format!("restarting the local log at {base}: {e}"))?;
+                } else {
+                    return Err(format!(
+                        "source batch at {base} overlaps the local log end {leo}"
+                    ));
+                }
+            }
+            log.append_replicated(BytesMut::from(&batches[..]), Some(replica.leader_epoch))
+                .map_err(|e| format!("appending mirrored batches: {e}"))?;
+            appended = true;
+        }
+    }
+    // Follow the source's log start (retention, DeleteRecords) once we hold data up to it.
+    let source_start = data.log_start_offset;
+    if source_start > log.log_start_offset() && source_start <= log.log_end_offset() {
+        log.delete_records_before(source_start)
+            .map_err(|e| format!("moving the log start to {source_start}: {e}"))?;
+    }
+    st.fetch_offset = log.log_end_offset();
+    if appended {
+        host.on_mirror_append(&tp.0, tp.1);
+    }
+    Ok(appended)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tern_protocol::record_batch::Compression;
+    use tern_protocol::records::RecordBatchBuilder;
+
+    fn batch(base: i64, n: usize) -> Bytes {
+        let mut b = RecordBatchBuilder::new(Compression::None).base_offset(base);
+        for i in 0..n {
+            b.push(1000 + i as i64, Some(b"k"), Some(b"value"), &[])
+                .unwrap();
+        }
+        b.build().unwrap()
+    }
+
+    #[test]
+    fn keeps_whole_batches_at_or_after_the_fetch_offset() {
+        let mut buf = BytesMut::new();
+        buf.extend_from_slice(&batch(0, 3));
+        buf.extend_from_slice(&batch(3, 3));
+        let third = batch(6, 3);
+        buf.extend_from_slice(&third);
+        let all = buf.clone().freeze();
+        // Fetch offset inside the second batch: that batch and the third.
+        let (kept, first) = whole_batches_from(&all, 4).unwrap();
+        assert_eq!(first, Some(3));
+        assert_eq!(kept.len(), all.len() - batch(0, 3).len());
+        // A cut third batch is dropped.
+        let cut = all.slice(..all.len() - 5);
+        let (kept, _) = whole_batches_from(&cut, 0).unwrap();
+        assert_eq!(kept.len(), all.len() - third.len());
+        // Everything below the offset: nothing.
+        let (kept, first) = whole_batches_from(&all, 9).unwrap();
+        assert!(kept.is_empty());
+        assert_eq!(first, None);
+    }
+}

@@ -1,0 +1,21 @@
+//! Cluster mirroring: a Tern broker mirrors topics of a source Kafka cluster byte for byte,
+//! at the same offsets, and on failover makes them writable.
+//!
+//! - [`config`]: per-mirror and broker-level settings.
+//! - [`state`]: partition states and their `__mirror_state` records.
+//! - [`source`]: connections to the source cluster and the RPCs the mirror sends.
+//! - [`fetcher`]: mirror fetchers, one per (mirror, source broker), many partitions each.
+//! - [`manager`]: the MirrorManager (coordinator, metadata sync, admin operations).
+//! - [`host`]: the trait through which the mirror reaches the broker.
+
+pub mod config;
+pub mod fetcher;
+pub mod host;
+pub mod manager;
+pub mod source;
+pub mod state;
+
+pub use config::{BrokerMirrorConfig, MirrorSettings};
+pub use host::{LeaderReplica, MirrorHost};
+pub use manager::MirrorManager;
+pub use state::{MirrorPartitionState, MIRROR_STATE_TOPIC};

@@ -1,0 +1,759 @@
+//! The admin side of the mirror RPCs: create, start, stop, pause, resume, list, describe,
+//! delete, and the LastMirroredOffsets / ReadMirrorStates / WriteMirrorStates lookups.
+
+use std::collections::BTreeMap;
+
+use tern_controller::topic_configs::{
+    MIRROR_NAME_CONFIG, MIRROR_PAUSED_SUFFIX, MIRROR_REMOVED_SUFFIX,
+};
+use tern_controller::CreateTopic;
+use tern_protocol::error::{ApiError, ResponseError};
+use tern_protocol::mirror::errors::*;
+use tern_protocol::mirror::*;
+use uuid::Uuid;
+
+use super::{parse_mirror_name, DesiredState, MirrorManager};
+use crate::config::{is_secret, validate_mirror_configs, MirrorSettings, PatternSet};
+use crate::manager::sync::mirrored_topic_configs;
+use crate::source::{connect_bootstrap, SourceMetadata};
+use crate::state::{MirrorPartitionKey, MirrorPartitionState, PartitionStateRecord};
+
+fn topic_result(name: &str, result: Result<(), ApiError>) -> TopicResult {
+    match result {
+        Ok(()) => TopicResult {
+            name: name.to_string(),
+            error_code: 0,
+            error_message: None,
+        },
+        Err(e) => TopicResult {
+            name: name.to_string(),
+            error_code: e.code(),
+            error_message: Some(e.message),
+        },
+    }
+}
+
+fn top_level_error(e: ApiError) -> TopicsMirrorResponse {
+    TopicsMirrorResponse {
+        error_code: e.code(),
+        error_message: Some(e.message),
+        ..Default::default()
+    }
+}
+
+fn unknown_mirror(name: &str) -> ApiError {
+    ApiError::new(
+        UNKNOWN_CLUSTER_MIRROR,
+        format!("Cluster mirror {name} does not exist"),
+    )
+}
+
+fn validate_mirror_name(name: &str) -> Result<(), ApiError> {
+    let ok = !name.is_empty()
+        && name.len() <= 249
+        && name != "."
+        && name != ".."
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '_' || c == '-')
+        && !name.ends_with(MIRROR_REMOVED_SUFFIX)
+        && !name.ends_with(MIRROR_PAUSED_SUFFIX);
+    if ok {
+        Ok(())
+    } else {
+        Err(ApiError::new(
+            ResponseError::InvalidRequest,
+            format!("Invalid cluster mirror name '{name}': 1 to 249 characters of [A-Za-z0-9._-], not '.' or '..', not ending in .removed or .paused"),
+        ))
+    }
+}
+
+impl MirrorManager {
+    /// CreateClusterMirror.
+    pub fn create_mirror(&self, req: &CreateClusterMirrorRequest) -> SimpleMirrorResponse {
+        let result = validate_mirror_name(&req.mirror_name)
+            .and_then(|_| {
+                validate_mirror_configs(&req.configs)
+                    .map_err(|e| ApiError::new(ResponseError::InvalidConfig, e.0))
+            })
+            .and_then(|configs| {
+                self.controller
+                    .create_mirror(&req.mirror_name, configs, false)
+                    .map(|_| ())
+            });
+        simple(result)
+    }
+
+    /// DeleteClusterMirror: only a mirror without mirrored (or paused) topics.
+    pub async fn delete_mirror(&self, req: &DeleteClusterMirrorRequest) -> SimpleMirrorResponse {
+        let result = self.controller.delete_mirror(&req.mirror_name);
+        if result.is_ok() {
+            self.settle(1).await;
+        }
+        simple(result)
+    }
+
+    /// ListClusterMirrors.
+    pub fn list_mirrors(&self, req: &ListClusterMirrorsRequest) -> ListClusterMirrorsResponse {
+        let image = self.controller.image();
+        let cluster_ids = self.cluster_ids.lock().clone();
+        ListClusterMirrorsResponse {
+            mirrors: image
+                .mirrors
+                .values()
+                .map(|m| {
+                    let topics = image.mirror_topics(&m.name);
+                    ListedMirror {
+                        mirror_name: m.name.clone(),
+                        source_bootstrap: m
+                            .configs
+                            .get("bootstrap.servers")
+                            .cloned()
+                            .unwrap_or_default(),
+                        source_cluster_id: cluster_ids.get(&m.name).cloned().unwrap_or_default(),
+                        topic_count: topics.len() as i32,
+                        topic_names: if req.include_topic_names {
+                            topics
+                        } else {
+                            Vec::new()
+                        },
+                    }
+                })
+                .collect(),
+            ..Default::default()
+        }
+    }
+
+    /// The configs of a mirror with secrets left out (DescribeConfigs-style view for the CLI).
+    pub fn mirror_configs(&self, name: &str) -> Option<BTreeMap<String, Option<String>>> {
+        let image = self.controller.image();
+        let m = image.mirrors.get(name)?;
+        Some(
+            m.configs
+                .iter()
+                .map(|(k, v)| (k.clone(), (!is_secret(k)).then(|| v.clone())))
+                .collect(),
+        )
+    }
+
+    /// DescribeClusterMirrors: per partition, state, source high watermark, destination log
+    /// end offset, lag, retries and last error.
+    pub fn describe_mirrors(
+        &self,
+        req: &DescribeClusterMirrorsRequest,
+    ) -> DescribeClusterMirrorsResponse {
+        let image = self.controller.image();
+        let names: Vec<String> = if req.mirror_names.is_empty() {
+            image.mirrors.keys().cloned().collect()
+        } else {
+            req.mirror_names.clone()
+        };
+        let store = self.store.lock();
+        let status = self.status.lock();
+        let mut mirrors = Vec::new();
+        for name in names {
+            if !image.mirrors.contains_key(&name) {
+                mirrors.push(DescribedMirror {
+                    error_code: UNKNOWN_CLUSTER_MIRROR.code(),
+                    mirror_name: name,
+                    ..Default::default()
+                });
+                continue;
+            }
+            let mut topics = Vec::new();
+            for ((kind, topic), configs) in &image.configs {
+                if *kind != tern_controller::ConfigResourceType::Topic {
+                    continue;
+                }
+                let Some((mirror, _)) = configs
+                    .get(MIRROR_NAME_CONFIG)
+                    .and_then(|v| parse_mirror_name(v))
+                else {
+                    continue;
+                };
+                if mirror != name {
+                    continue;
+                }
+                let Some(t) = image.topic(topic) else {
+                    continue;
+                };
+                let mut partitions = Vec::new();
+                for &p in t.partitions.keys() {
+                    let key = MirrorPartitionKey {
+                        mirror: name.clone(),
+                        topic_id: t.id,
+                        partition: p,
+                    };
+                    let record = store.get(&key);
+                    let st = status.get(&key);
+                    let destination = self
+                        .host
+                        .leader_replica(topic, p)
+                        .map(|r| r.log.log_end_offset())
+                        .unwrap_or(-1);
+                    let source = st.and_then(|s| s.source_high_watermark).unwrap_or(-1);
+                    let lag = if source >= 0 && destination >= 0 {
+                        (source - destination).max(0)
+                    } else {
+                        -1
+                    };
+                    let state = record
+                        .map(|r| r.state)
+                        .unwrap_or(MirrorPartitionState::Unknown);
+                    let error_message =
+                        record.and_then(|r| r.error_message.clone()).or_else(|| {
+                            (state != MirrorPartitionState::Stopped)
+                                .then(|| st.and_then(|s| s.last_error.clone()))
+                                .flatten()
+                        });
+                    partitions.push(MirrorPartitionDetail {
+                        partition_index: p,
+                        source_offset: source,
+                        destination_offset: destination,
+                        lag,
+                        state_value: state.name().to_string(),
+                        retry_attempt: record.map(|r| r.retry_attempt).unwrap_or(0),
+                        error_message,
+                    });
+                }
+                topics.push(MirrorTopicDetail {
+                    topic_name: topic.clone(),
+                    partitions,
+                });
+            }
+            mirrors.push(DescribedMirror {
+                mirror_name: name,
+                topics,
+                ..Default::default()
+            });
+        }
+        DescribeClusterMirrorsResponse {
+            mirrors,
+            ..Default::default()
+        }
+    }
+
+    /// StartMirrorTopics: creates each topic from the source (same partitions, configs and
+    /// topic id) with `mirror.name` set, or re-attaches a stopped or failing-back topic.
+    pub async fn start_topics(&self, req: &StartMirrorTopicsRequest) -> TopicsMirrorResponse {
+        let image = self.controller.image();
+        let Some(mirror) = image.mirrors.get(&req.mirror_name).cloned() else {
+            return top_level_error(unknown_mirror(&req.mirror_name));
+        };
+        let settings = MirrorSettings::from_configs(&mirror.configs);
+        let mut conn = match connect_bootstrap(
+            &settings.bootstrap_servers,
+            &format!("tern-mirror-{}", mirror.name),
+            settings.request_timeout,
+        )
+        .await
+        {
+            Ok(c) => c,
+            Err(e) => {
+                return top_level_error(ApiError::new(
+                    ResponseError::NetworkException,
+                    format!(
+                        "Cannot reach the source cluster of mirror {}: {e}",
+                        mirror.name
+                    ),
+                ))
+            }
+        };
+        let metadata = match conn.metadata(None).await {
+            Ok(m) => m,
+            Err(e) => {
+                return top_level_error(ApiError::new(
+                    ResponseError::NetworkException,
+                    format!("Cannot read the source cluster's metadata: {e}"),
+                ))
+            }
+        };
+        if let Some(id) = &metadata.cluster_id {
+            self.cluster_ids
+                .lock()
+                .insert(mirror.name.clone(), id.clone());
+        }
+        let mut names: Vec<(String, Option<Uuid>)> = Vec::new();
+        for t in &req.topics {
+            let id = (!t.topic_id.is_nil()).then_some(t.topic_id);
+            if !names.iter().any(|(n, _)| n == &t.topic_name) {
+                names.push((t.topic_name.clone(), id));
+            }
+        }
+        if !req.include_patterns.is_empty() {
+            let include = PatternSet::parse(&req.include_patterns.join(","));
+            let exclude = PatternSet::parse(&req.exclude_patterns.join(","));
+            for (name, t) in &metadata.topics {
+                if t.error_code == 0
+                    && !t.is_internal
+                    && include.matches(name)
+                    && !exclude.matches(name)
+                    && !settings.topics_exclude.matches(name)
+                    && !names.iter().any(|(n, _)| n == name)
+                {
+                    names.push((name.clone(), None));
+                }
+            }
+        }
+        let mut results = Vec::new();
+        for (name, requested_id) in names {
+            let r = self
+                .start_topic(
+                    &mirror.name,
+                    &name,
+                    requested_id,
+                    &metadata,
+                    &mut conn,
+                    &settings,
+                )
+                .await;
+            results.push(topic_result(&name, r));
+        }
+        self.settle(1).await;
+        TopicsMirrorResponse {
+            topics: results,
+            ..Default::default()
+        }
+    }
+
+    async fn start_topic(
+        &self,
+        mirror: &str,
+        name: &str,
+        requested_id: Option<Uuid>,
+        metadata: &SourceMetadata,
+        conn: &mut crate::source::SourceConnection,
+        settings: &MirrorSettings,
+    ) -> Result<(), ApiError> {
+        let Some(source) = metadata.topics.get(name).filter(|t| t.error_code == 0) else {
+            return Err(ApiError::new(
+                ResponseError::UnknownTopicOrPartition,
+                format!("Topic {name} does not exist on the source cluster of mirror {mirror}"),
+            ));
+        };
+        let source_id = (!source.topic_id.is_nil()).then_some(source.topic_id);
+        if let (Some(want), Some(have)) = (requested_id, source_id) {
+            if want != have {
+                return Err(ApiError::new(
+                    ResponseError::InconsistentTopicId,
+                    format!("Topic {name} has id {have} on the source, not {want}"),
+                ));
+            }
+        }
+        let image = self.controller.image();
+        if let Some(local) = image.topic(name) {
+            // An existing topic may be (re-)attached only if it is a copy of the source topic:
+            // a stopped mirror topic, or the original of a failed-over one (same topic id).
+            let current = image.topic_configs(name).get(MIRROR_NAME_CONFIG).cloned();
+            let previously_mirrored = current
+                .as_deref()
+                .and_then(parse_mirror_name)
+                .is_some_and(|(_, d)| d == DesiredState::Stopped);
+            let same_id = source_id == Some(local.id);
+            let reattachable = same_id || (source_id.is_none() && previously_mirrored);
+            if !reattachable {
+                return Err(ApiError::new(
+                    ResponseError::TopicAlreadyExists,
+                    format!("Topic {name} already exists on this cluster and is not a copy of the source topic (different topic id)"),
+                ));
+            }
+            if local.partitions.len() > source.partitions.len() {
+                return Err(ApiError::new(
+                    ResponseError::InvalidPartitions,
+                    format!(
+                        "Topic {name} has {} partitions here but {} on the source",
+                        local.partitions.len(),
+                        source.partitions.len()
+                    ),
+                ));
+            }
+            let stores = self.store.lock();
+            let stopping = local.partitions.keys().any(|&p| {
+                current
+                    .as_deref()
+                    .and_then(parse_mirror_name)
+                    .is_some_and(|(m, _)| {
+                        stores.state(&MirrorPartitionKey {
+                            mirror: m.to_string(),
+                            topic_id: local.id,
+                            partition: p,
+                        }) == MirrorPartitionState::Stopping
+                    })
+            });
+            drop(stores);
+            if stopping {
+                return Err(ApiError::new(
+                    MIRROR_TOPIC_BEING_STOPPED,
+                    format!("Topic {name} is being stopped; start it again once it is stopped"),
+                ));
+            }
+            let mirror_owned = mirror.to_string();
+            self.controller
+                .update_topic_config(name, MIRROR_NAME_CONFIG, |cur| {
+                    match cur.and_then(parse_mirror_name) {
+                        None | Some((_, DesiredState::Stopped)) => Ok(Some(mirror_owned)),
+                        Some((m, _)) => Err(ApiError::new(
+                            TOPIC_ALREADY_IN_CLUSTER_MIRROR,
+                            format!("Topic {name} is already mirrored by cluster mirror {m}"),
+                        )),
+                    }
+                })?;
+            if local.partitions.len() < source.partitions.len() {
+                self.controller.create_partitions(
+                    name,
+                    source.partitions.len() as i32,
+                    &[],
+                    false,
+                )?;
+            }
+            return Ok(());
+        }
+        let source_configs = conn.topic_configs(name).await.map_err(|e| {
+            ApiError::new(
+                ResponseError::NetworkException,
+                format!("Cannot read the configs of source topic {name}: {e}"),
+            )
+        })?;
+        let mut configs: Vec<(String, String)> =
+            mirrored_topic_configs(&source_configs, &settings.topic_properties_exclude)
+                .into_iter()
+                .collect();
+        configs.push((MIRROR_NAME_CONFIG.to_string(), mirror.to_string()));
+        self.controller
+            .create_topic(
+                &CreateTopic {
+                    name: name.to_string(),
+                    num_partitions: source.partitions.len() as i32,
+                    replication_factor: -1,
+                    assignments: Vec::new(),
+                    configs,
+                    topic_id: source_id,
+                },
+                false,
+            )
+            .map(|_| ())
+    }
+
+    /// StopMirrorTopics (failover): each topic goes STOPPING -> STOPPED and becomes writable.
+    /// Answers once every partition is stopped (or after 30 s).
+    pub async fn stop_topics(&self, req: &MirrorTopicsRequest) -> TopicsMirrorResponse {
+        let image = self.controller.image();
+        if !image.mirrors.contains_key(&req.mirror_name) {
+            return top_level_error(unknown_mirror(&req.mirror_name));
+        }
+        let mut names = req.topics.clone();
+        if !req.patterns.is_empty() {
+            let patterns = PatternSet::parse(&req.patterns.join(","));
+            for t in image.mirror_topics(&req.mirror_name) {
+                if patterns.matches(&t) && !names.contains(&t) {
+                    names.push(t);
+                }
+            }
+        }
+        let mirror = req.mirror_name.clone();
+        let results: Vec<TopicResult> = names
+            .iter()
+            .map(|name| {
+                let r = self
+                    .controller
+                    .update_topic_config(name, MIRROR_NAME_CONFIG, |cur| {
+                        match cur.and_then(parse_mirror_name) {
+                            Some((m, DesiredState::Mirroring | DesiredState::Paused))
+                                if m == mirror =>
+                            {
+                                Ok(Some(format!("{mirror}{MIRROR_REMOVED_SUFFIX}")))
+                            }
+                            Some((m, DesiredState::Stopped)) if m == mirror => {
+                                Ok(cur.map(str::to_string))
+                            }
+                            _ => Err(ApiError::new(
+                                TOPIC_NOT_IN_CLUSTER_MIRROR,
+                                format!("Topic {name} is not mirrored by cluster mirror {mirror}"),
+                            )),
+                        }
+                    });
+                topic_result(name, r)
+            })
+            .collect();
+        // Wait for the coordinator to finish STOPPING.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while std::time::Instant::now() < deadline {
+            self.settle(1).await;
+            if self.all_stopped(&req.mirror_name, &names) {
+                break;
+            }
+        }
+        TopicsMirrorResponse {
+            topics: results,
+            ..Default::default()
+        }
+    }
+
+    fn all_stopped(&self, mirror: &str, topics: &[String]) -> bool {
+        let image = self.controller.image();
+        let store = self.store.lock();
+        topics.iter().all(|t| {
+            let Some(topic) = image.topic(t) else {
+                return true;
+            };
+            topic.partitions.iter().all(|(&p, info)| {
+                info.leader != self.host.node_id()
+                    || store.state(&MirrorPartitionKey {
+                        mirror: mirror.to_string(),
+                        topic_id: topic.id,
+                        partition: p,
+                    }) == MirrorPartitionState::Stopped
+            })
+        })
+    }
+
+    /// PauseMirrorTopics.
+    pub async fn pause_topics(&self, req: &MirrorTopicsRequest) -> TopicsMirrorResponse {
+        self.change_topics(req, true).await
+    }
+
+    /// ResumeMirrorTopics.
+    pub async fn resume_topics(&self, req: &MirrorTopicsRequest) -> TopicsMirrorResponse {
+        self.change_topics(req, false).await
+    }
+
+    async fn change_topics(&self, req: &MirrorTopicsRequest, pause: bool) -> TopicsMirrorResponse {
+        let image = self.controller.image();
+        if !image.mirrors.contains_key(&req.mirror_name) {
+            return top_level_error(unknown_mirror(&req.mirror_name));
+        }
+        let mirror = req.mirror_name.clone();
+        let results: Vec<TopicResult> = req
+            .topics
+            .iter()
+            .map(|name| {
+                let r = self
+                    .controller
+                    .update_topic_config(name, MIRROR_NAME_CONFIG, |cur| {
+                        let not_in = || {
+                            Err(ApiError::new(
+                                TOPIC_NOT_IN_CLUSTER_MIRROR,
+                                format!("Topic {name} is not mirrored by cluster mirror {mirror}"),
+                            ))
+                        };
+                        match (cur.and_then(parse_mirror_name), pause) {
+                            (Some((m, _)), _) if m != mirror => not_in(),
+                            (Some((_, DesiredState::Mirroring)), true) => {
+                                Ok(Some(format!("{mirror}{MIRROR_PAUSED_SUFFIX}")))
+                            }
+                            (Some((_, DesiredState::Paused)), true) => Err(ApiError::new(
+                                MIRROR_TOPIC_ALREADY_PAUSED,
+                                format!("Topic {name} is already paused"),
+                            )),
+                            (Some((_, DesiredState::Paused)), false) => Ok(Some(mirror.clone())),
+                            (Some((_, DesiredState::Mirroring)), false) => Err(ApiError::new(
+                                MIRROR_TOPIC_NOT_PAUSED,
+                                format!("Topic {name} is not paused"),
+                            )),
+                            (Some((_, DesiredState::Stopped)), _) => Err(ApiError::new(
+                                MIRROR_TOPIC_BEING_STOPPED,
+                                format!("Topic {name} is stopped or being stopped"),
+                            )),
+                            (None, _) => not_in(),
+                        }
+                    });
+                topic_result(name, r)
+            })
+            .collect();
+        self.settle(2).await;
+        TopicsMirrorResponse {
+            topics: results,
+            ..Default::default()
+        }
+    }
+
+    /// LastMirroredOffsets: for each partition, the offset up to which it was mirrored when it
+    /// was stopped here (by any mirror); MIRROR_TOPIC_NOT_STOPPED while it is still mirrored.
+    pub fn last_mirrored_offsets(
+        &self,
+        req: &LastMirroredOffsetsRequest,
+    ) -> LastMirroredOffsetsResponse {
+        let image = self.controller.image();
+        let store = self.store.lock();
+        let topics = req
+            .topics
+            .iter()
+            .map(|t| LastMirroredOffsetTopic {
+                name: t.name.clone(),
+                partitions: t
+                    .partitions
+                    .iter()
+                    .map(|&p| {
+                        let Some(topic) = image.topic(&t.name) else {
+                            return LastMirroredOffsetPartition {
+                                partition_index: p,
+                                last_mirrored_offset: -1,
+                                error_code: ResponseError::UnknownTopicOrPartition.code(),
+                            };
+                        };
+                        let mut best: Option<(MirrorPartitionState, i64)> = None;
+                        for (key, rec) in store.all() {
+                            if key.topic_id == topic.id && key.partition == p {
+                                let lmo = store.last_mirrored_offset(key).unwrap_or(-1);
+                                best = Some((rec.state, lmo));
+                            }
+                        }
+                        match best {
+                            Some((MirrorPartitionState::Stopped, lmo)) => {
+                                LastMirroredOffsetPartition {
+                                    partition_index: p,
+                                    last_mirrored_offset: lmo,
+                                    error_code: 0,
+                                }
+                            }
+                            Some(_) => LastMirroredOffsetPartition {
+                                partition_index: p,
+                                last_mirrored_offset: -1,
+                                error_code: MIRROR_TOPIC_NOT_STOPPED.code(),
+                            },
+                            None => LastMirroredOffsetPartition {
+                                partition_index: p,
+                                last_mirrored_offset: -1,
+                                error_code: ResponseError::UnknownTopicOrPartition.code(),
+                            },
+                        }
+                    })
+                    .collect(),
+            })
+            .collect();
+        LastMirroredOffsetsResponse {
+            topics,
+            ..Default::default()
+        }
+    }
+
+    /// ReadMirrorStates: the coordinator's records for the asked partitions.
+    pub fn read_states(&self, req: &ReadMirrorStatesRequest) -> ReadMirrorStatesResponse {
+        let image = self.controller.image();
+        let store = self.store.lock();
+        ReadMirrorStatesResponse {
+            topics: req
+                .topics
+                .iter()
+                .map(|t| ReadMirrorStateTopic {
+                    name: t.name.clone(),
+                    partitions: t
+                        .partitions
+                        .iter()
+                        .map(|&p| {
+                            let Some(topic) = image.topic(&t.name) else {
+                                return ReadMirrorStatePartition {
+                                    partition_index: p,
+                                    error_code: ResponseError::UnknownTopicOrPartition.code(),
+                                    ..Default::default()
+                                };
+                            };
+                            let key = MirrorPartitionKey {
+                                mirror: req.mirror_name.clone(),
+                                topic_id: topic.id,
+                                partition: p,
+                            };
+                            match store.get(&key) {
+                                Some(r) => ReadMirrorStatePartition {
+                                    partition_index: p,
+                                    state: r.state.id(),
+                                    previous_state: r.previous_state.id(),
+                                    retry_attempt: r.retry_attempt,
+                                    error_message: r.error_message.clone(),
+                                    ..Default::default()
+                                },
+                                None => ReadMirrorStatePartition {
+                                    partition_index: p,
+                                    state: MirrorPartitionState::Unknown.id(),
+                                    ..Default::default()
+                                },
+                            }
+                        })
+                        .collect(),
+                })
+                .collect(),
+            ..Default::default()
+        }
+    }
+
+    /// WriteMirrorStates: a remote broker records partition states with this coordinator.
+    pub fn write_states(&self, req: &WriteMirrorStatesRequest) -> WriteMirrorStatesResponse {
+        let image = self.controller.image();
+        let topics = req
+            .topics
+            .iter()
+            .map(|t| WriteMirrorStateTopicResult {
+                name: t.name.clone(),
+                partitions: t
+                    .partitions
+                    .iter()
+                    .map(|p| {
+                        let result = match image.topic(&t.name) {
+                            None => Err(ApiError::new(
+                                ResponseError::UnknownTopicOrPartition,
+                                format!("Topic {} does not exist", t.name),
+                            )),
+                            Some(topic) => {
+                                let key = MirrorPartitionKey {
+                                    mirror: req.mirror_name.clone(),
+                                    topic_id: topic.id,
+                                    partition: p.partition_index,
+                                };
+                                let mut store = self.store.lock();
+                                let cur = store.state(&key);
+                                let next = MirrorPartitionState::from_id(p.state);
+                                if !cur.can_become(next) {
+                                    Err(ApiError::new(
+                                        ResponseError::InvalidRequest,
+                                        format!(
+                                            "invalid transition {} -> {}",
+                                            cur.name(),
+                                            next.name()
+                                        ),
+                                    ))
+                                } else {
+                                    store
+                                        .write_state(
+                                            &key,
+                                            PartitionStateRecord {
+                                                state: next,
+                                                previous_state: cur,
+                                                retry_attempt: 0,
+                                                error_message: None,
+                                            },
+                                        )
+                                        .map_err(|e| {
+                                            ApiError::new(
+                                                ResponseError::NotCoordinator,
+                                                e.to_string(),
+                                            )
+                                        })
+                                }
+                            }
+                        };
+                        WriteMirrorStatePartitionResult {
+                            partition_index: p.partition_index,
+                            error_code: result.as_ref().err().map(|e| e.code()).unwrap_or(0),
+                            error_message: result.err().map(|e| e.message),
+                        }
+                    })
+                    .collect(),
+            })
+            .collect();
+        WriteMirrorStatesResponse {
+            topics,
+            ..Default::default()
+        }
+    }
+}
+
+fn simple(result: Result<(), ApiError>) -> SimpleMirrorResponse {
+    match result {
+        Ok(()) => SimpleMirrorResponse::default(),
+        Err(e) => SimpleMirrorResponse {
+            error_code: e.code(),
+            error_message: Some(e.message),
+            ..Default::default()
+        },
+    }
+}

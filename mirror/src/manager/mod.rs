@@ -1,0 +1,709 @@
+//! The MirrorManager: this broker's mirror coordinator. It follows the metadata image, drives
+//! every mirror partition it leads through the spec's states (PREPARING, MIRRORING, PAUSED,
+//! STOPPING, STOPPED, FAILED), persists them in `__mirror_state`, assigns partitions to mirror
+//! fetchers by source leader, and periodically syncs topic configs, partition counts and
+//! consumer-group offsets from the source.
+
+mod admin;
+mod store;
+mod sync;
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+use tern_controller::topic_configs::{
+    MIRROR_NAME_CONFIG, MIRROR_PAUSED_SUFFIX, MIRROR_REMOVED_SUFFIX,
+};
+use tern_controller::{ConfigResourceType, Controller, MetadataImage};
+use tokio::sync::{mpsc, watch, Notify};
+use uuid::Uuid;
+
+use crate::config::{BrokerMirrorConfig, MirrorSettings};
+use crate::fetcher::{FetcherEvent, MirrorFetcher, PartitionFetchState, TopicPartition};
+use crate::host::MirrorHost;
+use crate::source::{connect_bootstrap, SourceConnection, SourceMetadata};
+use crate::state::{MirrorPartitionKey, MirrorPartitionState, PartitionStateRecord};
+pub use store::{StateStore, StoreError};
+
+/// How often the manager re-examines its partitions without being woken.
+const TICK: Duration = Duration::from_millis(500);
+/// Source metadata older than this is refreshed before a partition is assigned.
+const METADATA_MAX_AGE: Duration = Duration::from_secs(5);
+
+/// What a topic's `mirror.name` asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DesiredState {
+    /// `M`: mirror it.
+    Mirroring,
+    /// `M.paused`: keep it read-only, do not fetch.
+    Paused,
+    /// `M.removed`: fail over.
+    Stopped,
+}
+
+/// Splits a `mirror.name` value into the mirror and what it asks for.
+pub fn parse_mirror_name(value: &str) -> Option<(&str, DesiredState)> {
+    if value.is_empty() {
+        return None;
+    }
+    if let Some(m) = value.strip_suffix(MIRROR_REMOVED_SUFFIX) {
+        let m = m.strip_suffix(MIRROR_PAUSED_SUFFIX).unwrap_or(m);
+        return Some((m, DesiredState::Stopped));
+    }
+    if let Some(m) = value.strip_suffix(MIRROR_PAUSED_SUFFIX) {
+        return Some((m, DesiredState::Paused));
+    }
+    Some((value, DesiredState::Mirroring))
+}
+
+/// What the manager knows of a partition beyond its persisted state.
+#[derive(Debug, Clone, Default)]
+pub struct PartitionStatus {
+    /// Source high watermark from the last fetch, or None.
+    pub source_high_watermark: Option<i64>,
+    /// When a FAILED partition may be retried.
+    pub next_retry: Option<Instant>,
+    /// The last error seen (also kept while the partition recovers).
+    pub last_error: Option<String>,
+}
+
+struct MirrorRuntime {
+    configs: BTreeMap<String, String>,
+    settings: MirrorSettings,
+    source: Option<SourceConnection>,
+    cluster_id: Option<String>,
+    metadata: Option<(SourceMetadata, Instant)>,
+    fetchers: HashMap<i32, Arc<MirrorFetcher>>,
+    last_sync: Option<Instant>,
+}
+
+impl MirrorRuntime {
+    fn new(configs: BTreeMap<String, String>) -> Self {
+        MirrorRuntime {
+            settings: MirrorSettings::from_configs(&configs),
+            configs,
+            source: None,
+            cluster_id: None,
+            metadata: None,
+            fetchers: HashMap::new(),
+            last_sync: None,
+        }
+    }
+
+    fn shutdown(&mut self) {
+        for f in self.fetchers.values() {
+            f.shutdown();
+        }
+        self.fetchers.clear();
+    }
+
+    fn remove_partition(&self, tp: &TopicPartition) {
+        for f in self.fetchers.values() {
+            f.remove(tp);
+        }
+    }
+
+    fn is_fetching(&self, tp: &TopicPartition) -> bool {
+        self.fetchers.values().any(|f| f.contains(tp))
+    }
+
+    async fn connection(&mut self, mirror: &str) -> Result<&mut SourceConnection, String> {
+        if self.source.is_none() {
+            let conn = connect_bootstrap(
+                &self.settings.bootstrap_servers,
+                &format!("tern-mirror-{mirror}"),
+                self.settings.request_timeout,
+            )
+            .await
+            .map_err(|e| e.to_string())?;
+            self.source = Some(conn);
+        }
+        self.source
+            .as_mut()
+            .ok_or_else(|| "no source connection".to_string())
+    }
+
+    /// Source metadata no older than `max_age` (all topics).
+    async fn metadata(
+        &mut self,
+        mirror: &str,
+        max_age: Duration,
+    ) -> Result<&SourceMetadata, String> {
+        let fresh = self
+            .metadata
+            .as_ref()
+            .is_some_and(|(_, at)| at.elapsed() < max_age);
+        if !fresh {
+            let conn = self.connection(mirror).await?;
+            match conn.metadata(None).await {
+                Ok(m) => {
+                    if m.cluster_id.is_some() {
+                        self.cluster_id = m.cluster_id.clone();
+                    }
+                    self.metadata = Some((m, Instant::now()));
+                }
+                Err(e) => {
+                    self.source = None;
+                    return Err(format!("source metadata: {e}"));
+                }
+            }
+        }
+        self.metadata
+            .as_ref()
+            .map(|(m, _)| m)
+            .ok_or_else(|| "no source metadata".to_string())
+    }
+}
+
+/// This broker's mirror coordinator and fetcher manager.
+pub struct MirrorManager {
+    host: Arc<dyn MirrorHost>,
+    controller: Arc<Controller>,
+    config: BrokerMirrorConfig,
+    store: Mutex<StateStore>,
+    status: Mutex<HashMap<MirrorPartitionKey, PartitionStatus>>,
+    runtimes: tokio::sync::Mutex<HashMap<String, MirrorRuntime>>,
+    cluster_ids: Mutex<HashMap<String, String>>,
+    events_tx: mpsc::UnboundedSender<FetcherEvent>,
+    events_rx: tokio::sync::Mutex<mpsc::UnboundedReceiver<FetcherEvent>>,
+    wake: Notify,
+    /// Bumped after every reconcile pass; admin calls wait on it.
+    passes: watch::Sender<u64>,
+}
+
+impl MirrorManager {
+    /// A manager for the broker behind `host`; call [`MirrorManager::load`] then `run`.
+    pub fn new(
+        host: Arc<dyn MirrorHost>,
+        controller: Arc<Controller>,
+        config: BrokerMirrorConfig,
+    ) -> Arc<Self> {
+        let (events_tx, events_rx) = mpsc::unbounded_channel();
+        let store = StateStore::new(host.clone(), config.state_topic_partitions);
+        Arc::new(MirrorManager {
+            host,
+            controller,
+            config,
+            store: Mutex::new(store),
+            status: Mutex::new(HashMap::new()),
+            runtimes: tokio::sync::Mutex::new(HashMap::new()),
+            cluster_ids: Mutex::new(HashMap::new()),
+            events_tx,
+            events_rx: tokio::sync::Mutex::new(events_rx),
+            wake: Notify::new(),
+            passes: watch::channel(0).0,
+        })
+    }
+
+    /// Reloads persisted partition states from `__mirror_state`.
+    pub fn load(&self) {
+        self.store.lock().load();
+    }
+
+    /// Whether produce to `topic`/`partition` must fail with READ_ONLY_TOPIC, given the
+    /// topic's `mirror.name` value: mirrored and paused topics are read-only, stopped ones
+    /// once their partition reached STOPPED.
+    pub fn is_read_only(&self, topic_id: Uuid, partition: i32, mirror_name: Option<&str>) -> bool {
+        let Some((mirror, desired)) = mirror_name.and_then(parse_mirror_name) else {
+            return false;
+        };
+        match desired {
+            DesiredState::Mirroring | DesiredState::Paused => true,
+            DesiredState::Stopped => {
+                let key = MirrorPartitionKey {
+                    mirror: mirror.to_string(),
+                    topic_id,
+                    partition,
+                };
+                self.store.lock().state(&key) != MirrorPartitionState::Stopped
+            }
+        }
+    }
+
+    /// Runs the coordinator until `shutdown` fires.
+    pub async fn run(self: Arc<Self>, mut shutdown: watch::Receiver<bool>) {
+        let mut images = self.controller.subscribe();
+        let mut events = self.events_rx.lock().await;
+        loop {
+            tokio::select! {
+                _ = images.changed() => {}
+                _ = self.wake.notified() => {}
+                Some(event) = events.recv() => self.on_event(event),
+                _ = tokio::time::sleep(TICK) => {}
+                _ = shutdown.changed() => break,
+            }
+            while let Ok(event) = events.try_recv() {
+                self.on_event(event);
+            }
+            self.reconcile().await;
+            self.passes.send_modify(|n| *n += 1);
+        }
+        for rt in self.runtimes.lock().await.values_mut() {
+            rt.shutdown();
+        }
+    }
+
+    /// Wakes the coordinator and waits for `passes` reconcile passes to complete.
+    async fn settle(&self, passes: u64) {
+        let mut rx = self.passes.subscribe();
+        let target = *rx.borrow_and_update() + passes;
+        self.wake.notify_one();
+        let _ = tokio::time::timeout(Duration::from_secs(30), async {
+            while *rx.borrow_and_update() < target {
+                if rx.changed().await.is_err() {
+                    return;
+                }
+                self.wake.notify_one();
+            }
+        })
+        .await;
+    }
+
+    fn on_event(&self, event: FetcherEvent) {
+        match event {
+            FetcherEvent::SourceHighWatermark {
+                mirror,
+                tp,
+                high_watermark,
+            } => {
+                if let Some(key) = self.key_of(&mirror, &tp) {
+                    let mut status = self.status.lock();
+                    let s = status.entry(key).or_default();
+                    s.source_high_watermark = Some(high_watermark);
+                }
+            }
+            FetcherEvent::NeedsLeader { mirror, tp, reason } => {
+                tracing::info!(%mirror, topic = %tp.0, partition = tp.1, %reason, "mirror partition needs its source leader again");
+                if let Some(key) = self.key_of(&mirror, &tp) {
+                    self.status.lock().entry(key).or_default().last_error = Some(reason);
+                }
+            }
+            FetcherEvent::Failed { mirror, tp, reason } => {
+                if let Some(key) = self.key_of(&mirror, &tp) {
+                    self.fail(&key, reason);
+                }
+            }
+        }
+    }
+
+    fn key_of(&self, mirror: &str, tp: &TopicPartition) -> Option<MirrorPartitionKey> {
+        let image = self.controller.image();
+        let topic = image.topic(&tp.0)?;
+        Some(MirrorPartitionKey {
+            mirror: mirror.to_string(),
+            topic_id: topic.id,
+            partition: tp.1,
+        })
+    }
+
+    fn backoff(&self, attempt: i16) -> Duration {
+        let initial = self.config.failed_retry_initial_backoff.as_millis() as u64;
+        let max = self.config.failed_retry_max_backoff.as_millis() as u64;
+        let exp = initial
+            .saturating_mul(1u64 << (attempt.clamp(1, 30) - 1) as u32)
+            .min(max)
+            .max(1);
+        // Jitter from the clock: retries of many partitions spread out without a RNG dependency.
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos() as u64)
+            .unwrap_or(0);
+        let jittered = exp / 2 + nanos % (exp / 2 + 1);
+        Duration::from_millis(jittered)
+    }
+
+    /// Records a failure: FAILED with one more retry attempt and a backoff.
+    fn fail(&self, key: &MirrorPartitionKey, reason: String) {
+        let mut store = self.store.lock();
+        let previous = store.get(key).cloned();
+        let cur = previous
+            .as_ref()
+            .map(|r| r.state)
+            .unwrap_or(MirrorPartitionState::Unknown);
+        if matches!(
+            cur,
+            MirrorPartitionState::Stopping
+                | MirrorPartitionState::Stopped
+                | MirrorPartitionState::Paused
+        ) {
+            return;
+        }
+        let attempts = previous
+            .as_ref()
+            .filter(|r| r.state == MirrorPartitionState::Failed)
+            .map(|r| r.retry_attempt)
+            .unwrap_or(0);
+        let next_attempt = if attempts < 0 || attempts >= self.config.failed_retry_max_attempts {
+            -1
+        } else {
+            attempts + 1
+        };
+        let previous_state = if cur == MirrorPartitionState::Failed {
+            previous.as_ref().map(|r| r.previous_state).unwrap_or(cur)
+        } else {
+            cur
+        };
+        tracing::warn!(mirror = %key.mirror, topic_id = %key.topic_id, partition = key.partition, attempt = next_attempt, %reason, "mirror partition failed");
+        let record = PartitionStateRecord {
+            state: MirrorPartitionState::Failed,
+            previous_state,
+            retry_attempt: next_attempt,
+            error_message: Some(reason.clone()),
+        };
+        if let Err(e) = store.write_state(key, record) {
+            tracing::error!(error = %e, "cannot persist FAILED mirror state");
+        }
+        drop(store);
+        let mut status = self.status.lock();
+        let s = status.entry(key.clone()).or_default();
+        s.last_error = Some(reason);
+        s.next_retry = (next_attempt > 0).then(|| Instant::now() + self.backoff(next_attempt));
+    }
+
+    fn transition(
+        &self,
+        key: &MirrorPartitionKey,
+        next: MirrorPartitionState,
+    ) -> Result<(), String> {
+        let mut store = self.store.lock();
+        let cur = store.state(key);
+        if cur == next {
+            return Ok(());
+        }
+        if !cur.can_become(next) {
+            return Err(format!(
+                "invalid mirror state transition {} -> {}",
+                cur.name(),
+                next.name()
+            ));
+        }
+        store
+            .write_state(
+                key,
+                PartitionStateRecord {
+                    state: next,
+                    previous_state: cur,
+                    retry_attempt: 0,
+                    error_message: None,
+                },
+            )
+            .map_err(|e| e.to_string())?;
+        tracing::info!(mirror = %key.mirror, topic_id = %key.topic_id, partition = key.partition, from = cur.name(), to = next.name(), "mirror partition state");
+        Ok(())
+    }
+
+    async fn reconcile(&self) {
+        let image = self.controller.image();
+        let mut runtimes = self.runtimes.lock().await;
+        for (name, mirror) in &image.mirrors {
+            let stale = runtimes
+                .get(name)
+                .is_some_and(|rt| rt.configs != mirror.configs);
+            if stale {
+                if let Some(mut rt) = runtimes.remove(name) {
+                    rt.shutdown();
+                }
+            }
+            runtimes
+                .entry(name.clone())
+                .or_insert_with(|| MirrorRuntime::new(mirror.configs.clone()));
+        }
+        runtimes.retain(|name, rt| {
+            let keep = image.mirrors.contains_key(name);
+            if !keep {
+                rt.shutdown();
+            }
+            keep
+        });
+        for ((kind, topic), configs) in &image.configs {
+            if *kind != ConfigResourceType::Topic {
+                continue;
+            }
+            let Some((mirror, desired)) = configs
+                .get(MIRROR_NAME_CONFIG)
+                .and_then(|v| parse_mirror_name(v))
+            else {
+                continue;
+            };
+            let Some(topic_image) = image.topic(topic) else {
+                continue;
+            };
+            let node = self.host.node_id();
+            for (&partition, info) in &topic_image.partitions {
+                if info.leader != node {
+                    continue;
+                }
+                let key = MirrorPartitionKey {
+                    mirror: mirror.to_string(),
+                    topic_id: topic_image.id,
+                    partition,
+                };
+                let tp = (topic.clone(), partition);
+                let rt = runtimes.get_mut(mirror);
+                self.drive(rt, &key, &tp, desired).await;
+            }
+        }
+        for (name, rt) in runtimes.iter_mut() {
+            if let Some(id) = rt.cluster_id.clone() {
+                self.cluster_ids.lock().insert(name.clone(), id);
+            }
+            let due = rt
+                .last_sync
+                .is_none_or(|at| at.elapsed() >= self.config.metadata_refresh_interval);
+            if due && !image.mirror_topics(name).is_empty() {
+                rt.last_sync = Some(Instant::now());
+                self.sync_metadata(name, rt, &image).await;
+            }
+            rt.fetchers.retain(|_, f| {
+                let keep = !f.is_empty();
+                if !keep {
+                    f.shutdown();
+                }
+                keep
+            });
+        }
+    }
+
+    async fn drive(
+        &self,
+        rt: Option<&mut MirrorRuntime>,
+        key: &MirrorPartitionKey,
+        tp: &TopicPartition,
+        desired: DesiredState,
+    ) {
+        use MirrorPartitionState::*;
+        let cur = self.store.lock().state(key);
+        match desired {
+            DesiredState::Stopped => {
+                if cur == Stopped {
+                    return;
+                }
+                if let Some(rt) = rt.as_ref() {
+                    rt.remove_partition(tp);
+                }
+                if cur != Stopping {
+                    if let Err(e) = self.transition(key, Stopping) {
+                        tracing::error!(error = %e, "cannot enter STOPPING");
+                        return;
+                    }
+                }
+                self.finish_stop(key, tp);
+            }
+            DesiredState::Paused => {
+                if let Some(rt) = rt.as_ref() {
+                    rt.remove_partition(tp);
+                }
+                if !matches!(cur, Paused | Stopping | Stopped) {
+                    if let Err(e) = self.transition(key, Paused) {
+                        tracing::error!(error = %e, "cannot enter PAUSED");
+                    }
+                }
+            }
+            DesiredState::Mirroring => {
+                let Some(rt) = rt else { return };
+                match cur {
+                    Unknown | Stopped | Preparing => self.prepare(rt, key, tp, cur).await,
+                    Stopping => self.finish_stop(key, tp),
+                    Failed => {
+                        let record = self.store.lock().get(key).cloned();
+                        let retryable = record.as_ref().is_some_and(|r| r.retry_attempt >= 0);
+                        let due = self
+                            .status
+                            .lock()
+                            .get(key)
+                            .and_then(|s| s.next_retry)
+                            .is_none_or(|t| Instant::now() >= t);
+                        if retryable && due {
+                            self.prepare(rt, key, tp, Failed).await;
+                        }
+                    }
+                    Paused => {
+                        if self.transition(key, Mirroring).is_ok() {
+                            self.assign(rt, key, tp, false).await;
+                        }
+                    }
+                    Mirroring => {
+                        if !rt.is_fetching(tp) {
+                            self.assign(rt, key, tp, true).await;
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// PREPARING: align the local log with the source, then MIRRORING.
+    async fn prepare(
+        &self,
+        rt: &mut MirrorRuntime,
+        key: &MirrorPartitionKey,
+        tp: &TopicPartition,
+        from: MirrorPartitionState,
+    ) {
+        use MirrorPartitionState::*;
+        // A crash mid-PREPARING redoes the step it was doing.
+        let from = if from == Preparing {
+            self.store
+                .lock()
+                .get(key)
+                .map(|r| r.previous_state)
+                .unwrap_or(Unknown)
+        } else {
+            from
+        };
+        if let Err(e) = self.transition(key, Preparing) {
+            tracing::error!(error = %e, "cannot enter PREPARING");
+            return;
+        }
+        let Some(replica) = self.host.leader_replica(&tp.0, tp.1) else {
+            return;
+        };
+        let log = replica.log.clone();
+        // A log that holds data this mirror did not put there (failback: the old source
+        // mirroring back from the new one, or a restart after a failover) is truncated to
+        // the offset the other side last mirrored, so only the delta is fetched.
+        let needs_truncation =
+            matches!(from, Unknown | Stopped) && log.log_end_offset() > log.log_start_offset();
+        if needs_truncation {
+            let answer = match rt.connection(&key.mirror).await {
+                Ok(conn) => {
+                    conn.last_mirrored_offsets(&key.mirror, &tp.0, &[tp.1])
+                        .await
+                }
+                Err(e) => {
+                    self.fail(key, format!("connecting to the source: {e}"));
+                    return;
+                }
+            };
+            let target = match answer {
+                Ok(Some(offsets)) => match offsets.get(&tp.1) {
+                    Some((0, offset)) if *offset >= 0 => *offset,
+                    _ => 0,
+                },
+                Ok(None) => 0,
+                Err(crate::source::SourceError::Kafka { .. }) => 0,
+                Err(e) => {
+                    rt.source = None;
+                    self.fail(
+                        key,
+                        format!("asking the source for last mirrored offsets: {e}"),
+                    );
+                    return;
+                }
+            };
+            let leo = log.log_end_offset();
+            tracing::info!(topic = %tp.0, partition = tp.1, local_end = leo, truncate_to = target, "failback: truncating to the last mirrored offset");
+            let result = if target <= log.log_start_offset() {
+                log.truncate_fully_and_start_at(target)
+            } else {
+                log.truncate_to(target)
+            };
+            if let Err(e) = result {
+                self.fail(key, format!("truncating to {target}: {e}"));
+                return;
+            }
+            self.host.on_log_reset(&tp.0, tp.1);
+        }
+        if self.transition(key, Mirroring).is_err() {
+            return;
+        }
+        self.assign(rt, key, tp, true).await;
+    }
+
+    /// Hands a MIRRORING partition to the fetcher of its source leader.
+    async fn assign(
+        &self,
+        rt: &mut MirrorRuntime,
+        key: &MirrorPartitionKey,
+        tp: &TopicPartition,
+        refresh: bool,
+    ) {
+        let max_age = if refresh {
+            Duration::ZERO
+        } else {
+            METADATA_MAX_AGE
+        };
+        let metadata = match rt.metadata(&key.mirror, max_age).await {
+            Ok(m) => m.clone(),
+            Err(e) => {
+                self.fail(key, e);
+                return;
+            }
+        };
+        let Some(topic) = metadata.topics.get(&tp.0).filter(|t| t.error_code == 0) else {
+            // The source topic is gone: the spec stops the mirror topic.
+            tracing::warn!(mirror = %key.mirror, topic = %tp.0, "source topic deleted: stopping the mirror topic");
+            let stopped = format!("{}{MIRROR_REMOVED_SUFFIX}", key.mirror);
+            let _ = self
+                .controller
+                .update_topic_config(&tp.0, MIRROR_NAME_CONFIG, |_| Ok(Some(stopped)));
+            return;
+        };
+        let Some(p) = topic.partitions.get(&tp.1).copied() else {
+            self.fail(key, format!("partition {} missing on the source", tp.1));
+            return;
+        };
+        let Some(addr) = metadata.brokers.get(&p.leader).cloned() else {
+            self.fail(
+                key,
+                format!("source partition {}-{} has no leader", tp.0, tp.1),
+            );
+            return;
+        };
+        let Some(replica) = self.host.leader_replica(&tp.0, tp.1) else {
+            return;
+        };
+        rt.remove_partition(tp);
+        let fetcher = rt
+            .fetchers
+            .entry(p.leader)
+            .or_insert_with(|| {
+                MirrorFetcher::spawn(
+                    &key.mirror,
+                    p.leader,
+                    addr,
+                    rt.settings.clone(),
+                    self.host.clone(),
+                    self.events_tx.clone(),
+                )
+            })
+            .clone();
+        fetcher.add(
+            tp.clone(),
+            PartitionFetchState {
+                fetch_offset: replica.log.log_end_offset(),
+                source_epoch: p.leader_epoch,
+            },
+        );
+        let mut status = self.status.lock();
+        let s = status.entry(key.clone()).or_default();
+        s.next_retry = None;
+    }
+
+    /// STOPPING -> STOPPED: persist the last mirrored offset, keep producer ids apart.
+    fn finish_stop(&self, key: &MirrorPartitionKey, tp: &TopicPartition) {
+        let Some(replica) = self.host.leader_replica(&tp.0, tp.1) else {
+            return;
+        };
+        let lmo = replica.log.log_end_offset();
+        if let Err(e) = self.store.lock().write_last_mirrored_offset(key, lmo) {
+            tracing::error!(error = %e, "cannot persist the last mirrored offset");
+            return;
+        }
+        if let Some(max) = replica.log.max_producer_id() {
+            self.host.reserve_producer_ids_above(max);
+        }
+        if let Err(e) = self.transition(key, MirrorPartitionState::Stopped) {
+            tracing::error!(error = %e, "cannot enter STOPPED");
+            return;
+        }
+        tracing::info!(topic = %tp.0, partition = tp.1, last_mirrored_offset = lmo, "mirror partition stopped: writable");
+    }
+
+    /// The current image (for handlers).
+    pub fn image(&self) -> Arc<MetadataImage> {
+        self.controller.image()
+    }
+}

@@ -1,0 +1,163 @@
+//! Periodic metadata sync from the source (the spec's MirrorMetadataManager): partition
+//! counts, topic configs and consumer-group offsets of the topics a mirror mirrors.
+
+use std::collections::BTreeMap;
+
+use tern_controller::topic_configs::{topic_config, validate_topic_config, MIRROR_NAME_CONFIG};
+use tern_controller::MetadataImage;
+
+use super::{MirrorManager, MirrorRuntime};
+use crate::source::SourceConnection;
+
+impl MirrorManager {
+    pub(super) async fn sync_metadata(
+        &self,
+        mirror: &str,
+        rt: &mut MirrorRuntime,
+        image: &MetadataImage,
+    ) {
+        let topics: Vec<String> = image
+            .mirror_topics(mirror)
+            .into_iter()
+            .filter(|t| {
+                image
+                    .topic_configs(t)
+                    .get(MIRROR_NAME_CONFIG)
+                    .is_some_and(|m| m == mirror)
+            })
+            .collect();
+        if topics.is_empty() {
+            return;
+        }
+        let metadata = match rt.metadata(mirror, std::time::Duration::ZERO).await {
+            Ok(m) => m.clone(),
+            Err(e) => {
+                tracing::warn!(%mirror, error = %e, "mirror metadata sync: source unreachable");
+                return;
+            }
+        };
+        let exclude = rt.settings.topic_properties_exclude.clone();
+        for topic in &topics {
+            let Some(source) = metadata.topics.get(topic).filter(|t| t.error_code == 0) else {
+                continue;
+            };
+            let local = image.topic(topic).map(|t| t.partitions.len()).unwrap_or(0);
+            let wanted = source.partitions.len();
+            if wanted > local {
+                tracing::info!(%mirror, %topic, from = local, to = wanted, "source topic grew: adding partitions");
+                if let Err(e) = self
+                    .controller
+                    .create_partitions(topic, wanted as i32, &[], false)
+                {
+                    tracing::warn!(%topic, error = %e, "cannot add mirrored partitions");
+                }
+            }
+            let Ok(conn) = rt.connection(mirror).await else {
+                return;
+            };
+            match conn.topic_configs(topic).await {
+                Ok(source_configs) => {
+                    let wanted = mirrored_topic_configs(&source_configs, &exclude);
+                    let current = image.topic_configs(topic);
+                    let mut changes: Vec<(String, Option<String>)> = Vec::new();
+                    for (k, v) in &wanted {
+                        if current.get(k) != Some(v) {
+                            changes.push((k.clone(), Some(v.clone())));
+                        }
+                    }
+                    for k in current.keys() {
+                        if k != MIRROR_NAME_CONFIG
+                            && !wanted.contains_key(k)
+                            && !exclude.contains(k)
+                        {
+                            changes.push((k.clone(), None));
+                        }
+                    }
+                    if !changes.is_empty() {
+                        tracing::info!(%mirror, %topic, changes = changes.len(), "syncing topic configs from the source");
+                        if let Err(e) = self
+                            .controller
+                            .alter_topic_configs(topic, &changes, false, false)
+                        {
+                            tracing::warn!(%topic, error = %e, "cannot sync topic configs");
+                        }
+                    }
+                }
+                Err(e) => {
+                    rt.source = None;
+                    tracing::warn!(%topic, error = %e, "cannot read source topic configs");
+                    return;
+                }
+            }
+        }
+        self.sync_group_offsets(mirror, rt, &metadata, &topics)
+            .await;
+    }
+
+    async fn sync_group_offsets(
+        &self,
+        mirror: &str,
+        rt: &mut MirrorRuntime,
+        metadata: &crate::source::SourceMetadata,
+        topics: &[String],
+    ) {
+        // Groups live on their coordinators: ask every source broker for its groups.
+        for (id, (host, port)) in &metadata.brokers {
+            let mut conn = match SourceConnection::connect(
+                host,
+                *port,
+                &format!("tern-mirror-{mirror}"),
+                rt.settings.request_timeout,
+            )
+            .await
+            {
+                Ok(c) => c,
+                Err(e) => {
+                    tracing::debug!(broker = id, error = %e, "group sync: broker unreachable");
+                    continue;
+                }
+            };
+            let groups = match conn.list_groups().await {
+                Ok(g) => g,
+                Err(e) => {
+                    tracing::debug!(broker = id, error = %e, "group sync: ListGroups failed");
+                    continue;
+                }
+            };
+            for group in groups {
+                if !rt.settings.groups_include.matches(&group)
+                    || rt.settings.groups_exclude.matches(&group)
+                {
+                    continue;
+                }
+                let offsets = match conn.committed_offsets(&group).await {
+                    Ok(o) => o,
+                    Err(e) => {
+                        tracing::debug!(%group, error = %e, "group sync: OffsetFetch failed");
+                        continue;
+                    }
+                };
+                let offsets: Vec<_> = offsets
+                    .into_iter()
+                    .filter(|(t, _, _, _)| topics.contains(t))
+                    .collect();
+                if !offsets.is_empty() {
+                    self.host.sync_group_offsets(&group, offsets);
+                }
+            }
+        }
+    }
+}
+
+/// The source topic configs Tern takes over: known to Tern, valid, not excluded.
+pub(super) fn mirrored_topic_configs(
+    source: &[(String, String)],
+    exclude: &[String],
+) -> BTreeMap<String, String> {
+    source
+        .iter()
+        .filter(|(k, _)| k != MIRROR_NAME_CONFIG && !exclude.contains(k))
+        .filter(|(k, v)| topic_config(k).is_some() && validate_topic_config(k, v).is_ok())
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
+}

@@ -1,0 +1,392 @@
+//! The source cluster as the mirror sees it: connections with negotiated versions and the
+//! standard RPCs the mirror needs (ApiVersions, Metadata, DescribeConfigs, ListOffsets, Fetch,
+//! ListGroups, OffsetFetch), plus LastMirroredOffsets when the source is a Tern.
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::Duration;
+
+use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
+use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
+use kafka_protocol::messages::{
+    ApiKey, ApiVersionsRequest, DescribeConfigsRequest, FetchRequest, FetchResponse, GroupId,
+    ListGroupsRequest, ListOffsetsRequest, MetadataRequest, OffsetFetchRequest, TopicName,
+};
+use kafka_protocol::protocol::{Request, StrBytes};
+use tern_protocol::client::{ClientError, KafkaConnection};
+use tern_protocol::mirror::{
+    api_keys, LastMirroredOffsetsRequest, MirrorRequest, MirrorResponse, TopicPartitions,
+};
+use uuid::Uuid;
+
+/// Why talking to the source failed.
+#[derive(Debug, thiserror::Error)]
+pub enum SourceError {
+    /// Connecting, sending or reading failed.
+    #[error("source connection: {0}")]
+    Client(#[from] ClientError),
+    /// The source did not answer in time.
+    #[error("source request timed out after {0:?}")]
+    Timeout(Duration),
+    /// No bootstrap server answered.
+    #[error("no source bootstrap server reachable: {0}")]
+    Unreachable(String),
+    /// The source does not offer a version of an API the mirror needs.
+    #[error("the source does not support {0:?} in a version Tern speaks")]
+    Unsupported(ApiKey),
+    /// The source answered with an error code.
+    #[error("source error {code} on {what}")]
+    Kafka {
+        /// What was asked.
+        what: String,
+        /// Kafka error code.
+        code: i16,
+    },
+}
+
+/// One connection to a source broker with the versions it offers.
+pub struct SourceConnection {
+    conn: KafkaConnection,
+    versions: HashMap<i16, (i16, i16)>,
+    timeout: Duration,
+}
+
+impl SourceConnection {
+    /// Connects to `host:port` and learns the broker's API versions.
+    pub async fn connect(
+        host: &str,
+        port: u16,
+        client_id: &str,
+        timeout: Duration,
+    ) -> Result<Self, SourceError> {
+        let conn = tokio::time::timeout(timeout, KafkaConnection::connect((host, port), client_id))
+            .await
+            .map_err(|_| SourceError::Timeout(timeout))??;
+        let mut source = SourceConnection {
+            conn,
+            versions: HashMap::new(),
+            timeout,
+        };
+        // ApiVersions v0 is understood by every broker version.
+        let response = source.call(&ApiVersionsRequest::default(), 0).await?;
+        if response.error_code != 0 {
+            return Err(SourceError::Kafka {
+                what: "ApiVersions".into(),
+                code: response.error_code,
+            });
+        }
+        source.versions = response
+            .api_keys
+            .iter()
+            .map(|k| (k.api_key, (k.min_version, k.max_version)))
+            .collect();
+        Ok(source)
+    }
+
+    /// The highest version of `key` both sides speak, within `ours`.
+    pub fn version(&self, key: ApiKey, ours: (i16, i16)) -> Option<i16> {
+        let (min, max) = self.versions.get(&(key as i16))?;
+        let v = (*max).min(ours.1);
+        (v >= (*min).max(ours.0)).then_some(v)
+    }
+
+    /// Whether the source serves an api key at all (a Tern source serves the mirror RPCs).
+    pub fn supports(&self, api_key: i16) -> bool {
+        self.versions.contains_key(&api_key)
+    }
+
+    async fn call<R: Request>(
+        &mut self,
+        request: &R,
+        version: i16,
+    ) -> Result<R::Response, SourceError> {
+        tokio::time::timeout(self.timeout, self.conn.send(request, version))
+            .await
+            .map_err(|_| SourceError::Timeout(self.timeout))?
+            .map_err(SourceError::from)
+    }
+
+    /// Metadata for `topics` (all topics when `None`).
+    pub async fn metadata(
+        &mut self,
+        topics: Option<&[String]>,
+    ) -> Result<SourceMetadata, SourceError> {
+        let version = self
+            .version(ApiKey::Metadata, (1, 12))
+            .ok_or(SourceError::Unsupported(ApiKey::Metadata))?;
+        let request = MetadataRequest::default()
+            .with_topics(topics.map(|ts| {
+                ts.iter()
+                    .map(|t| {
+                        MetadataRequestTopic::default()
+                            .with_name(Some(TopicName(StrBytes::from_string(t.clone()))))
+                    })
+                    .collect()
+            }))
+            .with_allow_auto_topic_creation(false);
+        let response = self.call(&request, version).await?;
+        let mut meta = SourceMetadata {
+            cluster_id: response.cluster_id.map(|c| c.to_string()),
+            brokers: response
+                .brokers
+                .iter()
+                .map(|b| (b.node_id.0, (b.host.to_string(), b.port as u16)))
+                .collect(),
+            topics: BTreeMap::new(),
+        };
+        for t in response.topics {
+            let Some(name) = t.name else { continue };
+            meta.topics.insert(
+                name.to_string(),
+                SourceTopic {
+                    error_code: t.error_code,
+                    topic_id: t.topic_id,
+                    is_internal: t.is_internal,
+                    partitions: t
+                        .partitions
+                        .iter()
+                        .map(|p| {
+                            (
+                                p.partition_index,
+                                SourcePartition {
+                                    leader: p.leader_id.0,
+                                    leader_epoch: if version >= 7 { p.leader_epoch } else { -1 },
+                                    error_code: p.error_code,
+                                },
+                            )
+                        })
+                        .collect(),
+                },
+            );
+        }
+        Ok(meta)
+    }
+
+    /// A topic's configs that differ from the source's defaults (set on the topic itself).
+    pub async fn topic_configs(
+        &mut self,
+        topic: &str,
+    ) -> Result<Vec<(String, String)>, SourceError> {
+        let version = self
+            .version(ApiKey::DescribeConfigs, (1, 4))
+            .ok_or(SourceError::Unsupported(ApiKey::DescribeConfigs))?;
+        let request = DescribeConfigsRequest::default().with_resources(vec![
+            DescribeConfigsResource::default()
+                .with_resource_type(2)
+                .with_resource_name(StrBytes::from_string(topic.to_string()))
+                .with_configuration_keys(None),
+        ]);
+        let response = self.call(&request, version).await?;
+        let mut out = Vec::new();
+        for result in response.results {
+            if result.error_code != 0 {
+                return Err(SourceError::Kafka {
+                    what: format!("DescribeConfigs({topic})"),
+                    code: result.error_code,
+                });
+            }
+            for c in result.configs {
+                // 1 = DYNAMIC_TOPIC_CONFIG: set on the topic, not inherited.
+                if c.config_source == 1 && !c.is_sensitive {
+                    if let Some(v) = c.value {
+                        out.push((c.name.to_string(), v.to_string()));
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// ListOffsets at `timestamp` (-2 earliest, -1 latest) for the partitions of one topic.
+    pub async fn list_offsets(
+        &mut self,
+        topic: &str,
+        partitions: &[i32],
+        timestamp: i64,
+    ) -> Result<Vec<(i32, i16, i64)>, SourceError> {
+        let version = self
+            .version(ApiKey::ListOffsets, (1, 7))
+            .ok_or(SourceError::Unsupported(ApiKey::ListOffsets))?;
+        let request = ListOffsetsRequest::default()
+            .with_replica_id(kafka_protocol::messages::BrokerId(-1))
+            .with_isolation_level(1)
+            .with_topics(vec![ListOffsetsTopic::default()
+                .with_name(TopicName(StrBytes::from_string(topic.to_string())))
+                .with_partitions(
+                    partitions
+                        .iter()
+                        .map(|p| {
+                            ListOffsetsPartition::default()
+                                .with_partition_index(*p)
+                                .with_current_leader_epoch(-1)
+                                .with_timestamp(timestamp)
+                        })
+                        .collect(),
+                )]);
+        let response = self.call(&request, version).await?;
+        Ok(response
+            .topics
+            .into_iter()
+            .flat_map(|t| t.partitions)
+            .map(|p| (p.partition_index, p.error_code, p.offset))
+            .collect())
+    }
+
+    /// The Fetch version to use (names, not topic ids: at most 12).
+    pub fn fetch_version(&self) -> Option<i16> {
+        self.version(ApiKey::Fetch, (4, 12))
+    }
+
+    /// Sends a Fetch at `version`; waits at most the request's own wait plus the timeout.
+    pub async fn fetch(
+        &mut self,
+        request: &FetchRequest,
+        version: i16,
+    ) -> Result<FetchResponse, SourceError> {
+        let limit = self.timeout + Duration::from_millis(request.max_wait_ms.max(0) as u64);
+        tokio::time::timeout(limit, self.conn.send(request, version))
+            .await
+            .map_err(|_| SourceError::Timeout(limit))?
+            .map_err(SourceError::from)
+    }
+
+    /// Group ids on this broker (ListGroups is answered per coordinator broker).
+    pub async fn list_groups(&mut self) -> Result<Vec<String>, SourceError> {
+        let version = self
+            .version(ApiKey::ListGroups, (0, 4))
+            .ok_or(SourceError::Unsupported(ApiKey::ListGroups))?;
+        let response = self.call(&ListGroupsRequest::default(), version).await?;
+        Ok(response
+            .groups
+            .into_iter()
+            .map(|g| g.group_id.to_string())
+            .collect())
+    }
+
+    /// A group's committed offsets: (topic, partition, offset, metadata).
+    pub async fn committed_offsets(
+        &mut self,
+        group: &str,
+    ) -> Result<Vec<(String, i32, i64, Option<String>)>, SourceError> {
+        let version = self
+            .version(ApiKey::OffsetFetch, (2, 7))
+            .ok_or(SourceError::Unsupported(ApiKey::OffsetFetch))?;
+        let request = OffsetFetchRequest::default()
+            .with_group_id(GroupId(StrBytes::from_string(group.to_string())))
+            .with_topics(None::<Vec<OffsetFetchRequestTopic>>);
+        let response = self.call(&request, version).await?;
+        if response.error_code != 0 {
+            return Err(SourceError::Kafka {
+                what: format!("OffsetFetch({group})"),
+                code: response.error_code,
+            });
+        }
+        Ok(response
+            .topics
+            .into_iter()
+            .flat_map(|t| {
+                let name = t.name.to_string();
+                t.partitions.into_iter().filter_map(move |p| {
+                    (p.error_code == 0 && p.committed_offset >= 0).then(|| {
+                        (
+                            name.clone(),
+                            p.partition_index,
+                            p.committed_offset,
+                            p.metadata.map(|m| m.to_string()),
+                        )
+                    })
+                })
+            })
+            .collect())
+    }
+
+    /// LastMirroredOffsets of a Tern source: `None` when the source does not serve the API.
+    pub async fn last_mirrored_offsets(
+        &mut self,
+        mirror: &str,
+        topic: &str,
+        partitions: &[i32],
+    ) -> Result<Option<HashMap<i32, (i16, i64)>>, SourceError> {
+        if !self.supports(api_keys::LAST_MIRRORED_OFFSETS) {
+            return Ok(None);
+        }
+        let request = MirrorRequest::LastMirroredOffsets(LastMirroredOffsetsRequest {
+            mirror_name: mirror.to_string(),
+            topics: vec![TopicPartitions {
+                name: topic.to_string(),
+                partitions: partitions.to_vec(),
+            }],
+        });
+        let response = tokio::time::timeout(self.timeout, self.conn.send_mirror(&request))
+            .await
+            .map_err(|_| SourceError::Timeout(self.timeout))??;
+        let MirrorResponse::LastMirroredOffsets(r) = response else {
+            return Ok(None);
+        };
+        if r.error_code != 0 {
+            return Err(SourceError::Kafka {
+                what: "LastMirroredOffsets".into(),
+                code: r.error_code,
+            });
+        }
+        Ok(Some(
+            r.topics
+                .into_iter()
+                .flat_map(|t| t.partitions)
+                .map(|p| (p.partition_index, (p.error_code, p.last_mirrored_offset)))
+                .collect(),
+        ))
+    }
+}
+
+/// The source's view of its brokers and topics.
+#[derive(Debug, Clone, Default)]
+pub struct SourceMetadata {
+    /// Source cluster id (Metadata v2+).
+    pub cluster_id: Option<String>,
+    /// Brokers by id.
+    pub brokers: HashMap<i32, (String, u16)>,
+    /// Topics by name.
+    pub topics: BTreeMap<String, SourceTopic>,
+}
+
+/// One source topic.
+#[derive(Debug, Clone)]
+pub struct SourceTopic {
+    /// Error code (UNKNOWN_TOPIC_OR_PARTITION when absent).
+    pub error_code: i16,
+    /// Topic id (nil before Kafka 2.8).
+    pub topic_id: Uuid,
+    /// Internal topic.
+    pub is_internal: bool,
+    /// Partitions by index.
+    pub partitions: BTreeMap<i32, SourcePartition>,
+}
+
+/// One source partition's leadership.
+#[derive(Debug, Clone, Copy)]
+pub struct SourcePartition {
+    /// Leader broker id, or -1.
+    pub leader: i32,
+    /// Leader epoch, or -1 when the source does not say (Metadata < v7).
+    pub leader_epoch: i32,
+    /// Error code.
+    pub error_code: i16,
+}
+
+/// Connects to the first bootstrap server that answers.
+pub async fn connect_bootstrap(
+    servers: &[(String, u16)],
+    client_id: &str,
+    timeout: Duration,
+) -> Result<SourceConnection, SourceError> {
+    let mut errors = Vec::new();
+    for (host, port) in servers {
+        match SourceConnection::connect(host, *port, client_id, timeout).await {
+            Ok(c) => return Ok(c),
+            Err(e) => errors.push(format!("{host}:{port}: {e}")),
+        }
+    }
+    Err(SourceError::Unreachable(errors.join("; ")))
+}
