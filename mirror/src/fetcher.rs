@@ -480,8 +480,126 @@ fn append_fetched(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::host::LeaderReplica;
+    use std::sync::atomic::{AtomicUsize, Ordering};
     use tern_protocol::record_batch::Compression;
     use tern_protocol::records::RecordBatchBuilder;
+    use tern_storage::{Log, LogConfig};
+
+    struct OneLog {
+        log: Arc<Log>,
+        appends: AtomicUsize,
+    }
+
+    impl MirrorHost for OneLog {
+        fn node_id(&self) -> i32 {
+            1
+        }
+        fn leader_replica(&self, _: &str, _: i32) -> Option<LeaderReplica> {
+            Some(LeaderReplica {
+                log: self.log.clone(),
+                leader_epoch: 7,
+            })
+        }
+        fn on_mirror_append(&self, _: &str, _: i32) {
+            self.appends.fetch_add(1, Ordering::SeqCst);
+        }
+        fn on_log_reset(&self, _: &str, _: i32) {}
+        fn reserve_producer_ids_above(&self, _: i64) {}
+        fn sync_group_offsets(&self, _: &str, _: Vec<(String, i32, i64, Option<String>)>) {}
+    }
+
+    fn host() -> (tempfile::TempDir, OneLog) {
+        let dir = tempfile::tempdir().unwrap();
+        let log = Log::open(&dir.path().join("t-0"), LogConfig::default()).unwrap();
+        (
+            dir,
+            OneLog {
+                log: Arc::new(log),
+                appends: AtomicUsize::new(0),
+            },
+        )
+    }
+
+    fn data(records: Bytes, log_start: i64, hw: i64) -> PartitionData {
+        PartitionData::default()
+            .with_records(Some(records))
+            .with_log_start_offset(log_start)
+            .with_high_watermark(hw)
+    }
+
+    fn concat(batches: &[Bytes]) -> Bytes {
+        let mut b = BytesMut::new();
+        for x in batches {
+            b.extend_from_slice(x);
+        }
+        b.freeze()
+    }
+
+    #[test]
+    fn appends_source_bytes_with_only_the_epoch_rewritten() {
+        let (_dir, host) = host();
+        let source = concat(&[batch(0, 3), batch(3, 2)]);
+        let tp = ("t".to_string(), 0);
+        let mut st = PartitionFetchState {
+            fetch_offset: 0,
+            source_epoch: -1,
+        };
+        assert!(append_fetched(&tp, &mut st, &data(source.clone(), 0, 5), &host).unwrap());
+        assert_eq!(st.fetch_offset, 5);
+        assert_eq!(host.appends.load(Ordering::SeqCst), 1);
+        let read = host.log.read(0, 1 << 20, None, true).unwrap().records;
+        assert_eq!(read.len(), source.len());
+        let mut pos = 0;
+        while pos < read.len() {
+            let h = RecordBatchHeader::parse(&read[pos..]).unwrap();
+            let end = pos + h.size();
+            assert_eq!(&read[pos..pos + 12], &source[pos..pos + 12]);
+            assert_eq!(&read[pos + 12..pos + 16], &7i32.to_be_bytes());
+            assert_eq!(&read[pos + 16..end], &source[pos + 16..end]);
+            pos = end;
+        }
+        // A late duplicate of what is already there is skipped, not appended twice.
+        assert!(!append_fetched(&tp, &mut st, &data(source, 0, 5), &host).unwrap());
+        assert_eq!(host.log.log_end_offset(), 5);
+    }
+
+    #[test]
+    fn follows_a_source_log_start_inside_a_batch() {
+        let (_dir, host) = host();
+        host.log.truncate_fully_and_start_at(4).unwrap();
+        let tp = ("t".to_string(), 0);
+        let mut st = PartitionFetchState {
+            fetch_offset: 4,
+            source_epoch: -1,
+        };
+        // The source starts at 4, inside the batch 3..=5, and serves that whole batch.
+        let source = concat(&[batch(3, 3), batch(6, 2)]);
+        append_fetched(&tp, &mut st, &data(source, 4, 8), &host).unwrap();
+        assert_eq!(host.log.log_start_offset(), 4);
+        assert_eq!(host.log.log_end_offset(), 8);
+        let read = host.log.read(4, 1 << 20, None, true).unwrap();
+        assert_eq!(read.first_offset, 3);
+        // Retention on the source moves its start to 6: ours follows.
+        append_fetched(&tp, &mut st, &data(Bytes::new(), 6, 8), &host).unwrap();
+        assert_eq!(host.log.log_start_offset(), 6);
+    }
+
+    #[test]
+    fn keeps_compaction_gaps() {
+        let (_dir, host) = host();
+        let tp = ("t".to_string(), 0);
+        let mut st = PartitionFetchState {
+            fetch_offset: 0,
+            source_epoch: -1,
+        };
+        // Offsets 3..10 were compacted away on the source.
+        let source = concat(&[batch(0, 3), batch(10, 2)]);
+        append_fetched(&tp, &mut st, &data(source, 0, 12), &host).unwrap();
+        assert_eq!(host.log.log_end_offset(), 12);
+        let read = host.log.read(3, 1 << 20, None, true).unwrap();
+        assert_eq!(read.first_offset, 10);
+    }
 
     fn batch(base: i64, n: usize) -> Bytes {
         let mut b = RecordBatchBuilder::new(Compression::None).base_offset(base);

@@ -707,3 +707,34 @@ impl MirrorManager {
         self.controller.image()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mirror_name_values() {
+        assert_eq!(parse_mirror_name(""), None);
+        assert_eq!(
+            parse_mirror_name("dr"),
+            Some(("dr", DesiredState::Mirroring))
+        );
+        assert_eq!(
+            parse_mirror_name("dr.paused"),
+            Some(("dr", DesiredState::Paused))
+        );
+        assert_eq!(
+            parse_mirror_name("dr.removed"),
+            Some(("dr", DesiredState::Stopped))
+        );
+        assert_eq!(
+            parse_mirror_name("dr.paused.removed"),
+            Some(("dr", DesiredState::Stopped))
+        );
+        // Mirror names may contain dots.
+        assert_eq!(
+            parse_mirror_name("eu.west.removed"),
+            Some(("eu.west", DesiredState::Stopped))
+        );
+    }
+}
