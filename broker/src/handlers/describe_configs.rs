@@ -16,6 +16,8 @@ use crate::broker::Broker;
 pub const RESOURCE_TOPIC: i8 = 2;
 /// ConfigResource type of a broker.
 pub const RESOURCE_BROKER: i8 = 4;
+/// ConfigResource type of a cluster mirror (the prototype's number).
+pub const RESOURCE_CLUSTER_MIRROR: i8 = 64;
 
 /// Kafka's config sources.
 const SOURCE_TOPIC: i8 = 1;
@@ -119,6 +121,31 @@ pub fn handle(
                             ))));
                     }
                     broker_config_entries(broker)
+                }
+                RESOURCE_CLUSTER_MIRROR => {
+                    return match broker.mirrors.mirror_configs(&name) {
+                        None => result
+                            .with_error_code(
+                                tern_protocol::mirror::errors::UNKNOWN_CLUSTER_MIRROR.code(),
+                            )
+                            .with_error_message(Some(sb(format!(
+                                "Cluster mirror {name} does not exist"
+                            )))),
+                        // Secrets (sasl.jaas.config, passwords) are never returned.
+                        Some(configs) => result.with_configs(
+                            configs
+                                .into_iter()
+                                .map(|(k, v)| {
+                                    DescribeConfigsResourceResult::default()
+                                        .with_is_sensitive(v.is_none())
+                                        .with_name(sb(k))
+                                        .with_value(v.map(sb))
+                                        .with_config_source(SOURCE_TOPIC)
+                                        .with_config_type(2)
+                                })
+                                .collect(),
+                        ),
+                    };
                 }
                 other => {
                     return result

@@ -1,0 +1,291 @@
+//! Mirror administration details: secrets in mirror configs, coordinator state RPCs, and
+//! producer ids after failover.
+
+mod support;
+
+use std::time::Duration;
+
+use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
+use kafka_protocol::messages::{DescribeConfigsRequest, InitProducerIdRequest};
+use kafka_protocol::protocol::StrBytes;
+use support::{create_topic, idempotent_batch, produce, TestServer};
+use tern_protocol::client::KafkaConnection;
+use tern_protocol::mirror::*;
+
+async fn mirror_call(conn: &mut KafkaConnection, req: MirrorRequest) -> MirrorResponse {
+    conn.send_mirror(&req).await.unwrap()
+}
+
+async fn create_mirror(conn: &mut KafkaConnection, name: &str, configs: &[(&str, &str)]) -> i16 {
+    let r = mirror_call(
+        conn,
+        MirrorRequest::CreateClusterMirror(CreateClusterMirrorRequest {
+            mirror_name: name.into(),
+            configs: configs
+                .iter()
+                .map(|(k, v)| (k.to_string(), Some(v.to_string())))
+                .collect(),
+        }),
+    )
+    .await;
+    let MirrorResponse::CreateClusterMirror(r) = r else {
+        panic!("wrong response")
+    };
+    r.error_code
+}
+
+async fn describe_partition_states(conn: &mut KafkaConnection, mirror: &str) -> Vec<String> {
+    let MirrorResponse::DescribeClusterMirrors(r) = mirror_call(
+        conn,
+        MirrorRequest::DescribeClusterMirrors(DescribeClusterMirrorsRequest {
+            mirror_names: vec![mirror.into()],
+            ..Default::default()
+        }),
+    )
+    .await
+    else {
+        panic!("wrong response")
+    };
+    r.mirrors
+        .iter()
+        .flat_map(|m| m.topics.iter())
+        .flat_map(|t| t.partitions.iter().map(|p| p.state_value.clone()))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mirror_config_secrets_are_never_returned() {
+    let dest = TestServer::start().await;
+    let mut conn = dest.connect().await;
+    let jaas = "org.apache.kafka.common.security.plain.PlainLoginModule required username=\"u\" password=\"hunter2\";";
+    assert_eq!(
+        create_mirror(
+            &mut conn,
+            "secret",
+            &[
+                ("bootstrap.servers", "127.0.0.1:1"),
+                ("sasl.jaas.config", jaas),
+                ("ssl.truststore.password", "hunter3"),
+            ],
+        )
+        .await,
+        0
+    );
+    let r = conn
+        .send(
+            &DescribeConfigsRequest::default().with_resources(vec![
+                DescribeConfigsResource::default()
+                    .with_resource_type(64)
+                    .with_resource_name(StrBytes::from_static_str("secret"))
+                    .with_configuration_keys(None),
+            ]),
+            4,
+        )
+        .await
+        .unwrap();
+    let configs = &r.results[0].configs;
+    let get = |k: &str| configs.iter().find(|c| c.name.as_str() == k).unwrap();
+    assert_eq!(
+        get("bootstrap.servers")
+            .value
+            .as_ref()
+            .map(|v| v.to_string()),
+        Some("127.0.0.1:1".to_string())
+    );
+    for secret in ["sasl.jaas.config", "ssl.truststore.password"] {
+        assert!(get(secret).is_sensitive, "{secret}");
+        assert_eq!(get(secret).value, None, "{secret}");
+    }
+    // Nothing in any mirror response carries the secret either.
+    for req in [
+        MirrorRequest::ListClusterMirrors(ListClusterMirrorsRequest {
+            include_topic_names: true,
+        }),
+        MirrorRequest::DescribeClusterMirrors(DescribeClusterMirrorsRequest::default()),
+    ] {
+        let text = format!("{:?}", mirror_call(&mut conn, req).await);
+        assert!(!text.contains("hunter"), "{text}");
+    }
+    // An unknown mirror is UNKNOWN_CLUSTER_MIRROR in DescribeConfigs.
+    let r = conn
+        .send(
+            &DescribeConfigsRequest::default().with_resources(vec![
+                DescribeConfigsResource::default()
+                    .with_resource_type(64)
+                    .with_resource_name(StrBytes::from_static_str("nope"))
+                    .with_configuration_keys(None),
+            ]),
+            4,
+        )
+        .await
+        .unwrap();
+    assert_eq!(r.results[0].error_code, 137);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn producer_ids_after_failover_do_not_collide_with_mirrored_ones() {
+    let source = TestServer::start().await;
+    let dest = TestServer::start().await;
+    let mut src = source.connect().await;
+    create_topic(&mut src, "pids", 1, &[]).await;
+    // A source producer with a large id (a busy source cluster hands out big ones).
+    let mirrored_pid = 5_000_000;
+    let r = produce(&mut src, "pids", 0, idempotent_batch(3, mirrored_pid, 0, 0)).await;
+    assert_eq!(r.responses[0].partition_responses[0].error_code, 0);
+
+    let mut dst = dest.connect().await;
+    let bootstrap = source.addr().to_string();
+    assert_eq!(
+        create_mirror(
+            &mut dst,
+            "dr",
+            &[
+                ("bootstrap.servers", &bootstrap),
+                ("mirror.fetch.wait.max.ms", "100")
+            ]
+        )
+        .await,
+        0
+    );
+    let MirrorResponse::StartMirrorTopics(r) = mirror_call(
+        &mut dst,
+        MirrorRequest::StartMirrorTopics(StartMirrorTopicsRequest {
+            mirror_name: "dr".into(),
+            topics: vec![StartMirrorTopic {
+                topic_name: "pids".into(),
+                num_partitions: -1,
+                ..Default::default()
+            }],
+            ..Default::default()
+        }),
+    )
+    .await
+    else {
+        panic!("wrong response")
+    };
+    assert_eq!(r.topics[0].error_code, 0, "{r:?}");
+    // Wait for the batch to arrive.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let MirrorResponse::DescribeClusterMirrors(d) = mirror_call(
+            &mut dst,
+            MirrorRequest::DescribeClusterMirrors(DescribeClusterMirrorsRequest::default()),
+        )
+        .await
+        else {
+            panic!()
+        };
+        let p = &d.mirrors[0].topics[0].partitions[0];
+        if p.destination_offset == 3 {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "not mirrored: {p:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // Before failover an InitProducerId may hand out a low id; after it, ids are above the
+    // mirrored producer's.
+    let _ = dst
+        .send(
+            &InitProducerIdRequest::default()
+                .with_transactional_id(None)
+                .with_transaction_timeout_ms(60_000),
+            4,
+        )
+        .await
+        .unwrap();
+    let MirrorResponse::StopMirrorTopics(r) = mirror_call(
+        &mut dst,
+        MirrorRequest::StopMirrorTopics(MirrorTopicsRequest {
+            mirror_name: "dr".into(),
+            topics: vec!["pids".into()],
+            ..Default::default()
+        }),
+    )
+    .await
+    else {
+        panic!()
+    };
+    assert_eq!(r.topics[0].error_code, 0);
+    assert_eq!(
+        describe_partition_states(&mut dst, "dr").await,
+        vec!["STOPPED"]
+    );
+    for _ in 0..3 {
+        let r = dst
+            .send(
+                &InitProducerIdRequest::default()
+                    .with_transactional_id(None)
+                    .with_transaction_timeout_ms(60_000),
+                4,
+            )
+            .await
+            .unwrap();
+        assert_eq!(r.error_code, 0);
+        assert!(
+            r.producer_id.0 > mirrored_pid,
+            "producer id {} collides with the mirrored range (<= {mirrored_pid})",
+            r.producer_id.0
+        );
+    }
+}
+
+async fn read(conn: &mut KafkaConnection) -> ReadMirrorStatesResponse {
+    let req = MirrorRequest::ReadMirrorStates(ReadMirrorStatesRequest {
+        mirror_name: "m".into(),
+        topics: vec![
+            TopicPartitions {
+                name: "plain".into(),
+                partitions: vec![0, 1],
+            },
+            TopicPartitions {
+                name: "missing".into(),
+                partitions: vec![0],
+            },
+        ],
+    });
+    let MirrorResponse::ReadMirrorStates(r) = conn.send_mirror(&req).await.unwrap() else {
+        panic!()
+    };
+    r
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn coordinator_state_rpcs_read_and_write_partition_states() {
+    let dest = TestServer::start().await;
+    let mut conn = dest.connect().await;
+    create_topic(&mut conn, "plain", 2, &[]).await;
+    assert_eq!(
+        create_mirror(&mut conn, "m", &[("bootstrap.servers", "127.0.0.1:1")]).await,
+        0
+    );
+    let r = read(&mut conn).await;
+    assert_eq!(r.topics[0].partitions[0].state, -1, "no state yet: UNKNOWN");
+    assert_eq!(r.topics[1].partitions[0].error_code, 3);
+    // A remote broker records PREPARING then MIRRORING for partition 1; an invalid jump is refused.
+    let write = |state: i8| {
+        MirrorRequest::WriteMirrorStates(WriteMirrorStatesRequest {
+            mirror_name: "m".into(),
+            topics: vec![WriteMirrorStateTopic {
+                name: "plain".into(),
+                partitions: vec![WriteMirrorStatePartition {
+                    partition_index: 1,
+                    last_mirror_epoch: -1,
+                    state,
+                }],
+            }],
+            stopped_topics: vec![],
+        })
+    };
+    for (state, ok) in [(6i8, false), (0, true), (2, true)] {
+        let MirrorResponse::WriteMirrorStates(w) = mirror_call(&mut conn, write(state)).await
+        else {
+            panic!()
+        };
+        let code = w.topics[0].partitions[0].error_code;
+        assert_eq!(code == 0, ok, "state {state}: {w:?}");
+    }
+    let r = read(&mut conn).await;
+    assert_eq!(r.topics[0].partitions[1].state, 2);
+    assert_eq!(r.topics[0].partitions[1].previous_state, 0);
+    assert_eq!(r.topics[0].partitions[0].state, -1);
+}
