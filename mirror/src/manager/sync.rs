@@ -7,6 +7,9 @@ use tern_controller::topic_configs::{topic_config, validate_topic_config, MIRROR
 use tern_controller::MetadataImage;
 
 use super::{MirrorManager, MirrorRuntime};
+
+/// Connect/request timeout for the per-broker group-offset sync connections.
+const GROUP_SYNC_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 use crate::source::SourceConnection;
 
 impl MirrorManager {
@@ -107,7 +110,8 @@ impl MirrorManager {
                 host,
                 *port,
                 &format!("tern-mirror-{mirror}"),
-                rt.settings.request_timeout,
+                // A dead broker must not hold up the coordinator's pass for long.
+                rt.settings.request_timeout.min(GROUP_SYNC_TIMEOUT),
             )
             .await
             {
