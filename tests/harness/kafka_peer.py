@@ -27,6 +27,13 @@ Command line:
 
 MirrorMaker2(source, target, dir).start() runs a dedicated MirrorMaker 2 between any two bootstrap
 addresses (connect-mirror 4.3.1: the newest the Maven mirror here serves).
+
+KafkaCluster(version, data_dir, brokers=3).start() runs a multi-broker KRaft cluster (3.x/4.x): as
+many combined broker+controller nodes as brokers, one quorum of that many voters, one cluster id,
+loopback ports, 256 MiB heaps; kill(node_id) (SIGKILL), stop_node(node_id), start_node(node_id),
+stop(); `bootstrap` lists every broker.  From a shell, until Ctrl-C:
+
+    python tests/harness/kafka_peer.py cluster 4.4.0 [--brokers 3] [--data-dir D]
 """
 
 import argparse
@@ -655,5 +662,328 @@ def main(argv):
     return 0
 
 
+
+# -- a multi-broker KRaft cluster -------------------------------------------------------------------
+
+def metadata_brokers(host, port, timeout=2.0):
+    """The node ids a broker lists in Metadata (non-flexible versions 1..8), or None."""
+    try:
+        with socket.create_connection((host, port), timeout=timeout) as s:
+            s.settimeout(timeout)
+            body = _request(s, 18, 0, b"", 1)
+            error, count = struct.unpack(">hi", body[:6])
+            if error != 0:
+                return None
+            ranges = {}
+            for i in range(count):
+                k, lo, hi = struct.unpack(">hhh", body[6 + 6 * i: 12 + 6 * i])
+                ranges[k] = (lo, hi)
+            lo, hi = ranges.get(3, (0, 0))
+            version = max(lo, 1)
+            if version > min(hi, 8):
+                return None
+            req = struct.pack(">i", 0)  # an empty topic list: brokers only
+            if version >= 4:
+                req += b"\x00"
+            if version >= 8:
+                req += b"\x00\x00"
+            body = _request(s, 3, version, req, 2)
+            off = 4 if version >= 3 else 0
+            (n,) = struct.unpack(">i", body[off: off + 4])
+            off += 4
+            ids = set()
+            for _ in range(n):
+                node_id, host_len = struct.unpack(">ih", body[off: off + 6])
+                off += 6 + host_len + 4  # host, port
+                (rack_len,) = struct.unpack(">h", body[off: off + 2])
+                off += 2 + max(rack_len, 0)
+                ids.add(node_id)
+            return ids
+    except (OSError, struct.error):
+        return None
+
+
+# Small heaps and the C1 compiler only: three JVMs (and whatever the test runs beside them) share a
+# small machine, and start in half the time without C2 (start-up is CPU-bound).
+CLUSTER_JVM_OPTS = [
+    "-Xmx256m", "-Xms256m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC",
+    "-Djava.awt.headless=true",
+]
+
+
+class KafkaCluster:
+    """A real multi-broker Apache Kafka (KRaft, 3.x/4.x): `brokers` combined broker+controller
+    nodes (node ids 1..brokers) that form one controller quorum of as many voters, each with its
+    own PLAINTEXT and CONTROLLER loopback ports, data dir (node-<id>/) and log (node-<id>/kafka.log),
+    all formatted with one cluster id.  Internal topics get replication factor min(3, brokers);
+    a killed broker is fenced, and leaves every ISR, after 4 s (broker.session.timeout.ms).
+
+    `start()` returns once every broker lists every broker in Metadata; `kill(node_id)` sends
+    SIGKILL, `stop_node(node_id)` SIGTERM, `start_node(node_id)` starts a node again on its data
+    and ports (and waits until every running broker lists it); `stop()` stops all.  `bootstrap`
+    names all brokers, `address(node_id)` one.  With 3 voters any one node can be killed and the
+    quorum goes on (2 of 3).
+
+    Start-up: the servers share a class-data-sharing archive per JDK and jar set
+    ($TERN_CACHE/kafka/<version>/cds-cluster-*.jsa: 3 nodes up in ~10 s instead of ~22 s on two
+    cores); the first cluster without one has node 1 write it when it is stopped with SIGTERM."""
+
+    def __init__(self, version, data_dir, brokers=3, java=None, overrides=None, jvm_opts=None):
+        if not kraft(version):
+            raise ValueError(f"KafkaCluster needs KRaft (3.x or later), not {version}")
+        self.version = version
+        self.jars = KafkaJars(version)
+        self.data_dir = Path(data_dir)
+        self.node_ids = list(range(1, brokers + 1))
+        self.ports = {n: free_port() for n in self.node_ids}
+        self.controller_ports = {n: free_port() for n in self.node_ids}
+        self.java = java or os.environ.get("JAVA", "java")
+        self.overrides = dict(overrides or {})
+        self.jvm_opts = list(CLUSTER_JVM_OPTS if jvm_opts is None else jvm_opts)
+        self.procs = {}
+        self.cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        self._cds_dump = None  # (temporary file, archive) while node 1 records one
+
+    @property
+    def bootstrap(self):
+        return ",".join(self.address(n) for n in self.node_ids)
+
+    def address(self, node_id):
+        return f"127.0.0.1:{self.ports[node_id]}"
+
+    def node_dir(self, node_id):
+        return self.data_dir / f"node-{node_id}"
+
+    def log_path(self, node_id):
+        return self.node_dir(node_id) / "kafka.log"
+
+    def pid(self, node_id):
+        proc = self.procs.get(node_id)
+        return proc.pid if proc and proc.poll() is None else None
+
+    def running(self):
+        return [n for n in self.node_ids if self.pid(n)]
+
+    def _properties(self, node_id):
+        rf = min(3, len(self.node_ids))
+        min_isr = max(1, rf - 1)
+        voters = ",".join(f"{n}@127.0.0.1:{self.controller_ports[n]}" for n in self.node_ids)
+        props = {
+            "node.id": str(node_id),
+            "process.roles": "broker,controller",
+            "controller.quorum.voters": voters,
+            "listeners": f"PLAINTEXT://127.0.0.1:{self.ports[node_id]},"
+                         f"CONTROLLER://127.0.0.1:{self.controller_ports[node_id]}",
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.ports[node_id]}",
+            "controller.listener.names": "CONTROLLER",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+            "log.dirs": str(self.node_dir(node_id) / "logs"),
+            "num.partitions": "1",
+            "default.replication.factor": str(rf),
+            "offsets.topic.replication.factor": str(rf),
+            "offsets.topic.num.partitions": "3",
+            "transaction.state.log.replication.factor": str(rf),
+            "transaction.state.log.min.isr": str(min_isr),
+            "transaction.state.log.num.partitions": "3",
+            "group.initial.rebalance.delay.ms": "0",
+            "broker.heartbeat.interval.ms": "500",
+            "broker.session.timeout.ms": "4000",
+            "num.network.threads": "2",
+            "num.io.threads": "2",
+            "background.threads": "2",
+            "log.cleaner.threads": "1",
+            "log.cleaner.dedupe.buffer.size": str(8 * 1024 * 1024),
+        }
+        if vtuple(self.version) >= (4,):
+            props["share.coordinator.state.topic.replication.factor"] = str(rf)
+            props["share.coordinator.state.topic.min.isr"] = str(min_isr)
+        props.update(self.overrides)
+        return "".join(f"{k}={v}\n" for k, v in props.items())
+
+    def _log_config(self, node_id):
+        if vtuple(self.version) >= (4,):
+            path = self.node_dir(node_id) / "log4j2.properties"
+            path.write_text(LOG4J2)
+        else:
+            path = self.node_dir(node_id) / "log4j.properties"
+            path.write_text(LOG4J1)
+        return path
+
+    def _server_cds(self, node_id):
+        """JVM options for the shared server archive (node 1 records it when there is none)."""
+        real = os.path.realpath(shutil.which(self.java) or self.java)
+        stamp = f"server:{real}:{os.stat(real).st_mtime_ns}:{self.jars.classpath()}"
+        archive = self.jars.home / f"cds-cluster-{hashlib.sha1(stamp.encode()).hexdigest()[:16]}.jsa"
+        quiet = ["-Xlog:cds*=off", "-Xlog:class+path=off"]
+        if archive.is_file():
+            return [f"-XX:SharedArchiveFile={archive}", *quiet]
+        if node_id != self.node_ids[0]:
+            return []
+        tmp = self.jars.home / f".cds-cluster-{os.getpid()}-{time.time_ns()}.jsa"
+        self._cds_dump = (tmp, archive)
+        return [f"-XX:ArchiveClassesAtExit={tmp}", *quiet]
+
+    def _finish_cds(self):
+        if self._cds_dump:
+            tmp, archive = self._cds_dump
+            proc = self.procs.get(self.node_ids[0])
+            # 143: the JVM's exit after SIGTERM (128 + 15), which writes the archive first.
+            if tmp.is_file() and proc is not None and proc.returncode in (0, 143):
+                os.replace(tmp, archive)
+            elif tmp.exists():
+                tmp.unlink()
+            self._cds_dump = None
+
+    def _format(self, nodes):
+        """kafka-storage format, one JVM per node in parallel, for nodes not formatted yet."""
+        cds, dump = self.jars._cds(self.java)
+        jvm = ["-Xmx256m", "-XX:TieredStopAtLevel=1", *([] if dump else cds)]
+        running = []
+        for n in nodes:
+            if (self.node_dir(n) / "logs" / "meta.properties").exists():
+                continue
+            conf = self.node_dir(n) / "server.properties"
+            running.append((n, subprocess.Popen(
+                self.jars.command("kafka.tools.StorageTool", "format", "-t", self.cluster_id, "-c", conf,
+                                  java=self.java, jvm_opts=jvm, log_config=self._log_config(n)),
+                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True)))
+        for n, p in running:
+            out, _ = p.communicate(timeout=120)
+            with open(self.log_path(n), "a") as f:
+                f.write(f"== kafka-storage format\n{out}")
+            if p.returncode != 0:
+                raise RuntimeError(f"kafka-storage format (node {n}) exited {p.returncode}:\n{out}")
+
+    def _configure(self, node_id):
+        self.node_dir(node_id).mkdir(parents=True, exist_ok=True)
+        (self.node_dir(node_id) / "server.properties").write_text(self._properties(node_id))
+
+    def _launch(self, node_id):
+        conf = self.node_dir(node_id) / "server.properties"
+        log = open(self.log_path(node_id), "ab")
+        try:
+            self.procs[node_id] = subprocess.Popen(
+                self.jars.command("kafka.Kafka", conf, java=self.java,
+                                  jvm_opts=[*self._server_cds(node_id), *self.jvm_opts],
+                                  log_config=self._log_config(node_id)),
+                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        finally:
+            log.close()
+
+    def _wait(self, nodes, deadline, what):
+        """Until every node in `nodes` lists every node of `nodes` in its Metadata."""
+        want = set(nodes)
+        while time.time() < deadline:
+            for n in nodes:
+                proc = self.procs.get(n)
+                if proc is None or proc.poll() is not None:
+                    code = proc.returncode if proc else None
+                    raise RuntimeError(f"kafka node {n} exited with {code} ({what}):\n{self.tail(n)}")
+            if all(want <= (metadata_brokers("127.0.0.1", self.ports[n]) or set()) for n in nodes):
+                return
+            time.sleep(0.3)
+        raise RuntimeError(f"kafka cluster did not come up ({what}):\n" +
+                           "\n".join(f"-- node {n}\n{self.tail(n)}" for n in nodes))
+
+    def start(self, timeout=120):
+        deadline = time.time() + timeout
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.jars.ensure()
+        try:
+            for n in self.node_ids:
+                self._configure(n)
+            self._format(self.node_ids)
+            for n in self.node_ids:
+                self._launch(n)
+            self._wait(self.node_ids, deadline, "start")
+            return self
+        except BaseException:
+            self.stop(graceful=False)
+            raise
+
+    def start_node(self, node_id, timeout=90):
+        """Starts a stopped or killed node again; returns once every running node lists it."""
+        if self.pid(node_id):
+            return self
+        self._configure(node_id)
+        self._format([node_id])
+        self._launch(node_id)
+        self._wait(self.running(), time.time() + timeout, f"restart of node {node_id}")
+        return self
+
+    def kill(self, node_id):
+        """kill -9 one node."""
+        proc = self.procs.get(node_id)
+        if proc and proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+    def stop_node(self, node_id, timeout=30):
+        """SIGTERM one node (SIGKILL after `timeout`)."""
+        proc = self.procs.get(node_id)
+        if proc and proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+    def stop(self, graceful=True, timeout=30):
+        """Stops every node: SIGTERM to all at once (SIGKILL after `timeout`), or SIGKILL."""
+        live = [p for p in self.procs.values() if p.poll() is None]
+        for p in live:
+            if graceful:
+                p.send_signal(signal.SIGTERM)
+            else:
+                p.kill()
+        deadline = time.time() + timeout
+        for p in live:
+            try:
+                p.wait(timeout=max(0.1, deadline - time.time()))
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+        self._finish_cds()
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()
+
+    def tail(self, node_id, n=40):
+        try:
+            lines = self.log_path(node_id).read_bytes().splitlines()
+            return b"\n".join(lines[-n:]).decode(errors="replace")
+        except OSError:
+            return ""
+
+
+def cluster_main(argv):
+    """`kafka_peer.py cluster VERSION [--brokers 3] [--data-dir D]`: a cluster until Ctrl-C."""
+    ap = argparse.ArgumentParser(prog="kafka_peer.py cluster")
+    ap.add_argument("version")
+    ap.add_argument("--brokers", type=int, default=3)
+    ap.add_argument("--data-dir")
+    ap.add_argument("--java")
+    a = ap.parse_args(argv)
+    d = a.data_dir or tempfile.mkdtemp(prefix=f"kafka-cluster-{a.version}-")
+    cluster = KafkaCluster(a.version, d, brokers=a.brokers, java=a.java).start()
+    print(f"Apache Kafka {a.version}, {a.brokers} brokers, serving on {cluster.bootstrap}; "
+          f"logs in {d}/node-*/kafka.log", flush=True)
+    try:
+        while any(p.poll() is None for p in cluster.procs.values()):
+            time.sleep(1)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        cluster.stop()
+    return 0
+
+
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["cluster"]:
+        sys.exit(cluster_main(sys.argv[2:]))
     sys.exit(main(sys.argv[1:]))

@@ -29,6 +29,8 @@ pub use store::{StateStore, StoreError};
 
 /// How often the manager re-examines its partitions without being woken.
 const TICK: Duration = Duration::from_millis(500);
+/// Wait before looking up a moved source leader again.
+const LEADER_LOOKUP_BACKOFF: Duration = Duration::from_millis(200);
 /// Source metadata older than this is refreshed before a partition is assigned.
 const METADATA_MAX_AGE: Duration = Duration::from_secs(5);
 
@@ -269,15 +271,37 @@ impl MirrorManager {
                 high_watermark,
             } => {
                 if let Some(key) = self.key_of(&mirror, &tp) {
-                    let mut status = self.status.lock();
-                    let s = status.entry(key).or_default();
-                    s.source_high_watermark = Some(high_watermark);
+                    {
+                        let mut status = self.status.lock();
+                        let s = status.entry(key.clone()).or_default();
+                        s.source_high_watermark = Some(high_watermark);
+                        s.last_error = None;
+                    }
+                    // A fetch succeeded: the partition has recovered, its retries start over.
+                    let mut store = self.store.lock();
+                    if let Some(r) = store.get(&key).filter(|r| {
+                        r.state == MirrorPartitionState::Mirroring && r.retry_attempt != 0
+                    }) {
+                        let record = PartitionStateRecord {
+                            retry_attempt: 0,
+                            error_message: None,
+                            ..r.clone()
+                        };
+                        if let Err(e) = store.write_state(&key, record) {
+                            tracing::error!(error = %e, "cannot persist mirror state");
+                        }
+                    }
                 }
             }
             FetcherEvent::NeedsLeader { mirror, tp, reason } => {
                 tracing::info!(%mirror, topic = %tp.0, partition = tp.1, %reason, "mirror partition needs its source leader again");
                 if let Some(key) = self.key_of(&mirror, &tp) {
-                    self.status.lock().entry(key).or_default().last_error = Some(reason);
+                    let mut status = self.status.lock();
+                    let s = status.entry(key).or_default();
+                    s.last_error = Some(reason);
+                    // Like Kafka's replica.fetch.backoff.ms: give the source's metadata a
+                    // moment to settle before asking again.
+                    s.next_retry = Some(Instant::now() + LEADER_LOOKUP_BACKOFF);
                 }
             }
             FetcherEvent::Failed { mirror, tp, reason } => {
@@ -330,11 +354,9 @@ impl MirrorManager {
         ) {
             return;
         }
-        let attempts = previous
-            .as_ref()
-            .filter(|r| r.state == MirrorPartitionState::Failed)
-            .map(|r| r.retry_attempt)
-            .unwrap_or(0);
+        // Retries count on through PREPARING and MIRRORING until a fetch succeeds (see
+        // `on_event`), so a source that stays down backs off up to the maximum.
+        let attempts = previous.as_ref().map(|r| r.retry_attempt).unwrap_or(0);
         let next_attempt = if attempts < 0 || attempts >= self.config.failed_retry_max_attempts {
             -1
         } else {
@@ -379,13 +401,26 @@ impl MirrorManager {
                 next.name()
             ));
         }
+        // A retry (FAILED -> PREPARING -> MIRRORING) keeps its attempt count.
+        let carried = matches!(
+            cur,
+            MirrorPartitionState::Failed | MirrorPartitionState::Preparing
+        ) && matches!(
+            next,
+            MirrorPartitionState::Preparing | MirrorPartitionState::Mirroring
+        );
+        let retry_attempt = if carried {
+            store.get(key).map(|r| r.retry_attempt).unwrap_or(0)
+        } else {
+            0
+        };
         store
             .write_state(
                 key,
                 PartitionStateRecord {
                     state: next,
                     previous_state: cur,
-                    retry_attempt: 0,
+                    retry_attempt,
                     error_message: None,
                 },
             )
@@ -525,7 +560,13 @@ impl MirrorManager {
                         }
                     }
                     Mirroring => {
-                        if !rt.is_fetching(tp) {
+                        let waiting = self
+                            .status
+                            .lock()
+                            .get(key)
+                            .and_then(|s| s.next_retry)
+                            .is_some_and(|t| Instant::now() < t);
+                        if !rt.is_fetching(tp) && !waiting {
                             self.assign(rt, key, tp, true).await;
                         }
                     }
