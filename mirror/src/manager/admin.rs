@@ -591,13 +591,21 @@ impl MirrorManager {
                                 error_code: ResponseError::UnknownTopicOrPartition.code(),
                             };
                         };
-                        let mut best: Option<(MirrorPartitionState, i64)> = None;
-                        for (key, rec) in store.all() {
-                            if key.topic_id == topic.id && key.partition == p {
-                                let lmo = store.last_mirrored_offset(key).unwrap_or(-1);
-                                best = Some((rec.state, lmo));
-                            }
-                        }
+                        // The state under the mirror the topic belongs to now: older
+                        // mirrors' states of the same partition are history.
+                        let best = image
+                            .topic_configs(&t.name)
+                            .get(MIRROR_NAME_CONFIG)
+                            .and_then(|v| parse_mirror_name(v))
+                            .and_then(|(m, _)| {
+                                let key = MirrorPartitionKey {
+                                    mirror: m.to_string(),
+                                    topic_id: topic.id,
+                                    partition: p,
+                                };
+                                let rec = store.get(&key)?;
+                                Some((rec.state, store.last_mirrored_offset(&key).unwrap_or(-1)))
+                            });
                         match best {
                             Some((MirrorPartitionState::Stopped, lmo)) => {
                                 LastMirroredOffsetPartition {

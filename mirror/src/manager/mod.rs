@@ -584,15 +584,16 @@ impl MirrorManager {
         from: MirrorPartitionState,
     ) {
         use MirrorPartitionState::*;
-        // A crash mid-PREPARING redoes the step it was doing.
-        let from = if from == Preparing {
-            self.store
-                .lock()
-                .get(key)
-                .map(|r| r.previous_state)
-                .unwrap_or(Unknown)
-        } else {
-            from
+        // A crash mid-PREPARING redoes the step it was doing; so does a retry after a failure
+        // while aligning the log (FAILED entered from PREPARING: the truncation did not happen).
+        let from = {
+            let store = self.store.lock();
+            let record = store.get(key);
+            match from {
+                Preparing => record.map(|r| r.previous_state).unwrap_or(Unknown),
+                Failed if record.is_some_and(|r| r.previous_state == Preparing) => Unknown,
+                other => other,
+            }
         };
         if let Err(e) = self.transition(key, Preparing) {
             tracing::error!(error = %e, "cannot enter PREPARING");
@@ -621,6 +622,18 @@ impl MirrorManager {
             let target = match answer {
                 Ok(Some(offsets)) => match offsets.get(&tp.1) {
                     Some((0, offset)) if *offset >= 0 => *offset,
+                    // The other side still mirrors this topic: failing back now would truncate
+                    // this log and let the two clusters truncate each other.
+                    Some((code, _))
+                        if *code
+                            == tern_protocol::mirror::errors::MIRROR_TOPIC_NOT_STOPPED.code() =>
+                    {
+                        self.fail(
+                            key,
+                            "the source still mirrors this topic (MIRROR_TOPIC_NOT_STOPPED): stop it there before failing back".to_string(),
+                        );
+                        return;
+                    }
                     _ => 0,
                 },
                 Ok(None) => 0,

@@ -1,0 +1,810 @@
+//! Helpers for the mirroring tests: restartable in-process servers, the mirror RPCs, whole-log
+//! reads for byte comparisons, and a byte-counting TCP proxy.
+
+#![allow(dead_code, unreachable_pub)]
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use kafka_protocol::messages::delete_records_request::{
+    DeleteRecordsPartition, DeleteRecordsTopic,
+};
+use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+use kafka_protocol::messages::{
+    BrokerId, DeleteRecordsRequest, DescribeConfigsRequest, FetchRequest, ListOffsetsRequest,
+    MetadataRequest,
+};
+use kafka_protocol::protocol::StrBytes;
+use tern_broker::server::Server;
+use tern_protocol::client::KafkaConnection;
+use tern_protocol::mirror::*;
+use tern_protocol::record_batch::{Compression, RecordBatchHeader};
+use tern_protocol::records::RecordBatchBuilder;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+use crate::support::{name, produce, start_in};
+
+/// How long a test waits for the mirror to reach a state.
+pub const WAIT: Duration = Duration::from_secs(30);
+
+/// Logs to stderr when RUST_LOG is set (`RUST_LOG=tern_mirror=debug cargo test ...`).
+pub fn init_tracing() {
+    if std::env::var_os("RUST_LOG").is_some() {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_test_writer()
+            .try_init();
+    }
+}
+
+/// A server that can be stopped and started again on the same data dir.
+pub struct Node {
+    pub server: Option<Server>,
+    pub dir: tempfile::TempDir,
+    pub overrides: Vec<(String, String)>,
+    pub addr: SocketAddr,
+}
+
+impl Node {
+    pub async fn start(overrides: &[(&str, &str)]) -> Node {
+        let dir = tempfile::tempdir().unwrap();
+        let overrides: Vec<(String, String)> = overrides
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let server = start_with(dir.path(), &overrides).await;
+        let addr = server.local_addrs[0];
+        Node {
+            server: Some(server),
+            dir,
+            overrides,
+            addr,
+        }
+    }
+
+    /// `host:port` for a mirror's `bootstrap.servers`.
+    pub fn bootstrap(&self) -> String {
+        format!("127.0.0.1:{}", self.addr.port())
+    }
+
+    pub async fn connect(&self) -> KafkaConnection {
+        KafkaConnection::connect(self.addr, "mirror-test")
+            .await
+            .unwrap()
+    }
+
+    /// Server::shutdown: stops accepting, finishes requests, closes the logs.
+    pub async fn stop(&mut self) {
+        if let Some(s) = self.server.take() {
+            s.shutdown().await.unwrap();
+        }
+    }
+
+    /// Starts again on the same dir; `same_port` binds the port it had.
+    pub async fn restart(&mut self, same_port: bool) {
+        self.stop().await;
+        let mut overrides = self.overrides.clone();
+        if same_port {
+            overrides.retain(|(k, _)| k != "listeners");
+            overrides.push((
+                "listeners".into(),
+                format!("PLAINTEXT://127.0.0.1:{}", self.addr.port()),
+            ));
+        }
+        let server = start_with(self.dir.path(), &overrides).await;
+        self.addr = server.local_addrs[0];
+        self.server = Some(server);
+    }
+}
+
+async fn start_with(dir: &std::path::Path, overrides: &[(String, String)]) -> Server {
+    let pairs: Vec<(&str, &str)> = overrides
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    start_in(dir, &pairs).await
+}
+
+/// Polls `f` until it returns `Some`, or panics after `timeout` with the last `what`.
+pub async fn wait_for<T, F, Fut>(timeout: Duration, what: &str, mut f: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, String>>,
+{
+    let deadline = Instant::now() + timeout;
+    loop {
+        match f().await {
+            Ok(v) => return v,
+            Err(last) => {
+                if Instant::now() >= deadline {
+                    panic!("timed out after {timeout:?} waiting for {what}: {last}");
+                }
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The mirror RPCs.
+
+pub async fn create_mirror(
+    conn: &mut KafkaConnection,
+    mirror: &str,
+    configs: &[(&str, Option<&str>)],
+) -> SimpleMirrorResponse {
+    let req = MirrorRequest::CreateClusterMirror(CreateClusterMirrorRequest {
+        mirror_name: mirror.to_string(),
+        configs: configs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.map(str::to_string)))
+            .collect(),
+    });
+    match conn.send_mirror(&req).await.unwrap() {
+        MirrorResponse::CreateClusterMirror(r) => r,
+        other => panic!("unexpected response {other:?}"),
+    }
+}
+
+/// CreateClusterMirror with `bootstrap.servers` and a short fetch wait; asserts success.
+pub async fn create_mirror_to(conn: &mut KafkaConnection, mirror: &str, bootstrap: &str) {
+    let r = create_mirror(
+        conn,
+        mirror,
+        &[
+            ("bootstrap.servers", Some(bootstrap)),
+            ("mirror.fetch.wait.max.ms", Some("200")),
+            ("mirror.fetch.backoff.ms", Some("100")),
+            ("request.timeout.ms", Some("5000")),
+            ("mirror.socket.timeout.ms", Some("5000")),
+        ],
+    )
+    .await;
+    assert_eq!(r.error_code, 0, "create mirror {mirror}: {r:?}");
+}
+
+pub async fn start_topics(
+    conn: &mut KafkaConnection,
+    mirror: &str,
+    topics: &[&str],
+) -> TopicsMirrorResponse {
+    let req = MirrorRequest::StartMirrorTopics(StartMirrorTopicsRequest {
+        mirror_name: mirror.to_string(),
+        topics: topics
+            .iter()
+            .map(|t| StartMirrorTopic {
+                topic_name: t.to_string(),
+                num_partitions: -1,
+                ..Default::default()
+            })
+            .collect(),
+        ..Default::default()
+    });
+    match conn.send_mirror(&req).await.unwrap() {
+        MirrorResponse::StartMirrorTopics(r) => r,
+        other => panic!("unexpected response {other:?}"),
+    }
+}
+
+fn topics_request(mirror: &str, topics: &[&str]) -> MirrorTopicsRequest {
+    MirrorTopicsRequest {
+        mirror_name: mirror.to_string(),
+        topics: topics.iter().map(|t| t.to_string()).collect(),
+        ..Default::default()
+    }
+}
+
+pub async fn stop_topics(
+    conn: &mut KafkaConnection,
+    mirror: &str,
+    topics: &[&str],
+) -> TopicsMirrorResponse {
+    let req = MirrorRequest::StopMirrorTopics(topics_request(mirror, topics));
+    match conn.send_mirror(&req).await.unwrap() {
+        MirrorResponse::StopMirrorTopics(r) => r,
+        other => panic!("unexpected response {other:?}"),
+    }
+}
+
+pub async fn pause_topics(
+    conn: &mut KafkaConnection,
+    mirror: &str,
+    topics: &[&str],
+) -> TopicsMirrorResponse {
+    let req = MirrorRequest::PauseMirrorTopics(topics_request(mirror, topics));
+    match conn.send_mirror(&req).await.unwrap() {
+        MirrorResponse::PauseMirrorTopics(r) => r,
+        other => panic!("unexpected response {other:?}"),
+    }
+}
+
+pub async fn resume_topics(
+    conn: &mut KafkaConnection,
+    mirror: &str,
+    topics: &[&str],
+) -> TopicsMirrorResponse {
+    let req = MirrorRequest::ResumeMirrorTopics(topics_request(mirror, topics));
+    match conn.send_mirror(&req).await.unwrap() {
+        MirrorResponse::ResumeMirrorTopics(r) => r,
+        other => panic!("unexpected response {other:?}"),
+    }
+}
+
+pub async fn list_mirrors(conn: &mut KafkaConnection) -> ListClusterMirrorsResponse {
+    let req = MirrorRequest::ListClusterMirrors(ListClusterMirrorsRequest {
+        include_topic_names: true,
+    });
+    match conn.send_mirror(&req).await.unwrap() {
+        MirrorResponse::ListClusterMirrors(r) => r,
+        other => panic!("unexpected response {other:?}"),
+    }
+}
+
+pub async fn describe(conn: &mut KafkaConnection, mirror: &str) -> DescribedMirror {
+    let req = MirrorRequest::DescribeClusterMirrors(DescribeClusterMirrorsRequest {
+        mirror_names: vec![mirror.to_string()],
+        ..Default::default()
+    });
+    match conn.send_mirror(&req).await.unwrap() {
+        MirrorResponse::DescribeClusterMirrors(mut r) => {
+            assert_eq!(r.error_code, 0, "{r:?}");
+            assert_eq!(r.mirrors.len(), 1, "{r:?}");
+            r.mirrors.remove(0)
+        }
+        other => panic!("unexpected response {other:?}"),
+    }
+}
+
+/// The described partitions of `topic`, by index (empty if the topic is not in the mirror).
+pub async fn partition_details(
+    conn: &mut KafkaConnection,
+    mirror: &str,
+    topic: &str,
+) -> Vec<MirrorPartitionDetail> {
+    let m = describe(conn, mirror).await;
+    let mut parts: Vec<MirrorPartitionDetail> = m
+        .topics
+        .into_iter()
+        .filter(|t| t.topic_name == topic)
+        .flat_map(|t| t.partitions)
+        .collect();
+    parts.sort_by_key(|p| p.partition_index);
+    parts
+}
+
+pub async fn delete_mirror(conn: &mut KafkaConnection, mirror: &str) -> SimpleMirrorResponse {
+    let req = MirrorRequest::DeleteClusterMirror(DeleteClusterMirrorRequest {
+        mirror_name: mirror.to_string(),
+        ..Default::default()
+    });
+    match conn.send_mirror(&req).await.unwrap() {
+        MirrorResponse::DeleteClusterMirror(r) => r,
+        other => panic!("unexpected response {other:?}"),
+    }
+}
+
+pub async fn last_mirrored_offsets(
+    conn: &mut KafkaConnection,
+    mirror: &str,
+    topic: &str,
+    partitions: &[i32],
+) -> LastMirroredOffsetsResponse {
+    let req = MirrorRequest::LastMirroredOffsets(LastMirroredOffsetsRequest {
+        mirror_name: mirror.to_string(),
+        topics: vec![TopicPartitions {
+            name: topic.to_string(),
+            partitions: partitions.to_vec(),
+        }],
+    });
+    match conn.send_mirror(&req).await.unwrap() {
+        MirrorResponse::LastMirroredOffsets(r) => r,
+        other => panic!("unexpected response {other:?}"),
+    }
+}
+
+/// Asserts that every topic result of a mirror response has `code` (and no top-level error).
+pub fn assert_topic_codes(r: &TopicsMirrorResponse, code: i16, what: &str) {
+    assert_eq!(r.error_code, 0, "{what}: top-level error: {r:?}");
+    assert!(!r.topics.is_empty(), "{what}: no topic results: {r:?}");
+    for t in &r.topics {
+        assert_eq!(t.error_code, code, "{what}: topic {}: {r:?}", t.name);
+    }
+}
+
+/// Waits until every partition of `topic` is MIRRORING with lag 0 and a destination end
+/// equal to `source_ends` (by partition index). Returns the details.
+pub async fn wait_mirrored(
+    conn: &mut KafkaConnection,
+    mirror: &str,
+    topic: &str,
+    source_ends: &[i64],
+) -> Vec<MirrorPartitionDetail> {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let parts = partition_details(conn, mirror, topic).await;
+        let ok = parts.len() == source_ends.len()
+            && parts.iter().all(|p| {
+                p.state_value == "MIRRORING"
+                    && p.lag == 0
+                    && p.source_offset == source_ends[p.partition_index as usize]
+                    && p.destination_offset == source_ends[p.partition_index as usize]
+            });
+        if ok {
+            return parts;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out waiting for {topic} to be mirrored up to {source_ends:?}: {parts:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Waits until every partition of `topic` has `state`.
+pub async fn wait_state(
+    conn: &mut KafkaConnection,
+    mirror: &str,
+    topic: &str,
+    partitions: usize,
+    state: &str,
+) -> Vec<MirrorPartitionDetail> {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let parts = partition_details(conn, mirror, topic).await;
+        if parts.len() == partitions && parts.iter().all(|p| p.state_value == state) {
+            return parts;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out waiting for {topic} to be {state}: {parts:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Kafka APIs.
+
+/// ListOffsets: -1 latest (high watermark), -2 earliest.
+pub async fn list_offset(
+    conn: &mut KafkaConnection,
+    topic: &str,
+    partition: i32,
+    timestamp: i64,
+) -> i64 {
+    let req = ListOffsetsRequest::default()
+        .with_replica_id(BrokerId(-1))
+        .with_topics(vec![ListOffsetsTopic::default()
+            .with_name(name(topic))
+            .with_partitions(vec![ListOffsetsPartition::default()
+                .with_partition_index(partition)
+                .with_current_leader_epoch(-1)
+                .with_timestamp(timestamp)])]);
+    let resp = conn.send(&req, 7).await.unwrap();
+    let p = &resp.topics[0].partitions[0];
+    assert_eq!(p.error_code, 0, "ListOffsets {topic}-{partition}: {resp:?}");
+    p.offset
+}
+
+pub async fn end_offsets(conn: &mut KafkaConnection, topic: &str, partitions: i32) -> Vec<i64> {
+    let mut out = Vec::new();
+    for p in 0..partitions {
+        out.push(list_offset(conn, topic, p, -1).await);
+    }
+    out
+}
+
+/// Metadata v12 of one topic: (error code, topic id, partition count).
+pub async fn topic_metadata(conn: &mut KafkaConnection, topic: &str) -> (i16, uuid::Uuid, usize) {
+    let req = MetadataRequest::default()
+        .with_topics(Some(vec![
+            MetadataRequestTopic::default().with_name(Some(name(topic)))
+        ]))
+        .with_allow_auto_topic_creation(false);
+    let resp = conn.send(&req, 12).await.unwrap();
+    let t = &resp.topics[0];
+    (t.error_code, t.topic_id, t.partitions.len())
+}
+
+/// DescribeConfigs of a topic: name -> (value, config source).
+pub async fn topic_configs(
+    conn: &mut KafkaConnection,
+    topic: &str,
+) -> BTreeMap<String, (Option<String>, i8)> {
+    let req =
+        DescribeConfigsRequest::default().with_resources(vec![DescribeConfigsResource::default()
+            .with_resource_type(2)
+            .with_resource_name(StrBytes::from_string(topic.to_string()))
+            .with_configuration_keys(None)]);
+    let resp = conn.send(&req, 4).await.unwrap();
+    let r = &resp.results[0];
+    assert_eq!(r.error_code, 0, "DescribeConfigs {topic}: {r:?}");
+    r.configs
+        .iter()
+        .map(|c| {
+            (
+                c.name.to_string(),
+                (c.value.as_ref().map(|v| v.to_string()), c.config_source),
+            )
+        })
+        .collect()
+}
+
+/// The configs set on the topic itself (source TOPIC_CONFIG).
+pub async fn explicit_topic_configs(
+    conn: &mut KafkaConnection,
+    topic: &str,
+) -> BTreeMap<String, String> {
+    topic_configs(conn, topic)
+        .await
+        .into_iter()
+        .filter(|(_, (_, source))| *source == 1)
+        .map(|(k, (v, _))| (k, v.unwrap_or_default()))
+        .collect()
+}
+
+pub async fn delete_records(
+    conn: &mut KafkaConnection,
+    topic: &str,
+    partition: i32,
+    offset: i64,
+) -> (i16, i64) {
+    let req = DeleteRecordsRequest::default()
+        .with_topics(vec![DeleteRecordsTopic::default()
+            .with_name(name(topic))
+            .with_partitions(vec![DeleteRecordsPartition::default()
+                .with_partition_index(partition)
+                .with_offset(offset)])])
+        .with_timeout_ms(5000);
+    let resp = conn.send(&req, 2).await.unwrap();
+    let p = &resp.topics[0].partitions[0];
+    (p.error_code, p.low_watermark)
+}
+
+/// Produce (acks=all): (error code, base offset).
+pub async fn produce_batch(
+    conn: &mut KafkaConnection,
+    topic: &str,
+    partition: i32,
+    records: Bytes,
+) -> (i16, i64) {
+    let resp = produce(conn, topic, partition, records).await;
+    let p = &resp.responses[0].partition_responses[0];
+    (p.error_code, p.base_offset)
+}
+
+/// Produces and asserts success; returns the base offset.
+pub async fn produce_ok(
+    conn: &mut KafkaConnection,
+    topic: &str,
+    partition: i32,
+    records: Bytes,
+) -> i64 {
+    let (code, base) = produce_batch(conn, topic, partition, records).await;
+    assert_eq!(code, 0, "produce to {topic}-{partition}");
+    base
+}
+
+/// One partition's log as read through Fetch: its start offset, high watermark, and every
+/// batch (base offset, bytes) from the start to the high watermark.
+#[derive(Debug, Clone)]
+pub struct PartitionLog {
+    pub log_start: i64,
+    pub high_watermark: i64,
+    pub batches: Vec<(i64, Bytes)>,
+}
+
+impl PartitionLog {
+    /// The batches with the partition leader epoch (bytes 12..16) zeroed.
+    pub fn normalized(&self) -> Vec<(i64, Vec<u8>)> {
+        self.batches
+            .iter()
+            .map(|(o, b)| {
+                let mut v = b.to_vec();
+                v[12..16].copy_from_slice(&[0; 4]);
+                (*o, v)
+            })
+            .collect()
+    }
+
+    pub fn total_bytes(&self) -> usize {
+        self.batches.iter().map(|(_, b)| b.len()).sum()
+    }
+}
+
+/// Reads a whole partition with Fetch v12 (read_uncommitted), from the log start.
+pub async fn fetch_log(conn: &mut KafkaConnection, topic: &str, partition: i32) -> PartitionLog {
+    let log_start = list_offset(conn, topic, partition, -2).await;
+    let mut offset = log_start;
+    let mut batches = Vec::new();
+    let mut high_watermark;
+    let mut rounds = 0;
+    loop {
+        rounds += 1;
+        assert!(
+            rounds < 10_000,
+            "fetch_log {topic}-{partition} does not advance"
+        );
+        let req = FetchRequest::default()
+            .with_replica_id(BrokerId(-1))
+            .with_max_wait_ms(0)
+            .with_min_bytes(0)
+            .with_max_bytes(8 << 20)
+            .with_isolation_level(0)
+            .with_session_id(0)
+            .with_session_epoch(-1)
+            .with_topics(vec![FetchTopic::default()
+                .with_topic(name(topic))
+                .with_partitions(vec![FetchPartition::default()
+                    .with_partition(partition)
+                    .with_current_leader_epoch(-1)
+                    .with_fetch_offset(offset)
+                    .with_last_fetched_epoch(-1)
+                    .with_log_start_offset(-1)
+                    .with_partition_max_bytes(4 << 20)])]);
+        let resp = conn.send(&req, 12).await.unwrap();
+        assert_eq!(resp.error_code, 0, "fetch {topic}-{partition}");
+        let p = &resp.responses[0].partitions[0];
+        assert_eq!(
+            p.error_code, 0,
+            "fetch {topic}-{partition} at {offset}: {p:?}"
+        );
+        high_watermark = p.high_watermark;
+        let records = p.records.clone().unwrap_or_default();
+        let mut pos = 0;
+        let mut progressed = false;
+        while pos < records.len() {
+            let Ok(h) = RecordBatchHeader::parse(&records[pos..]) else {
+                break;
+            };
+            if h.size() > records.len() - pos {
+                break;
+            }
+            let bytes = records.slice(pos..pos + h.size());
+            pos += h.size();
+            if h.last_offset() < offset {
+                continue;
+            }
+            batches.push((h.base_offset, bytes));
+            offset = h.next_offset();
+            progressed = true;
+        }
+        if offset >= high_watermark {
+            break;
+        }
+        assert!(
+            progressed,
+            "fetch {topic}-{partition} at {offset} returned nothing below the high watermark {high_watermark}"
+        );
+    }
+    PartitionLog {
+        log_start,
+        high_watermark,
+        batches,
+    }
+}
+
+/// Asserts two partitions hold the same batches at the same offsets, byte for byte except the
+/// partition leader epoch; returns the source's log.
+pub async fn assert_same_log(
+    source: &mut KafkaConnection,
+    destination: &mut KafkaConnection,
+    topic: &str,
+    partition: i32,
+) -> PartitionLog {
+    let s = fetch_log(source, topic, partition).await;
+    let d = fetch_log(destination, topic, partition).await;
+    assert_eq!(
+        s.high_watermark, d.high_watermark,
+        "{topic}-{partition}: high watermarks differ"
+    );
+    let (sn, dn) = (s.normalized(), d.normalized());
+    assert_eq!(
+        sn.iter().map(|(o, _)| *o).collect::<Vec<_>>(),
+        dn.iter().map(|(o, _)| *o).collect::<Vec<_>>(),
+        "{topic}-{partition}: batch offsets differ"
+    );
+    for ((o, a), (_, b)) in sn.iter().zip(dn.iter()) {
+        assert!(
+            a == b,
+            "{topic}-{partition}: batch at offset {o} differs ({} vs {} bytes)",
+            a.len(),
+            b.len()
+        );
+    }
+    s
+}
+
+// ---------------------------------------------------------------------------------------------
+// Batches.
+
+/// A batch of `n` records with compression `c`; `producer` makes it idempotent.
+pub fn make_batch(c: Compression, n: usize, producer: Option<(i64, i16, i32)>, tag: &str) -> Bytes {
+    let mut b = RecordBatchBuilder::new(c);
+    if let Some((pid, epoch, seq)) = producer {
+        b = b.producer(pid, epoch, seq);
+    }
+    for i in 0..n {
+        let value = format!("{tag}-{i}-{}", "payload ".repeat(i % 7 + 1));
+        let key = format!("key-{}", i % 5);
+        b.push(
+            1_700_000_000_000 + i as i64,
+            Some(key.as_bytes()),
+            Some(value.as_bytes()),
+            &[],
+        )
+        .unwrap();
+    }
+    b.build().unwrap()
+}
+
+/// An uncompressed batch of `n` records of `size` pseudo-random bytes each.
+pub fn big_batch(n: usize, size: usize, seed: u64) -> Bytes {
+    let mut x = seed.wrapping_mul(6364136223846793005).wrapping_add(1);
+    let mut b = RecordBatchBuilder::new(Compression::None);
+    for i in 0..n {
+        let value: Vec<u8> = (0..size)
+            .map(|_| {
+                x = x
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                (x >> 33) as u8
+            })
+            .collect();
+        b.push(1_700_000_000_000 + i as i64, None, Some(&value), &[])
+            .unwrap();
+    }
+    b.build().unwrap()
+}
+
+// ---------------------------------------------------------------------------------------------
+// A byte-counting TCP proxy.
+
+/// Forwards every connection to a target and counts the bytes in each direction.
+pub struct Proxy {
+    pub port: u16,
+    /// Bytes from the clients to the target.
+    pub upstream: Arc<AtomicU64>,
+    /// Bytes from the target back to the clients.
+    pub downstream: Arc<AtomicU64>,
+    /// The api key of every request frame sent through, in order.
+    keys: Arc<std::sync::Mutex<Vec<i16>>>,
+    /// When set, the next request with this api key closes its connection instead.
+    drop_next: Arc<std::sync::Mutex<Option<i16>>>,
+    listener: Option<TcpListener>,
+    task: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Proxy {
+    /// Binds a loopback port; call [`Proxy::forward_to`] once the target is known.
+    pub async fn bind() -> Proxy {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        Proxy {
+            port: listener.local_addr().unwrap().port(),
+            upstream: Arc::new(AtomicU64::new(0)),
+            downstream: Arc::new(AtomicU64::new(0)),
+            keys: Arc::new(std::sync::Mutex::new(Vec::new())),
+            drop_next: Arc::new(std::sync::Mutex::new(None)),
+            listener: Some(listener),
+            task: None,
+        }
+    }
+
+    pub fn forward_to(&mut self, target: SocketAddr) {
+        let listener = self.listener.take().expect("forward_to once");
+        let (up, down) = (self.upstream.clone(), self.downstream.clone());
+        let keys = self.keys.clone();
+        let drop_next = self.drop_next.clone();
+        self.task = Some(tokio::spawn(async move {
+            loop {
+                let Ok((client, _)) = listener.accept().await else {
+                    return;
+                };
+                let (up, down) = (up.clone(), down.clone());
+                let filter = Some((keys.clone(), drop_next.clone()));
+                tokio::spawn(async move {
+                    let Ok(server) = TcpStream::connect(target).await else {
+                        return;
+                    };
+                    let _ = client.set_nodelay(true);
+                    let _ = server.set_nodelay(true);
+                    let (cr, cw) = client.into_split();
+                    let (sr, sw) = server.into_split();
+                    tokio::join!(pump(cr, sw, up, filter), pump(sr, cw, down, None));
+                });
+            }
+        }));
+    }
+
+    /// Closes the connection that carries the next request with `api_key` (a fault).
+    pub fn drop_next_request(&self, api_key: i16) {
+        *self.drop_next.lock().unwrap() = Some(api_key);
+    }
+
+    /// Whether the armed fault has fired.
+    pub fn fault_fired(&self) -> bool {
+        self.drop_next.lock().unwrap().is_none()
+    }
+
+    /// The api keys of the requests seen so far.
+    pub fn request_keys(&self) -> Vec<i16> {
+        self.keys.lock().unwrap().clone()
+    }
+
+    pub fn total(&self) -> u64 {
+        self.upstream.load(Ordering::SeqCst) + self.downstream.load(Ordering::SeqCst)
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        if let Some(t) = self.task.take() {
+            t.abort();
+        }
+    }
+}
+
+/// The request api keys seen, and the api key whose next request closes its connection.
+type RequestFilter = (
+    Arc<std::sync::Mutex<Vec<i16>>>,
+    Arc<std::sync::Mutex<Option<i16>>>,
+);
+
+async fn pump(
+    mut from: tokio::net::tcp::OwnedReadHalf,
+    mut to: tokio::net::tcp::OwnedWriteHalf,
+    counter: Arc<AtomicU64>,
+    filter: Option<RequestFilter>,
+) {
+    let mut buf = vec![0u8; 64 * 1024];
+    // Request framing: int32 size, then int16 api key.
+    let mut pending: Vec<u8> = Vec::new();
+    let mut skip = 0usize;
+    loop {
+        let n = match from.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        counter.fetch_add(n as u64, Ordering::SeqCst);
+        let mut fault = false;
+        if let Some((keys, drop_next)) = &filter {
+            let mut data = &buf[..n];
+            let skipped = skip.min(data.len());
+            skip -= skipped;
+            data = &data[skipped..];
+            pending.extend_from_slice(data);
+            while pending.len() >= 6 {
+                let size = i32::from_be_bytes(pending[0..4].try_into().unwrap()).max(0) as usize;
+                let key = i16::from_be_bytes(pending[4..6].try_into().unwrap());
+                keys.lock().unwrap().push(key);
+                let mut armed = drop_next.lock().unwrap();
+                if *armed == Some(key) {
+                    *armed = None;
+                    fault = true;
+                }
+                if pending.len() >= 4 + size {
+                    pending.drain(..4 + size);
+                } else {
+                    skip = 4 + size - pending.len();
+                    pending.clear();
+                }
+            }
+        }
+        if fault {
+            break;
+        }
+        if to.write_all(&buf[..n]).await.is_err() {
+            break;
+        }
+    }
+    let _ = to.shutdown().await;
+}
