@@ -286,11 +286,6 @@ impl MirrorFetcher {
     ) -> bool {
         match data.error_code {
             0 => {
-                let _ = events.send(FetcherEvent::SourceHighWatermark {
-                    mirror: self.mirror.clone(),
-                    tp: tp.clone(),
-                    high_watermark: data.high_watermark,
-                });
                 // Appending under the partitions lock: a partition removed by the manager
                 // (stop, pause) never sees a late append.
                 let mut parts = self.partitions.lock();
@@ -298,7 +293,16 @@ impl MirrorFetcher {
                     return false;
                 };
                 match append_fetched(tp, st, &data, host) {
-                    Ok(appended) => appended,
+                    Ok(appended) => {
+                        // Reported only after the append worked: it also tells the manager
+                        // that the partition has recovered.
+                        let _ = events.send(FetcherEvent::SourceHighWatermark {
+                            mirror: self.mirror.clone(),
+                            tp: tp.clone(),
+                            high_watermark: data.high_watermark,
+                        });
+                        appended
+                    }
                     Err(reason) => {
                         parts.remove(tp);
                         drop(parts);
@@ -390,9 +394,12 @@ impl MirrorFetcher {
             log.truncate_fully_and_start_at(start)
                 .map_err(|e| format!("restarting the local log at {start}: {e}"))?;
         } else if leo > end {
-            tracing::warn!(topic = %tp.0, partition = tp.1, local_end = leo, source_end = end, "local log ahead of the source: truncating");
-            log.truncate_to(end)
-                .map_err(|e| format!("truncating the local log to {end}: {e}"))?;
+            // Never truncate mirrored data to follow a shorter source: that is a recreated
+            // topic or a source that lost data (unclean election, not supported by the spec).
+            // The manager checks the topic id and stops the mirror topic if it changed.
+            return Err(format!(
+                "the local log ends at {leo}, beyond the source's end {end}: the source topic was recreated or lost data; not truncating"
+            ));
         }
         host.on_log_reset(&tp.0, tp.1);
         st.fetch_offset = log.log_end_offset();

@@ -475,7 +475,12 @@ impl MirrorManager {
                 topic_result(name, r)
             })
             .collect();
-        // Wait for the coordinator to finish STOPPING.
+        // Wait for the coordinator to finish STOPPING the topics it accepted.
+        let names: Vec<String> = results
+            .iter()
+            .filter(|r| r.error_code == 0)
+            .map(|r| r.name.clone())
+            .collect();
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
         while std::time::Instant::now() < deadline {
             self.settle(1).await;

@@ -619,9 +619,9 @@ impl MirrorManager {
                     return;
                 }
             };
-            let target = match answer {
+            let remote = match answer {
                 Ok(Some(offsets)) => match offsets.get(&tp.1) {
-                    Some((0, offset)) if *offset >= 0 => *offset,
+                    Some((0, offset)) if *offset >= 0 => Some(*offset),
                     // The other side still mirrors this topic: failing back now would truncate
                     // this log and let the two clusters truncate each other.
                     Some((code, _))
@@ -634,10 +634,10 @@ impl MirrorManager {
                         );
                         return;
                     }
-                    _ => 0,
+                    _ => None,
                 },
-                Ok(None) => 0,
-                Err(crate::source::SourceError::Kafka { .. }) => 0,
+                Ok(None) => None,
+                Err(crate::source::SourceError::Kafka { .. }) => None,
                 Err(e) => {
                     rt.source = None;
                     self.fail(
@@ -646,6 +646,19 @@ impl MirrorManager {
                     );
                     return;
                 }
+            };
+            // Restarting a topic this mirror stopped: up to our own last mirrored offset the log
+            // is the source's, so only what was written here after the failover goes.
+            let own = if from == Stopped {
+                self.store.lock().last_mirrored_offset(key)
+            } else {
+                None
+            };
+            let target = match (remote, own) {
+                (Some(r), Some(o)) => r.min(o),
+                (Some(r), None) => r,
+                (None, Some(o)) => o,
+                (None, None) => 0,
             };
             let leo = log.log_end_offset();
             tracing::info!(topic = %tp.0, partition = tp.1, local_end = leo, truncate_to = target, "failback: truncating to the last mirrored offset");
@@ -686,9 +699,15 @@ impl MirrorManager {
                 return;
             }
         };
-        let Some(topic) = metadata.topics.get(&tp.0).filter(|t| t.error_code == 0) else {
+        // A source topic recreated under the same name (another topic id) is not this topic:
+        // treat it as the deletion of the mirrored one.
+        let source_topic = metadata
+            .topics
+            .get(&tp.0)
+            .filter(|t| t.error_code == 0 && (t.topic_id.is_nil() || t.topic_id == key.topic_id));
+        let Some(topic) = source_topic else {
             // The source topic is gone: the spec stops the mirror topic.
-            tracing::warn!(mirror = %key.mirror, topic = %tp.0, "source topic deleted: stopping the mirror topic");
+            tracing::warn!(mirror = %key.mirror, topic = %tp.0, "source topic deleted or recreated: stopping the mirror topic");
             let stopped = format!("{}{MIRROR_REMOVED_SUFFIX}", key.mirror);
             let _ = self
                 .controller

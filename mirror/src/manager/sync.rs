@@ -44,6 +44,19 @@ impl MirrorManager {
             let Some(source) = metadata.topics.get(topic).filter(|t| t.error_code == 0) else {
                 continue;
             };
+            let local_id = image.topic(topic).map(|t| t.id);
+            if !source.topic_id.is_nil() && Some(source.topic_id) != local_id {
+                // Recreated on the source: the topic we mirrored is gone, stop ours.
+                tracing::warn!(%mirror, %topic, "source topic recreated with another id: stopping the mirror topic");
+                let stopped = format!(
+                    "{mirror}{}",
+                    tern_controller::topic_configs::MIRROR_REMOVED_SUFFIX
+                );
+                let _ = self
+                    .controller
+                    .update_topic_config(topic, MIRROR_NAME_CONFIG, |_| Ok(Some(stopped)));
+                continue;
+            }
             let local = image.topic(topic).map(|t| t.partitions.len()).unwrap_or(0);
             let wanted = source.partitions.len();
             if wanted > local {
