@@ -305,33 +305,7 @@ def _recv(sock, n):
 
 def broker_serves(host, port, timeout=2.0):
     """True when the broker answers ApiVersions and its Metadata lists at least one broker."""
-    try:
-        with socket.create_connection((host, port), timeout=timeout) as s:
-            s.settimeout(timeout)
-            body = _request(s, 18, 0, b"", 1)
-            error, count = struct.unpack(">hi", body[:6])
-            if error != 0:
-                return False
-            ranges = {}
-            for i in range(count):
-                k, lo, hi = struct.unpack(">hhh", body[6 + 6 * i: 12 + 6 * i])
-                ranges[k] = (lo, hi)
-            lo, hi = ranges.get(3, (0, 0))
-            version = max(lo, 1)
-            if version > min(hi, 8):
-                return True  # no non-flexible Metadata version to ask with; ApiVersions will do
-            # Metadata: null topic list (v1+: all topics); v4+ adds allow_auto_topic_creation,
-            # v8 the two include_*_authorized_operations flags.
-            req = struct.pack(">i", -1)
-            if version >= 4:
-                req += b"\x00"
-            if version >= 8:
-                req += b"\x00\x00"
-            body = _request(s, 3, version, req, 2)
-            off = 4 if version >= 3 else 0
-            return struct.unpack(">i", body[off: off + 4])[0] >= 1
-    except (OSError, struct.error):
-        return False
+    return bool(metadata_brokers(host, port, timeout))
 
 
 # -- servers ---------------------------------------------------------------------------------------
