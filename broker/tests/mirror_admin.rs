@@ -289,3 +289,76 @@ async fn coordinator_state_rpcs_read_and_write_partition_states() {
     assert_eq!(r.topics[0].partitions[1].previous_state, 0);
     assert_eq!(r.topics[0].partitions[0].state, -1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn topics_matching_the_include_pattern_are_discovered_and_mirrored() {
+    let source = TestServer::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let dest = support::start_in(
+        dir.path(),
+        &[("mirror.metadata.refresh.interval.ms", "300")],
+    )
+    .await;
+    let mut src = source.connect().await;
+    let mut dst = KafkaConnection::connect(dest.local_addrs[0], "test")
+        .await
+        .unwrap();
+    let bootstrap = source.addr().to_string();
+    assert_eq!(
+        create_mirror(
+            &mut dst,
+            "auto",
+            &[
+                ("bootstrap.servers", &bootstrap),
+                ("mirror.topics.include", "auto-.*"),
+                ("mirror.fetch.wait.max.ms", "100"),
+            ],
+        )
+        .await,
+        0
+    );
+    // Created on the source after the mirror: found by the periodic sync, no StartMirrorTopics.
+    create_topic(&mut src, "auto-1", 2, &[]).await;
+    create_topic(&mut src, "manual-1", 1, &[]).await;
+    let r = produce(&mut src, "auto-1", 1, support::batch(3)).await;
+    assert_eq!(r.responses[0].partition_responses[0].error_code, 0);
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let MirrorResponse::DescribeClusterMirrors(d) = mirror_call(
+            &mut dst,
+            MirrorRequest::DescribeClusterMirrors(DescribeClusterMirrorsRequest::default()),
+        )
+        .await
+        else {
+            panic!()
+        };
+        let topics: Vec<_> = d.mirrors[0].topics.iter().collect();
+        let done = topics.len() == 1
+            && topics[0].topic_name == "auto-1"
+            && topics[0].partitions.len() == 2
+            && topics[0]
+                .partitions
+                .iter()
+                .any(|p| p.partition_index == 1 && p.destination_offset == 3);
+        if done {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "auto-1 not discovered and mirrored: {d:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // The topic that does not match stays unmirrored.
+    let MirrorResponse::ListClusterMirrors(l) = mirror_call(
+        &mut dst,
+        MirrorRequest::ListClusterMirrors(ListClusterMirrorsRequest {
+            include_topic_names: true,
+        }),
+    )
+    .await
+    else {
+        panic!()
+    };
+    assert_eq!(l.mirrors[0].topic_names, vec!["auto-1".to_string()]);
+}

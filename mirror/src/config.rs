@@ -172,6 +172,11 @@ impl PatternSet {
         )
     }
 
+    /// Whether the set has no pattern.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
     /// Whether any pattern matches all of `name`.
     pub fn matches(&self, name: &str) -> bool {
         self.0.iter().any(|r| r.is_match(name))

@@ -316,7 +316,7 @@ impl MirrorManager {
         }
     }
 
-    async fn start_topic(
+    pub(super) async fn start_topic(
         &self,
         mirror: &str,
         name: &str,

@@ -487,7 +487,8 @@ impl MirrorManager {
             let due = rt
                 .last_sync
                 .is_none_or(|at| at.elapsed() >= self.config.metadata_refresh_interval);
-            if due && !image.mirror_topics(name).is_empty() {
+            let discovering = !rt.settings.topics_include.is_empty();
+            if due && (discovering || !image.mirror_topics(name).is_empty()) {
                 rt.last_sync = Some(Instant::now());
                 self.sync_metadata(name, rt, &image).await;
             }

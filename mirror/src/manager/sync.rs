@@ -29,7 +29,8 @@ impl MirrorManager {
                     .is_some_and(|m| m == mirror)
             })
             .collect();
-        if topics.is_empty() {
+        let discovering = !rt.settings.topics_include.is_empty();
+        if topics.is_empty() && !discovering {
             return;
         }
         let metadata = match rt.metadata(mirror, std::time::Duration::ZERO).await {
@@ -39,6 +40,9 @@ impl MirrorManager {
                 return;
             }
         };
+        if discovering {
+            self.discover_topics(mirror, rt, &metadata, image).await;
+        }
         let exclude = rt.settings.topic_properties_exclude.clone();
         for topic in &topics {
             let Some(source) = metadata.topics.get(topic).filter(|t| t.error_code == 0) else {
@@ -108,6 +112,49 @@ impl MirrorManager {
         }
         self.sync_group_offsets(mirror, rt, &metadata, &topics)
             .await;
+    }
+
+    /// Starts source topics that match `mirror.topics.include` (minus `.exclude`) and do not
+    /// exist here yet: the spec's topic creation by the metadata manager.
+    async fn discover_topics(
+        &self,
+        mirror: &str,
+        rt: &mut MirrorRuntime,
+        metadata: &crate::source::SourceMetadata,
+        image: &MetadataImage,
+    ) {
+        let settings = rt.settings.clone();
+        let new: Vec<String> = metadata
+            .topics
+            .iter()
+            .filter(|(name, t)| {
+                t.error_code == 0
+                    && !t.is_internal
+                    && settings.topics_include.matches(name)
+                    && !settings.topics_exclude.matches(name)
+                    && image.topic(name).is_none()
+            })
+            .map(|(name, _)| name.clone())
+            .collect();
+        if new.is_empty() {
+            return;
+        }
+        let Ok(conn) = rt.connection(mirror).await else {
+            return;
+        };
+        for name in new {
+            match self
+                .start_topic(mirror, &name, None, metadata, conn, &settings)
+                .await
+            {
+                Ok(()) => {
+                    tracing::info!(%mirror, topic = %name, "started a newly discovered source topic")
+                }
+                Err(e) => {
+                    tracing::warn!(%mirror, topic = %name, error = %e, "cannot start a discovered source topic")
+                }
+            }
+        }
     }
 
     async fn sync_group_offsets(
