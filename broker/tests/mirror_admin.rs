@@ -53,6 +53,22 @@ async fn describe_partition_states(conn: &mut KafkaConnection, mirror: &str) -> 
         .collect()
 }
 
+/// DescribeConfigs of a cluster mirror (config resource type 64).
+async fn describe_mirror_configs(
+    conn: &mut KafkaConnection,
+    mirror: &'static str,
+) -> kafka_protocol::messages::DescribeConfigsResponse {
+    conn.send(
+        &DescribeConfigsRequest::default().with_resources(vec![DescribeConfigsResource::default()
+            .with_resource_type(64)
+            .with_resource_name(StrBytes::from_static_str(mirror))
+            .with_configuration_keys(None)]),
+        4,
+    )
+    .await
+    .unwrap()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mirror_config_secrets_are_never_returned() {
     let dest = TestServer::start().await;
@@ -71,18 +87,7 @@ async fn mirror_config_secrets_are_never_returned() {
         .await,
         0
     );
-    let r = conn
-        .send(
-            &DescribeConfigsRequest::default().with_resources(vec![
-                DescribeConfigsResource::default()
-                    .with_resource_type(64)
-                    .with_resource_name(StrBytes::from_static_str("secret"))
-                    .with_configuration_keys(None),
-            ]),
-            4,
-        )
-        .await
-        .unwrap();
+    let r = describe_mirror_configs(&mut conn, "secret").await;
     let configs = &r.results[0].configs;
     let get = |k: &str| configs.iter().find(|c| c.name.as_str() == k).unwrap();
     assert_eq!(
@@ -107,18 +112,7 @@ async fn mirror_config_secrets_are_never_returned() {
         assert!(!text.contains("hunter"), "{text}");
     }
     // An unknown mirror is UNKNOWN_CLUSTER_MIRROR in DescribeConfigs.
-    let r = conn
-        .send(
-            &DescribeConfigsRequest::default().with_resources(vec![
-                DescribeConfigsResource::default()
-                    .with_resource_type(64)
-                    .with_resource_name(StrBytes::from_static_str("nope"))
-                    .with_configuration_keys(None),
-            ]),
-            4,
-        )
-        .await
-        .unwrap();
+    let r = describe_mirror_configs(&mut conn, "nope").await;
     assert_eq!(r.results[0].error_code, 137);
 }
 

@@ -16,7 +16,7 @@ use parking_lot::Mutex;
 use tern_controller::topic_configs::{
     MIRROR_NAME_CONFIG, MIRROR_PAUSED_SUFFIX, MIRROR_REMOVED_SUFFIX,
 };
-use tern_controller::{ConfigResourceType, Controller, MetadataImage};
+use tern_controller::{ConfigResourceType, Controller};
 use tokio::sync::{mpsc, watch, Notify};
 use uuid::Uuid;
 
@@ -774,11 +774,6 @@ impl MirrorManager {
             return;
         }
         tracing::info!(topic = %tp.0, partition = tp.1, last_mirrored_offset = lmo, "mirror partition stopped: writable");
-    }
-
-    /// The current image (for handlers).
-    pub fn image(&self) -> Arc<MetadataImage> {
-        self.controller.image()
     }
 }
 
