@@ -28,7 +28,6 @@ import platform
 import re
 import shlex
 import shutil
-import signal
 import socket
 import statistics
 import subprocess
@@ -89,13 +88,7 @@ class Tern:
         raise RuntimeError("tern did not serve")
 
     def stop(self):
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        kafka_peer.stop_process(self.proc)
 
 
 class ProcWatch:

@@ -189,13 +189,7 @@ class Tern:
         return out
 
     def stop(self):
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        kafka_peer.stop_process(self.proc)
 
     def __str__(self):
         return f"tern {self.bootstrap}"

@@ -273,6 +273,17 @@ class KafkaJars:
                               stdin=subprocess.DEVNULL)
 
 
+def stop_process(proc, timeout=30):
+    """SIGTERM a child process if it still runs; SIGKILL it after `timeout` seconds."""
+    if proc and proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -452,14 +463,7 @@ class KafkaPeer:
 
     def stop(self):
         for attr in ("proc", "zk_proc"):
-            proc = getattr(self, attr)
-            if proc and proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-                try:
-                    proc.wait(timeout=30)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait()
+            stop_process(getattr(self, attr))
             setattr(self, attr, None)
 
     def __enter__(self):
@@ -534,13 +538,7 @@ class MirrorMaker2:
         return self
 
     def stop(self):
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_process(self.proc)
         self.proc = None
 
     def tail(self, n=40):
@@ -895,14 +893,7 @@ class KafkaCluster:
 
     def stop_node(self, node_id, timeout=30):
         """SIGTERM one node (SIGKILL after `timeout`)."""
-        proc = self.procs.get(node_id)
-        if proc and proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        stop_process(self.procs.get(node_id), timeout)
 
     def stop(self, graceful=True, timeout=30):
         """Stops every node: SIGTERM to all at once (SIGKILL after `timeout`), or SIGKILL."""
