@@ -45,55 +45,49 @@ pub async fn serve_connection(
             let is_mirror_rpc = peek_prefix(&frame).is_ok_and(|p| {
                 (mirror_keys::FIRST..=mirror_keys::LAST).contains(&p.api_key)
             });
-            if is_mirror_rpc {
-                let bytes = match decode_mirror_request(frame) {
+            let response = if is_mirror_rpc {
+                match decode_mirror_request(frame) {
                     Ok((header, request)) => {
                         let response = handlers::mirror::handle(&broker, request).await;
-                        encode_mirror_response(header.correlation_id, &response)
+                        Ok(encode_mirror_response(header.correlation_id, &response))
                     }
                     Err(e) => {
-                        tracing::debug!(error = %e, "closing connection on undecodable mirror request");
+                        tracing::debug!(error = %e, "closing connection: undecodable mirror request");
                         return;
                     }
-                };
-                if write_frame(&mut writer, &[&bytes]).await.is_err() {
-                    return;
                 }
-                if tokio::io::AsyncWriteExt::flush(&mut writer).await.is_err() {
-                    return;
-                }
-                continue;
-            }
-            let response = match decode_request(frame, handlers::is_supported) {
-                Ok(req) => {
-                    let version = req.header.request_api_version;
-                    let correlation_id = req.header.correlation_id;
-                    let no_response = matches!(&req.body, RequestKind::Produce(p) if p.acks == 0);
-                    let api_key = req.api_key;
-                    let response = handlers::handle(&broker, peer, req).await;
-                    if no_response {
-                        continue;
-                    }
-                    match response {
-                        Some(r) => {
-                            encode_response(correlation_id, version, &r).map_err(|e| (api_key, e))
+            } else {
+                match decode_request(frame, handlers::is_supported) {
+                    Ok(req) => {
+                        let version = req.header.request_api_version;
+                        let correlation_id = req.header.correlation_id;
+                        let no_response = matches!(&req.body, RequestKind::Produce(p) if p.acks == 0);
+                        let api_key = req.api_key;
+                        let response = handlers::handle(&broker, peer, req).await;
+                        if no_response {
+                            continue;
                         }
-                        None => continue,
+                        match response {
+                            Some(r) => {
+                                encode_response(correlation_id, version, &r).map_err(|e| (api_key, e))
+                            }
+                            None => continue,
+                        }
                     }
-                }
-                Err(RequestError::UnsupportedVersion {
-                    api_key,
-                    correlation_id,
-                    ..
-                }) if api_key == ApiKey::ApiVersions as i16 => {
-                    // Kafka answers an unknown ApiVersions version with a v0 reply so the
-                    // client can pick a version both sides know.
-                    encode_response(correlation_id, 0, &api_versions::unsupported_version())
-                        .map_err(|e| (ApiKey::ApiVersions, e))
-                }
-                Err(e) => {
-                    tracing::debug!(error = %e, "closing connection on undecodable request");
-                    return;
+                    Err(RequestError::UnsupportedVersion {
+                        api_key,
+                        correlation_id,
+                        ..
+                    }) if api_key == ApiKey::ApiVersions as i16 => {
+                        // Kafka answers an unknown ApiVersions version with a v0 reply so the
+                        // client can pick a version both sides know.
+                        encode_response(correlation_id, 0, &api_versions::unsupported_version())
+                            .map_err(|e| (ApiKey::ApiVersions, e))
+                    }
+                    Err(e) => {
+                        tracing::debug!(error = %e, "closing connection on undecodable request");
+                        return;
+                    }
                 }
             };
             let bytes = match response {
