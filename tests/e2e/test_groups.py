@@ -3,7 +3,7 @@ leaves, committed offsets survive restarts (clean and kill -9), groups stay inde
 
 import time
 
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 PARTITIONS = 6
@@ -215,3 +215,70 @@ def test_java_and_librdkafka_members_share_one_group(tern, tmp_path):
         java.wait(timeout=30)
         for c in consumers.values():
             c.close()
+
+
+def test_commit_in_revoke_callback_during_rebalance_leaves_no_duplicates(tern_module):
+    """A member commits its positions from its revoke callback while the group prepares a
+    rebalance (as the Java consumer's auto-commit does before every rejoin). Kafka accepts that
+    commit, so the partitions' next owner starts where the first member stopped: across the
+    rebalance every record is consumed exactly once. Runs against Kafka too
+    (TERN_E2E_PEER=kafka)."""
+    bootstrap = tern_module.bootstrap
+    topic, group = "revoke-commit", "g-revoke-commit"
+    create_topic(bootstrap, topic)
+    produce(bootstrap, topic, 0, 1200)
+    commit_errors = []
+    consumed = []  # (key, member) in consumption order
+
+    def on_revoke(c):
+        def revoke(consumer_, partitions):
+            try:
+                consumer_.commit(asynchronous=False)
+            except KafkaException as e:
+                if e.args[0].code() != KafkaError._NO_OFFSET:  # nothing consumed to commit
+                    commit_errors.append(str(e))
+
+        return revoke
+
+    def poll(name, c):
+        for m in c.consume(num_messages=500, timeout=0.1):
+            if m.error():
+                raise KafkaException(m.error())
+            consumed.append((int(m.key()), name))
+
+    a = consumer(bootstrap, group)
+    a.subscribe([topic], on_revoke=on_revoke(a))
+    deadline = time.time() + 60
+    while len(consumed) < 1200 and time.time() < deadline:
+        poll("a", a)
+    assert len(consumed) == 1200, f"a consumed {len(consumed)} of 1200"
+    # `a` has consumed everything but committed nothing yet; b joins and takes half of the
+    # partitions, which it must start at the offsets a committed while revoking them.
+    b = consumer(bootstrap, group)
+    b.subscribe([topic], on_revoke=on_revoke(b))
+    try:
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            poll("a", a)
+            poll("b", b)
+            if len(a.assignment()) == 3 and len(b.assignment()) == 3:
+                break
+        assert (len(a.assignment()), len(b.assignment())) == (3, 3)
+        produce(bootstrap, topic, 1200, 600)
+        deadline = time.time() + 60
+        while len(consumed) < 1800 and time.time() < deadline:
+            poll("a", a)
+            poll("b", b)
+        # Give a duplicate the chance to show up.
+        for _ in range(10):
+            poll("a", a)
+            poll("b", b)
+    finally:
+        a.close()
+        b.close()
+    assert commit_errors == [], f"commits refused during the rebalance: {commit_errors}"
+    keys = [k for k, _ in consumed]
+    duplicates = sorted(k for k in set(keys) if keys.count(k) > 1)
+    assert duplicates == [], f"{len(duplicates)} records consumed twice, e.g. {duplicates[:5]}"
+    assert set(keys) == set(range(1800))
+    assert {k for k, who in consumed if who == "b"} <= set(range(1200, 1800))

@@ -770,6 +770,11 @@ impl Group {
     }
 
     /// Whether a standalone (generation -1) or member commit is allowed; the error otherwise.
+    ///
+    /// As Kafka's classic group: a member of the current generation may commit while the group
+    /// prepares a rebalance (consumers commit in their revoke callbacks, before they rejoin);
+    /// only a group waiting for its leader's assignment (CompletingRebalance) refuses with
+    /// REBALANCE_IN_PROGRESS.
     pub fn check_commit(
         &self,
         member_id: &str,
@@ -779,21 +784,20 @@ impl Group {
         if self.state == GroupState::Dead {
             return Err(ResponseError::CoordinatorNotAvailable);
         }
-        if generation < 0 && member_id.is_empty() {
-            // A client that manages its own assignment (assign() + commit).
-            return if self.members.is_empty() {
-                Ok(())
-            } else {
-                Err(ResponseError::UnknownMemberId)
-            };
+        if generation < 0 && self.state == GroupState::Empty {
+            // A client that manages its own assignment (assign() + commit), or an admin client.
+            return Ok(());
         }
-        self.check_member(member_id, instance, generation)?;
-        match self.state {
-            GroupState::PreparingRebalance | GroupState::CompletingRebalance => {
-                Err(ResponseError::RebalanceInProgress)
-            }
-            _ => Ok(()),
+        if generation >= 0 || !member_id.is_empty() || instance.is_some() {
+            self.check_member(member_id, instance, generation)?;
+        } else {
+            // No member id and no generation: only an empty group takes such commits.
+            return Err(ResponseError::UnknownMemberId);
         }
+        if self.state == GroupState::CompletingRebalance {
+            return Err(ResponseError::RebalanceInProgress);
+        }
+        Ok(())
     }
 
     /// Topics some member subscribes to (consumer protocol only).
@@ -951,6 +955,51 @@ mod tests {
         assert_eq!(
             now(g.join(join_req("made-up"), &config(), 0)).error,
             ResponseError::UnknownMemberId.code()
+        );
+    }
+
+    #[test]
+    fn members_commit_while_the_group_prepares_a_rebalance_but_not_while_it_completes_one() {
+        let mut g = Group::new("g", 0);
+        let a = now(g.join(join_req(""), &config(), 0)).member_id;
+        now(g.join(join_req(&a), &config(), 0));
+        assert_eq!(g.state, GroupState::CompletingRebalance);
+        assert_eq!(
+            g.check_commit(&a, None, 1),
+            Err(ResponseError::RebalanceInProgress),
+            "generation 1 has no assignment yet"
+        );
+        now(g.sync(&a, None, 1, vec![], 0).0);
+        assert_eq!(g.check_commit(&a, None, 1), Ok(()));
+        // A second member joins: the group prepares a rebalance while `a` still owns its
+        // partitions and commits them from its revoke callback.
+        let b = now(g.join(join_req(""), &config(), 1)).member_id;
+        let _wait_b = waiting(g.join(join_req(&b), &config(), 1));
+        assert_eq!(g.state, GroupState::PreparingRebalance);
+        assert_eq!(g.check_commit(&a, None, 1), Ok(()));
+        assert_eq!(
+            g.check_commit(&a, None, 0),
+            Err(ResponseError::IllegalGeneration)
+        );
+        assert_eq!(
+            g.check_commit("nobody", None, 1),
+            Err(ResponseError::UnknownMemberId)
+        );
+        assert_eq!(
+            g.check_commit("", None, -1),
+            Err(ResponseError::UnknownMemberId),
+            "a standalone commit into a group with members"
+        );
+        // `a` rejoins: generation 2 waits for the leader's assignment.
+        now(g.join(join_req(&a), &config(), 2));
+        assert_eq!(g.state, GroupState::CompletingRebalance);
+        assert_eq!(
+            g.check_commit(&a, None, 2),
+            Err(ResponseError::RebalanceInProgress)
+        );
+        assert_eq!(
+            g.check_commit(&a, None, 1),
+            Err(ResponseError::IllegalGeneration)
         );
     }
 
