@@ -1,9 +1,10 @@
-//! One client connection: read a frame, decode, handle, answer, in order.
+//! One client connection: read a frame, authenticate or decode, handle, answer, in order.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Instant;
 
-use kafka_protocol::messages::{ApiKey, RequestKind};
+use kafka_protocol::messages::{ApiKey, RequestKind, ResponseKind};
 use tern_protocol::api::{decode_request, encode_response, peek_prefix, RequestError};
 use tern_protocol::frame::{read_frame, write_frame};
 use tern_protocol::mirror::{
@@ -16,19 +17,34 @@ use tracing::Instrument;
 
 use crate::broker::Broker;
 use crate::handlers::{self, api_versions};
+use crate::security::authenticator::{Admission, AfterReply, Authenticator};
+use crate::security::listener::ListenerSecurity;
+use crate::security::ListenerCredentials;
+
+/// What one frame turned into.
+enum Outcome {
+    /// Send these bytes (a response frame body), then go on or close.
+    Reply(bytes::BytesMut, AfterReply),
+    /// Nothing to send (acks=0 produce, or a request without a handler).
+    Silent,
+    /// Close without an answer.
+    Close,
+}
 
 /// Serves one connection until the peer closes it, it misbehaves, or the server shuts down.
 pub async fn serve_connection(
     stream: TcpStream,
     peer: SocketAddr,
+    security: Arc<ListenerSecurity>,
     broker: Arc<Broker>,
     mut shutdown: watch::Receiver<bool>,
 ) {
-    let span = tracing::debug_span!("connection", %peer);
+    let span = tracing::debug_span!("connection", %peer, listener = %security.name);
     async move {
         let (mut reader, writer) = stream.into_split();
         let mut writer = BufWriter::new(writer);
         let max = broker.config.socket_request_max_bytes;
+        let mut auth = Authenticator::new(security);
         loop {
             let frame = tokio::select! {
                 f = read_frame(&mut reader, max) => f,
@@ -42,60 +58,15 @@ pub async fn serve_connection(
                     return;
                 }
             };
-            let is_mirror_rpc = peek_prefix(&frame).is_ok_and(|p| {
-                (mirror_keys::FIRST..=mirror_keys::LAST).contains(&p.api_key)
-            });
-            let response = if is_mirror_rpc {
-                match decode_mirror_request(frame) {
-                    Ok((header, request)) => {
-                        let response = handlers::mirror::handle(&broker, request).await;
-                        Ok(encode_mirror_response(header.correlation_id, &response))
-                    }
-                    Err(e) => {
-                        tracing::debug!(error = %e, "closing connection: undecodable mirror request");
-                        return;
-                    }
-                }
+            let outcome = if auth.expects_raw_token() {
+                raw_token(&broker, &mut auth, &frame)
             } else {
-                match decode_request(frame, handlers::is_supported) {
-                    Ok(req) => {
-                        let version = req.header.request_api_version;
-                        let correlation_id = req.header.correlation_id;
-                        let no_response = matches!(&req.body, RequestKind::Produce(p) if p.acks == 0);
-                        let api_key = req.api_key;
-                        let response = handlers::handle(&broker, peer, req).await;
-                        if no_response {
-                            continue;
-                        }
-                        match response {
-                            Some(r) => {
-                                encode_response(correlation_id, version, &r).map_err(|e| (api_key, e))
-                            }
-                            None => continue,
-                        }
-                    }
-                    Err(RequestError::UnsupportedVersion {
-                        api_key,
-                        correlation_id,
-                        ..
-                    }) if api_key == ApiKey::ApiVersions as i16 => {
-                        // Kafka answers an unknown ApiVersions version with a v0 reply so the
-                        // client can pick a version both sides know.
-                        encode_response(correlation_id, 0, &api_versions::unsupported_version())
-                            .map_err(|e| (ApiKey::ApiVersions, e))
-                    }
-                    Err(e) => {
-                        tracing::debug!(error = %e, "closing connection on undecodable request");
-                        return;
-                    }
-                }
+                request(&broker, peer, &mut auth, frame).await
             };
-            let bytes = match response {
-                Ok(b) => b,
-                Err((api_key, e)) => {
-                    tracing::error!(?api_key, error = %e, "cannot encode response");
-                    return;
-                }
+            let (bytes, after) = match outcome {
+                Outcome::Reply(bytes, after) => (bytes, after),
+                Outcome::Silent => continue,
+                Outcome::Close => return,
             };
             if write_frame(&mut writer, &[&bytes]).await.is_err() {
                 return;
@@ -103,8 +74,133 @@ pub async fn serve_connection(
             if tokio::io::AsyncWriteExt::flush(&mut writer).await.is_err() {
                 return;
             }
+            if after == AfterReply::Close {
+                tracing::debug!("closing connection after a failed SASL exchange");
+                return;
+            }
         }
     }
     .instrument(span)
     .await
+}
+
+/// A bare SASL token (after SaslHandshake v0): answered with a bare token, or the connection
+/// closes.
+fn raw_token(broker: &Broker, auth: &mut Authenticator, token: &[u8]) -> Outcome {
+    let plain_users = auth.plain_users();
+    let store = ListenerCredentials {
+        plain_users: &plain_users,
+        image: broker.controller.image(),
+    };
+    match auth.step(token, &store, Instant::now()) {
+        Ok(reply) => Outcome::Reply(bytes::BytesMut::from(&reply[..]), AfterReply::Continue),
+        Err(e) => {
+            tracing::info!(error = %e, "SASL authentication failed");
+            Outcome::Close
+        }
+    }
+}
+
+async fn request(
+    broker: &Broker,
+    peer: SocketAddr,
+    auth: &mut Authenticator,
+    frame: bytes::Bytes,
+) -> Outcome {
+    let Ok(prefix) = peek_prefix(&frame) else {
+        return Outcome::Close;
+    };
+    let api_key = ApiKey::try_from(prefix.api_key).ok();
+    if let Admission::Close(why) = auth.admit(api_key, Instant::now()) {
+        tracing::debug!(api_key = prefix.api_key, why, "closing connection");
+        return Outcome::Close;
+    }
+    if (mirror_keys::FIRST..=mirror_keys::LAST).contains(&prefix.api_key) {
+        return match decode_mirror_request(frame) {
+            Ok((header, request)) => {
+                let response = handlers::mirror::handle(broker, request).await;
+                Outcome::Reply(
+                    encode_mirror_response(header.correlation_id, &response),
+                    AfterReply::Continue,
+                )
+            }
+            Err(e) => {
+                tracing::debug!(error = %e, "closing connection: undecodable mirror request");
+                Outcome::Close
+            }
+        };
+    }
+    let req = match decode_request(frame, handlers::is_supported) {
+        Ok(req) => req,
+        Err(RequestError::UnsupportedVersion {
+            api_key,
+            correlation_id,
+            ..
+        }) if api_key == ApiKey::ApiVersions as i16 => {
+            // Kafka answers an unknown ApiVersions version with a v0 reply so the client can
+            // pick a version both sides know.
+            return reply(
+                correlation_id,
+                0,
+                ApiKey::ApiVersions,
+                &api_versions::unsupported_version(),
+                AfterReply::Continue,
+            );
+        }
+        Err(e) => {
+            tracing::debug!(error = %e, "closing connection on undecodable request");
+            return Outcome::Close;
+        }
+    };
+    let version = req.header.request_api_version;
+    let correlation_id = req.header.correlation_id;
+    let api_key = req.api_key;
+    let (response, after) = match req.body {
+        RequestKind::SaslHandshake(r) => {
+            let (resp, after) = auth.handshake(r.mechanism.as_str(), version);
+            (ResponseKind::SaslHandshake(resp), after)
+        }
+        RequestKind::SaslAuthenticate(r) => {
+            let plain_users = auth.plain_users();
+            let store = ListenerCredentials {
+                plain_users: &plain_users,
+                image: broker.controller.image(),
+            };
+            let (resp, after) = auth.authenticate(&r.auth_bytes, &store, Instant::now());
+            if resp.error_code != 0 {
+                tracing::info!(error = ?resp.error_message, "SASL authentication failed");
+            }
+            (ResponseKind::SaslAuthenticate(resp), after)
+        }
+        body => {
+            let no_response = matches!(&body, RequestKind::Produce(p) if p.acks == 0);
+            let req = tern_protocol::api::DecodedRequest {
+                header: req.header,
+                api_key,
+                body,
+            };
+            let response = handlers::handle(broker, peer, req).await;
+            match response {
+                Some(r) if !no_response => (r, AfterReply::Continue),
+                _ => return Outcome::Silent,
+            }
+        }
+    };
+    reply(correlation_id, version, api_key, &response, after)
+}
+
+fn reply(
+    correlation_id: i32,
+    version: i16,
+    api_key: ApiKey,
+    response: &ResponseKind,
+    after: AfterReply,
+) -> Outcome {
+    match encode_response(correlation_id, version, response) {
+        Ok(bytes) => Outcome::Reply(bytes, after),
+        Err(e) => {
+            tracing::error!(?api_key, error = %e, "cannot encode response");
+            Outcome::Close
+        }
+    }
 }

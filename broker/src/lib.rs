@@ -12,4 +12,5 @@ pub mod mirror_host;
 pub mod mirrors_cli;
 pub mod produce_validation;
 pub mod replica_manager;
+pub mod security;
 pub mod server;

@@ -99,6 +99,13 @@ fn main() -> Result<()> {
     match cli.command {
         Command::Server { config, overrides } => {
             let config = BrokerConfig::load(config.as_deref(), &overrides)?;
+            let ignored = config.ignored_settings();
+            if !ignored.is_empty() {
+                tracing::warn!(
+                    settings = %ignored.join(","),
+                    "ignoring Kafka settings that Tern does not implement"
+                );
+            }
             let runtime = tokio::runtime::Builder::new_multi_thread()
                 .enable_all()
                 .build()?;

@@ -9,6 +9,7 @@ use tokio::sync::{watch, Semaphore};
 
 use crate::broker::Broker;
 use crate::connection::serve_connection;
+use crate::security::listener::ListenerSecurity;
 
 /// A running server.
 pub struct Server {
@@ -28,7 +29,12 @@ impl Server {
         let connections = Arc::new(Semaphore::new(broker.config.max_connections));
         let mut local_addrs = Vec::new();
         let mut tasks = Vec::new();
-        for listener_config in &broker.config.listeners {
+        for (listener_config, security) in broker
+            .config
+            .listeners
+            .iter()
+            .zip(&broker.config.listener_security)
+        {
             let addr = listener_config.bind_addr();
             let listener = TcpListener::bind(&addr)
                 .await
@@ -38,6 +44,7 @@ impl Server {
             local_addrs.push(local);
             tasks.push(tokio::spawn(accept_loop(
                 listener,
+                Arc::new(security.clone()),
                 broker.clone(),
                 connections.clone(),
                 shutdown_rx.clone(),
@@ -87,6 +94,7 @@ impl Server {
 
 async fn accept_loop(
     listener: TcpListener,
+    security: Arc<ListenerSecurity>,
     broker: Arc<Broker>,
     connections: Arc<Semaphore>,
     mut shutdown: watch::Receiver<bool>,
@@ -109,8 +117,9 @@ async fn accept_loop(
                 let _ = stream.set_nodelay(true);
                 let broker = broker.clone();
                 let shutdown = shutdown.clone();
+                let security = security.clone();
                 conns.spawn(async move {
-                    serve_connection(stream, peer, broker, shutdown).await;
+                    serve_connection(stream, peer, security, broker, shutdown).await;
                     drop(permit);
                 });
             }

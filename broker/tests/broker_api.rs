@@ -307,3 +307,44 @@ async fn describe_topic_partitions_paginates_with_a_cursor() {
     assert_eq!(seen, expected);
     assert_eq!(unknown, 1);
 }
+
+#[tokio::test]
+async fn acks_all_below_min_insync_replicas_is_refused_and_appends_nothing() {
+    let s = TestServer::start().await;
+    let mut c = s.connect().await;
+    let created = create_topic(&mut c, "needs-two", 1, &[("min.insync.replicas", "2")]).await;
+    assert_eq!(created.topics[0].error_code, 0);
+    let resp = produce(&mut c, "needs-two", 0, batch(3)).await;
+    let p = &resp.responses[0].partition_responses[0];
+    assert_eq!(
+        p.error_code,
+        ResponseError::NotEnoughReplicas.code(),
+        "one in-sync replica cannot satisfy min.insync.replicas=2"
+    );
+    assert_eq!(
+        latest_offset(&mut c, "needs-two").await,
+        0,
+        "nothing appended"
+    );
+    // acks=1 does not promise min.insync.replicas copies: Kafka accepts it.
+    let mut req = kafka_protocol::messages::ProduceRequest::default()
+        .with_acks(1)
+        .with_timeout_ms(5000);
+    req.topic_data = vec![
+        kafka_protocol::messages::produce_request::TopicProduceData::default()
+            .with_name(name("needs-two"))
+            .with_partition_data(vec![
+                kafka_protocol::messages::produce_request::PartitionProduceData::default()
+                    .with_index(0)
+                    .with_records(Some(batch(3))),
+            ]),
+    ];
+    let resp = c.send(&req, 9).await.unwrap();
+    assert_eq!(resp.responses[0].partition_responses[0].error_code, 0);
+    assert_eq!(latest_offset(&mut c, "needs-two").await, 3);
+    // With min.insync.replicas=1 (the default), acks=all succeeds on one replica.
+    let created = create_topic(&mut c, "needs-one", 1, &[]).await;
+    assert_eq!(created.topics[0].error_code, 0);
+    let resp = produce(&mut c, "needs-one", 0, batch(2)).await;
+    assert_eq!(resp.responses[0].partition_responses[0].error_code, 0);
+}

@@ -452,6 +452,17 @@ impl Controller {
         )
     }
 
+    /// Commits SCRAM credential changes (`ScramCredential` / `RemoveScramCredential` records,
+    /// validated by the caller) as one metadata log entry.
+    pub fn alter_scram_credentials(&self, records: Vec<MetadataRecord>) -> Result<(), ApiError> {
+        debug_assert!(records.iter().all(|r| matches!(
+            r,
+            MetadataRecord::ScramCredential { .. } | MetadataRecord::RemoveScramCredential { .. }
+        )));
+        let mut inner = self.inner.lock();
+        self.commit(&mut inner, records)
+    }
+
     /// Makes sure no producer id below `floor` is handed out from now on (mirrored data
     /// carries the source cluster's producer ids; ours must not collide with them).
     pub fn ensure_producer_id_floor(&self, floor: i64) -> Result<(), ApiError> {

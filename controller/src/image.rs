@@ -63,6 +63,21 @@ pub struct MetadataImage {
     pub next_producer_id: i64,
     /// Cluster mirrors by name.
     pub mirrors: BTreeMap<String, MirrorImage>,
+    /// SCRAM credentials by (user, mechanism code).
+    pub scram_credentials: BTreeMap<(String, i8), ScramCredentialImage>,
+}
+
+/// A user's SCRAM credential for one mechanism (never the password).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScramCredentialImage {
+    /// Salt.
+    pub salt: Vec<u8>,
+    /// H(ClientKey).
+    pub stored_key: Vec<u8>,
+    /// HMAC(SaltedPassword, "Server Key").
+    pub server_key: Vec<u8>,
+    /// PBKDF2 iterations.
+    pub iterations: i32,
 }
 
 /// One cluster mirror: a source cluster this cluster mirrors topics from.
@@ -180,6 +195,27 @@ impl MetadataImage {
             }
             MetadataRecord::RemoveClusterMirror { name } => {
                 self.mirrors.remove(name);
+            }
+            MetadataRecord::ScramCredential {
+                user,
+                mechanism,
+                salt,
+                stored_key,
+                server_key,
+                iterations,
+            } => {
+                self.scram_credentials.insert(
+                    (user.clone(), *mechanism),
+                    ScramCredentialImage {
+                        salt: salt.clone(),
+                        stored_key: stored_key.clone(),
+                        server_key: server_key.clone(),
+                        iterations: *iterations,
+                    },
+                );
+            }
+            MetadataRecord::RemoveScramCredential { user, mechanism } => {
+                self.scram_credentials.remove(&(user.clone(), *mechanism));
             }
         }
     }

@@ -13,7 +13,7 @@ pub mod records;
 pub mod topic_configs;
 
 pub use controller::{validate_topic_name, Controller, ControllerConfig, CreateTopic};
-pub use image::{BrokerInfo, MetadataImage, PartitionInfo, TopicImage};
+pub use image::{BrokerInfo, MetadataImage, PartitionInfo, ScramCredentialImage, TopicImage};
 pub use metadata_log::{MetadataLog, RaftMetadataLog};
 pub use records::{ConfigResourceType, MetadataRecord};
 

@@ -85,4 +85,26 @@ pub enum MetadataRecord {
         /// Mirror name.
         name: String,
     },
+    /// A user's SCRAM credential for one mechanism was set (Kafka's UserScramCredentialRecord).
+    ScramCredential {
+        /// User name.
+        user: String,
+        /// Mechanism code (1 SCRAM-SHA-256, 2 SCRAM-SHA-512).
+        mechanism: i8,
+        /// Salt.
+        salt: Vec<u8>,
+        /// H(ClientKey).
+        stored_key: Vec<u8>,
+        /// HMAC(SaltedPassword, "Server Key").
+        server_key: Vec<u8>,
+        /// PBKDF2 iterations.
+        iterations: i32,
+    },
+    /// A user's SCRAM credential for one mechanism was removed.
+    RemoveScramCredential {
+        /// User name.
+        user: String,
+        /// Mechanism code.
+        mechanism: i8,
+    },
 }

@@ -6,6 +6,10 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, bail, Context, Result};
 
+pub mod policy;
+
+use crate::security::listener::ListenerSecurity;
+
 /// One `NAME://host:port` listener.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Listener {
@@ -93,6 +97,8 @@ pub struct BrokerConfig {
     pub process_roles: Vec<String>,
     /// `listeners` that serve clients (controller-only listeners are left out).
     pub listeners: Vec<Listener>,
+    /// The security of each of `listeners`, in the same order.
+    pub listener_security: Vec<ListenerSecurity>,
     /// `advertised.listeners`, defaulting to `listeners`.
     pub advertised_listeners: Vec<Listener>,
     /// `log.dirs` (or `log.dir`).
@@ -164,18 +170,56 @@ impl BrokerConfig {
             .split(',')
             .map(|s| s.trim().to_ascii_uppercase())
             .collect();
-        let listeners: Vec<Listener> =
-            parse_listeners(get("listeners").unwrap_or("PLAINTEXT://127.0.0.1:9092"))?
-                .into_iter()
+        let all_listeners =
+            parse_listeners(get("listeners").unwrap_or("PLAINTEXT://127.0.0.1:9092"))?;
+        let all_advertised = match get("advertised.listeners") {
+            Some(v) => parse_listeners(v)?,
+            None => all_listeners.clone(),
+        };
+        let node_id = num(&props, "node.id", num(&props, "broker.id", 1)?)?;
+        let refused = policy::refused_settings(
+            &props,
+            node_id,
+            &[
+                ("listeners", &all_listeners),
+                ("advertised.listeners", &all_advertised),
+            ],
+            &controller_names,
+        );
+        let mut refused = refused;
+        let mut listener_security = Vec::new();
+        for l in all_listeners
+            .iter()
+            .filter(|l| !controller_names.contains(&l.name))
+        {
+            let Some(protocol) = policy::listener_protocol(&props, &l.name, &controller_names)
+            else {
+                continue; // already refused above
+            };
+            match ListenerSecurity::build(&props, &l.name, &protocol) {
+                Ok(s) => listener_security.push(s),
+                Err(e) => refused.push(format!("listener {}://{}:{}: {e}", l.name, l.host, l.port)),
+            }
+        }
+        if !refused.is_empty() {
+            bail!(
+                "refusing to start with settings Tern does not implement:\n  {}",
+                refused.join("\n  ")
+            );
+        }
+        let client_only = |list: Vec<Listener>| -> Vec<Listener> {
+            list.into_iter()
                 .filter(|l| !controller_names.contains(&l.name))
-                .collect();
+                .collect()
+        };
+        let listeners = client_only(all_listeners);
         if listeners.is_empty() {
             bail!("no client listener in 'listeners'");
         }
-        let advertised_listeners = match get("advertised.listeners") {
-            Some(v) => parse_listeners(v)?,
-            None => listeners.clone(),
-        };
+        let advertised_listeners = client_only(all_advertised);
+        if advertised_listeners.is_empty() {
+            bail!("no client listener in 'advertised.listeners'");
+        }
         let log_dirs: Vec<PathBuf> = get("log.dirs")
             .or(get("log.dir"))
             .unwrap_or("./data")
@@ -191,13 +235,14 @@ impl BrokerConfig {
             }
         };
         Ok(BrokerConfig {
-            node_id: num(&props, "node.id", num(&props, "broker.id", 1)?)?,
+            node_id,
             process_roles: get("process.roles")
                 .unwrap_or("broker,controller")
                 .split(',')
                 .map(|s| s.trim().to_string())
                 .collect(),
             listeners,
+            listener_security,
             advertised_listeners,
             log_dirs,
             num_partitions: num(&props, "num.partitions", 1)?,
@@ -260,6 +305,11 @@ impl BrokerConfig {
             },
             properties: props,
         })
+    }
+
+    /// Kafka settings given that Tern does not read, to be logged once as ignored.
+    pub fn ignored_settings(&self) -> Vec<String> {
+        policy::ignored_settings(&self.properties)
     }
 
     /// The advertised listener clients should use (the first).

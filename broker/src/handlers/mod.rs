@@ -12,6 +12,7 @@ pub mod create_partitions;
 pub mod create_topics;
 pub mod delete_records;
 pub mod delete_topics;
+pub mod describe_client_quotas;
 pub mod describe_cluster;
 pub mod describe_configs;
 pub mod describe_topic_partitions;
@@ -25,6 +26,7 @@ pub mod mirror;
 pub mod offset_for_leader_epoch;
 pub mod offsets;
 pub mod produce;
+pub mod scram_credentials;
 
 /// The APIs and version ranges this broker serves.
 pub const SUPPORTED_APIS: &[(ApiKey, i16, i16)] = &[
@@ -55,6 +57,11 @@ pub const SUPPORTED_APIS: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeGroups, 0, 5),
     (ApiKey::DeleteGroups, 0, 2),
     (ApiKey::DescribeTopicPartitions, 0, 0),
+    (ApiKey::SaslHandshake, 0, 1),
+    (ApiKey::SaslAuthenticate, 0, 2),
+    (ApiKey::DescribeClientQuotas, 0, 1),
+    (ApiKey::DescribeUserScramCredentials, 0, 0),
+    (ApiKey::AlterUserScramCredentials, 0, 0),
 ];
 
 /// Who sent a request.
@@ -155,6 +162,15 @@ pub async fn handle(
         }
         RequestKind::DescribeTopicPartitions(r) => {
             ResponseKind::DescribeTopicPartitions(describe_topic_partitions::handle(broker, r))
+        }
+        RequestKind::DescribeClientQuotas(r) => {
+            ResponseKind::DescribeClientQuotas(describe_client_quotas::handle(r))
+        }
+        RequestKind::AlterUserScramCredentials(r) => {
+            ResponseKind::AlterUserScramCredentials(scram_credentials::alter(broker, r))
+        }
+        RequestKind::DescribeUserScramCredentials(r) => {
+            ResponseKind::DescribeUserScramCredentials(scram_credentials::describe(broker, r))
         }
         other => {
             tracing::warn!(request = ?std::mem::discriminant(&other), "no handler");

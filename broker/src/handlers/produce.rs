@@ -36,6 +36,10 @@ pub async fn handle(broker: &Broker, req: ProduceRequest, _version: i16) -> Prod
                 .cloned()
                 .unwrap_or_else(|| default.to_string())
         };
+        let min_insync: usize = effective("min.insync.replicas", "min.insync.replicas", "1")
+            .parse()
+            .unwrap_or(1);
+        let topic_image = image.topic(&name);
         let policy = TopicWritePolicy::from_configs(
             &effective("compression.type", "compression.type", "producer"),
             &effective("cleanup.policy", "log.cleanup.policy", "delete"),
@@ -70,6 +74,23 @@ pub async fn handle(broker: &Broker, req: ProduceRequest, _version: i16) -> Prod
                     READ_ONLY_TOPIC,
                     Some(format!(
                         "Topic {name} is read-only: it is mirrored from another cluster"
+                    )),
+                ));
+                continue;
+            }
+            // acks=all promises min.insync.replicas copies: with fewer in sync, refuse before
+            // appending, as Kafka does.
+            let isr_size = topic_image
+                .and_then(|t| t.partitions.get(&pd.index))
+                .map_or(1, |p| p.isr.len());
+            if req.acks == -1 && isr_size < min_insync {
+                partitions.push(error_partition(
+                    pd.index,
+                    ResponseError::NotEnoughReplicas.code(),
+                    Some(format!(
+                        "The size of the current ISR {isr_size} is insufficient to satisfy the \
+                         min.isr requirement of {min_insync} for partition {name}-{}",
+                        pd.index
                     )),
                 ));
                 continue;

@@ -1,0 +1,471 @@
+//! Which Kafka settings Tern refuses and which it ignores.
+//!
+//! Fail closed: a setting that changes security or safety (security protocols, SASL, TLS,
+//! authorizers, a multi-node quorum) and that Tern does not implement is a startup error naming
+//! it, so that a Kafka `server.properties` never silently becomes an open or unsafe broker.
+//! Every other Kafka setting that Tern does not read is reported once as ignored.
+
+use std::collections::BTreeMap;
+
+use super::Listener;
+use crate::security::listener::{is_implemented_security_setting, SecurityProtocol};
+
+/// Kafka's default `listener.security.protocol.map`.
+const DEFAULT_PROTOCOL_MAP: &str =
+    "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL";
+
+/// The security protocols Kafka knows.
+const SECURITY_PROTOCOLS: &[&str] = &["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"];
+
+/// Settings that turn on authentication, encryption or authorization in Kafka (refused when set
+/// to anything but empty).
+const SECURITY_KEYS: &[&str] = &[
+    "authorizer.class.name",
+    "super.users",
+    "allow.everyone.if.no.acl.found",
+    "principal.builder.class",
+    "security.providers",
+    "connections.max.reauth.ms",
+    "delegation.token.secret.key",
+    "delegation.token.master.key",
+    "zookeeper.set.acl",
+];
+
+/// Prefixes of the same kind: every TLS and SASL setting, per-listener overrides among them.
+const SECURITY_PREFIXES: &[&str] = &[
+    "ssl.",
+    "sasl.",
+    "listener.name.",
+    "authorizer.",
+    "delegation.token.",
+    "zookeeper.ssl.",
+];
+
+/// Broker settings Tern reads (besides the topic-config synonyms and `mirror.*`).
+const READ_KEYS: &[&str] = &[
+    "node.id",
+    "broker.id",
+    "process.roles",
+    "listeners",
+    "advertised.listeners",
+    "controller.listener.names",
+    "controller.quorum.voters",
+    "controller.quorum.bootstrap.servers",
+    "listener.security.protocol.map",
+    "inter.broker.listener.name",
+    "security.inter.broker.protocol",
+    "log.dirs",
+    "log.dir",
+    "metadata.log.dir",
+    "num.partitions",
+    "default.replication.factor",
+    "auto.create.topics.enable",
+    "socket.request.max.bytes",
+    "queued.max.requests",
+    "max.connections",
+    "log.retention.check.interval.ms",
+    "log.retention.hours",
+    "log.retention.minutes",
+    "group.min.session.timeout.ms",
+    "group.max.session.timeout.ms",
+    "group.initial.rebalance.delay.ms",
+    "group.max.size",
+    "offsets.topic.num.partitions",
+    "offsets.topic.replication.factor",
+    "offset.metadata.max.bytes",
+    "offsets.retention.minutes",
+    "max.incremental.fetch.session.cache.slots",
+    "min.incremental.fetch.session.eviction.ms",
+    "broker.rack",
+];
+
+fn is_set(value: &str) -> bool {
+    !value.trim().is_empty()
+}
+
+/// Parses `listener.security.protocol.map` (Kafka's default when absent).
+fn protocol_map(props: &BTreeMap<String, String>) -> Result<BTreeMap<String, String>, String> {
+    let text = props
+        .get("listener.security.protocol.map")
+        .map(String::as_str)
+        .unwrap_or(DEFAULT_PROTOCOL_MAP);
+    let mut map = BTreeMap::new();
+    for entry in text.split(',').map(str::trim).filter(|e| !e.is_empty()) {
+        let Some((name, protocol)) = entry.split_once(':') else {
+            return Err(format!(
+                "listener.security.protocol.map: '{entry}' is not LISTENER_NAME:PROTOCOL"
+            ));
+        };
+        let protocol = protocol.trim().to_ascii_uppercase();
+        if !SECURITY_PROTOCOLS.contains(&protocol.as_str()) {
+            return Err(format!(
+                "listener.security.protocol.map: unknown security protocol '{protocol}'"
+            ));
+        }
+        map.insert(name.trim().to_ascii_uppercase(), protocol);
+    }
+    Ok(map)
+}
+
+/// The security protocol of a listener name, as Kafka resolves it.
+pub fn listener_protocol(
+    props: &BTreeMap<String, String>,
+    name: &str,
+    controller_names: &[String],
+) -> Option<String> {
+    protocol_map(props)
+        .ok()
+        .and_then(|map| protocol_of(name, &map, controller_names))
+}
+
+fn protocol_of(
+    name: &str,
+    map: &BTreeMap<String, String>,
+    controller_names: &[String],
+) -> Option<String> {
+    match map.get(name) {
+        Some(p) => Some(p.clone()),
+        // Kafka lets an unmapped controller listener default to PLAINTEXT.
+        None if controller_names.iter().any(|c| c == name) => Some("PLAINTEXT".into()),
+        None => None,
+    }
+}
+
+/// Every reason to refuse starting with these settings; empty when Tern can honour them all.
+pub fn refused_settings(
+    props: &BTreeMap<String, String>,
+    node_id: i32,
+    listeners: &[(&str, &[Listener])],
+    controller_names: &[String],
+) -> Vec<String> {
+    let mut problems = Vec::new();
+    match protocol_map(props) {
+        Err(e) => problems.push(e),
+        Ok(map) => {
+            for (key, list) in listeners {
+                for l in list.iter() {
+                    match protocol_of(&l.name, &map, controller_names) {
+                        None => problems.push(format!(
+                            "{key}: listener name {} has no security protocol in \
+                             listener.security.protocol.map",
+                            l.name
+                        )),
+                        Some(p) if SecurityProtocol::served(&p).is_none() => {
+                            problems.push(format!(
+                                "{key}: listener {}://{}:{} uses security protocol {p}, which \
+                                 Tern does not implement yet (PLAINTEXT and SASL_PLAINTEXT \
+                                 listeners are served)",
+                                l.name, l.host, l.port
+                            ))
+                        }
+                        Some(_) => {}
+                    }
+                }
+            }
+            if let Some(name) = props.get("inter.broker.listener.name") {
+                let name = name.trim().to_ascii_uppercase();
+                match protocol_of(&name, &map, controller_names) {
+                    Some(p) if SecurityProtocol::served(&p).is_some() => {}
+                    Some(p) => problems.push(format!(
+                        "inter.broker.listener.name={name} uses security protocol {p}, which \
+                         Tern does not implement yet"
+                    )),
+                    None => problems.push(format!(
+                        "inter.broker.listener.name={name} has no security protocol in \
+                         listener.security.protocol.map"
+                    )),
+                }
+            }
+        }
+    }
+    if let Some(p) = props.get("security.inter.broker.protocol") {
+        if SecurityProtocol::served(&p.trim().to_ascii_uppercase()).is_none() {
+            problems.push(format!(
+                "security.inter.broker.protocol={p}: Tern does not implement it yet (PLAINTEXT \
+                 and SASL_PLAINTEXT are served)"
+            ));
+        }
+    }
+    for (key, value) in props {
+        let security = (SECURITY_KEYS.contains(&key.as_str())
+            || SECURITY_PREFIXES.iter().any(|p| key.starts_with(p)))
+            && !is_implemented_security_setting(key);
+        if security && is_set(value) {
+            problems.push(format!(
+                "{key} is a security setting that Tern does not implement yet; remove it \
+                 (Tern would otherwise serve without the protection it asks for)"
+            ));
+        }
+    }
+    problems.extend(quorum_problems(props, node_id, listeners, controller_names));
+    problems
+}
+
+/// A node configured as part of a larger quorum (or as a broker or controller alone) would
+/// silently form a cluster of its own: refuse it until the networked quorum exists.
+fn quorum_problems(
+    props: &BTreeMap<String, String>,
+    node_id: i32,
+    listeners: &[(&str, &[Listener])],
+    controller_names: &[String],
+) -> Vec<String> {
+    let mut problems = Vec::new();
+    if let Some(roles) = props.get("process.roles") {
+        let mut roles: Vec<String> = roles
+            .split(',')
+            .map(|r| r.trim().to_ascii_lowercase())
+            .filter(|r| !r.is_empty())
+            .collect();
+        roles.sort();
+        roles.dedup();
+        if roles != ["broker", "controller"] {
+            problems.push(format!(
+                "process.roles={}: Tern runs only combined broker,controller nodes so far (a \
+                 node with one role needs the networked quorum, not built yet)",
+                roles.join(",")
+            ));
+        }
+    }
+    if let Some(voters) = props.get("controller.quorum.voters").filter(|v| is_set(v)) {
+        let entries: Vec<&str> = voters
+            .split(',')
+            .map(str::trim)
+            .filter(|v| !v.is_empty())
+            .collect();
+        let only_self = entries.len() == 1
+            && entries[0]
+                .split_once('@')
+                .and_then(|(id, _)| id.trim().parse::<i32>().ok())
+                == Some(node_id);
+        if !only_self {
+            problems.push(format!(
+                "controller.quorum.voters={voters}: Tern's quorum has one voter, this node \
+                 (node.id={node_id}); a multi-node quorum is not built yet"
+            ));
+        }
+    }
+    if let Some(servers) = props
+        .get("controller.quorum.bootstrap.servers")
+        .filter(|v| is_set(v))
+    {
+        // Kafka's sample server.properties points this at the node's own controller listener.
+        let own: Vec<(&str, u16)> = listeners
+            .iter()
+            .flat_map(|(_, list)| list.iter())
+            .filter(|l| controller_names.contains(&l.name))
+            .map(|l| (l.host.as_str(), l.port))
+            .collect();
+        let is_local = |host: &str| {
+            host == "localhost" || host == "::1" || host.starts_with("127.") || host.is_empty()
+        };
+        let only_self = servers
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .all(|s| {
+                let Some((host, port)) = s.rsplit_once(':') else {
+                    return false;
+                };
+                let host = host.trim_start_matches('[').trim_end_matches(']');
+                port.parse::<u16>().is_ok_and(|p| {
+                    own.iter()
+                        .any(|(h, own_port)| *own_port == p && (*h == host || is_local(host)))
+                })
+            });
+        if !only_self {
+            problems.push(format!(
+                "controller.quorum.bootstrap.servers={servers}: names a controller other than \
+                 this node's own controller listener; a multi-node quorum is not built yet"
+            ));
+        }
+    }
+    problems
+}
+
+/// Kafka settings given that Tern does not read (sorted): to be logged once as ignored.
+pub fn ignored_settings(props: &BTreeMap<String, String>) -> Vec<String> {
+    props
+        .keys()
+        .filter(|key| {
+            !READ_KEYS.contains(&key.as_str())
+                && !key.starts_with("mirror.")
+                && !is_topic_config_synonym(key)
+        })
+        .cloned()
+        .collect()
+}
+
+fn is_topic_config_synonym(key: &str) -> bool {
+    tern_controller::topic_configs::TOPIC_CONFIGS
+        .iter()
+        .any(|d| d.broker_synonym == Some(key))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::BrokerConfig;
+
+    fn props(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    fn refusal(pairs: &[(&str, &str)]) -> String {
+        match BrokerConfig::from_properties(props(pairs)) {
+            Ok(_) => panic!("{pairs:?} was accepted"),
+            Err(e) => format!("{e:#}"),
+        }
+    }
+
+    #[test]
+    fn secured_listeners_and_authorizers_are_startup_errors_naming_them() {
+        let e = refusal(&[
+            ("listeners", "SASL_PLAINTEXT://127.0.0.1:29092"),
+            (
+                "authorizer.class.name",
+                "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            ),
+            ("super.users", "User:admin"),
+        ]);
+        assert!(e.contains("SASL_PLAINTEXT://127.0.0.1:29092"), "{e}");
+        assert!(e.contains("authorizer.class.name"), "{e}");
+        assert!(e.contains("super.users"), "{e}");
+        assert!(e.contains("sasl.enabled.mechanisms"), "{e}");
+        for (key, value) in [
+            ("listeners", "SSL://127.0.0.1:9093"),
+            ("listeners", "SASL_SSL://127.0.0.1:9093"),
+            ("ssl.keystore.location", "/etc/k.pem"),
+            ("sasl.jaas.config", "org.apache..."),
+            ("sasl.kerberos.service.name", "kafka"),
+            (
+                "listener.name.plaintext.gssapi.sasl.jaas.config",
+                "org.apache...",
+            ),
+            ("allow.everyone.if.no.acl.found", "true"),
+            ("security.inter.broker.protocol", "SSL"),
+        ] {
+            let e = refusal(&[(key, value)]);
+            assert!(e.contains(key) || e.contains(value), "{key}: {e}");
+        }
+    }
+
+    #[test]
+    fn custom_listener_names_resolve_through_the_protocol_map() {
+        let e = refusal(&[
+            (
+                "listeners",
+                "INTERNAL://127.0.0.1:9092,EXTERNAL://127.0.0.1:9093",
+            ),
+            (
+                "listener.security.protocol.map",
+                "INTERNAL:PLAINTEXT,EXTERNAL:SASL_SSL",
+            ),
+        ]);
+        assert!(
+            e.contains("EXTERNAL://127.0.0.1:9093") && e.contains("SASL_SSL"),
+            "{e}"
+        );
+        assert!(!e.contains("INTERNAL://"), "{e}");
+        let e = refusal(&[("listeners", "CLIENTS://127.0.0.1:9092")]);
+        assert!(
+            e.contains("CLIENTS") && e.contains("no security protocol"),
+            "{e}"
+        );
+        let e = refusal(&[
+            ("listeners", "PLAINTEXT://127.0.0.1:9092"),
+            ("advertised.listeners", "SSL://kafka.example:9093"),
+        ]);
+        assert!(e.contains("advertised.listeners"), "{e}");
+        let e = refusal(&[("listener.security.protocol.map", "PLAINTEXT:TLS")]);
+        assert!(e.contains("TLS"), "{e}");
+        let c = BrokerConfig::from_properties(props(&[
+            ("listeners", "CLIENTS://127.0.0.1:0"),
+            ("listener.security.protocol.map", "CLIENTS:PLAINTEXT"),
+            ("inter.broker.listener.name", "CLIENTS"),
+        ]))
+        .unwrap();
+        assert_eq!(c.listeners[0].name, "CLIENTS");
+    }
+
+    #[test]
+    fn a_multi_node_quorum_or_a_single_role_is_refused_until_it_exists() {
+        let e = refusal(&[("controller.quorum.voters", "1@a:9093,2@b:9093,3@c:9093")]);
+        assert!(e.contains("controller.quorum.voters"), "{e}");
+        let e = refusal(&[("node.id", "2"), ("controller.quorum.voters", "1@a:9093")]);
+        assert!(e.contains("controller.quorum.voters"), "{e}");
+        let e = refusal(&[("process.roles", "broker")]);
+        assert!(e.contains("process.roles=broker"), "{e}");
+        let e = refusal(&[
+            ("listeners", "PLAINTEXT://:9092,CONTROLLER://:9093"),
+            ("controller.quorum.bootstrap.servers", "other:9093"),
+        ]);
+        assert!(e.contains("controller.quorum.bootstrap.servers"), "{e}");
+    }
+
+    #[test]
+    fn kafkas_sample_kraft_server_properties_starts_and_names_what_it_ignores() {
+        // The settings of Apache Kafka 4.x's config/server.properties.
+        let sample = props(&[
+            ("process.roles", "broker,controller"),
+            ("node.id", "1"),
+            ("controller.quorum.bootstrap.servers", "localhost:9093"),
+            ("listeners", "PLAINTEXT://:9092,CONTROLLER://:9093"),
+            ("inter.broker.listener.name", "PLAINTEXT"),
+            (
+                "advertised.listeners",
+                "PLAINTEXT://localhost:9092,CONTROLLER://localhost:9093",
+            ),
+            ("controller.listener.names", "CONTROLLER"),
+            (
+                "listener.security.protocol.map",
+                "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
+            ),
+            ("num.network.threads", "3"),
+            ("num.io.threads", "8"),
+            ("socket.send.buffer.bytes", "102400"),
+            ("socket.receive.buffer.bytes", "102400"),
+            ("socket.request.max.bytes", "104857600"),
+            ("log.dirs", "/tmp/kraft-combined-logs"),
+            ("num.partitions", "1"),
+            ("num.recovery.threads.per.data.dir", "1"),
+            ("offsets.topic.replication.factor", "1"),
+            ("share.coordinator.state.topic.replication.factor", "1"),
+            ("share.coordinator.state.topic.min.isr", "1"),
+            ("transaction.state.log.replication.factor", "1"),
+            ("transaction.state.log.min.isr", "1"),
+            ("log.retention.hours", "168"),
+            ("log.segment.bytes", "1073741824"),
+            ("log.retention.check.interval.ms", "300000"),
+        ]);
+        let c = BrokerConfig::from_properties(sample.clone()).unwrap();
+        assert_eq!(c.advertised().name, "PLAINTEXT");
+        assert_eq!(c.advertised().host, "localhost");
+        assert_eq!(
+            ignored_settings(&sample),
+            vec![
+                "num.io.threads",
+                "num.network.threads",
+                "num.recovery.threads.per.data.dir",
+                "share.coordinator.state.topic.min.isr",
+                "share.coordinator.state.topic.replication.factor",
+                "socket.receive.buffer.bytes",
+                "socket.send.buffer.bytes",
+                "transaction.state.log.min.isr",
+                "transaction.state.log.replication.factor",
+            ]
+        );
+    }
+
+    #[test]
+    fn empty_security_values_are_kafkas_defaults_and_accepted() {
+        BrokerConfig::from_properties(props(&[
+            ("authorizer.class.name", ""),
+            ("super.users", " "),
+            ("security.inter.broker.protocol", "PLAINTEXT"),
+        ]))
+        .unwrap();
+    }
+}

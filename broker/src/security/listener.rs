@@ -1,0 +1,273 @@
+//! Each listener's security: its protocol and, for SASL listeners, the enabled mechanisms, the
+//! PLAIN users of its JAAS entry and the re-authentication interval. Built at startup from
+//! Kafka's config names, so a mistake is a startup error naming the setting.
+
+use std::collections::BTreeMap;
+
+use super::jaas;
+use super::sasl::SaslMechanism;
+
+/// Kafka's security protocols.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SecurityProtocol {
+    /// No authentication, no encryption.
+    Plaintext,
+    /// SASL authentication without encryption.
+    SaslPlaintext,
+}
+
+impl SecurityProtocol {
+    /// The protocol from Kafka's name, if Tern serves it.
+    pub fn served(name: &str) -> Option<Self> {
+        match name {
+            "PLAINTEXT" => Some(SecurityProtocol::Plaintext),
+            "SASL_PLAINTEXT" => Some(SecurityProtocol::SaslPlaintext),
+            _ => None,
+        }
+    }
+
+    /// Whether clients authenticate with SASL on this protocol.
+    pub fn uses_sasl(self) -> bool {
+        matches!(self, SecurityProtocol::SaslPlaintext)
+    }
+}
+
+/// The SASL side of one listener.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SaslListenerConfig {
+    /// `sasl.enabled.mechanisms`, in the configured order.
+    pub mechanisms: Vec<SaslMechanism>,
+    /// PLAIN users from the listener's PlainLoginModule `user_<name>` entries.
+    pub plain_users: BTreeMap<String, String>,
+    /// `connections.max.reauth.ms` (0: sessions never expire).
+    pub max_reauth_ms: i64,
+}
+
+/// One listener's security settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListenerSecurity {
+    /// The listener name.
+    pub name: String,
+    /// Its protocol.
+    pub protocol: SecurityProtocol,
+    /// SASL settings when the protocol uses SASL.
+    pub sasl: Option<SaslListenerConfig>,
+}
+
+/// The listener-prefixed value of a setting (`listener.name.<l>.<key>`), else the plain one.
+fn listener_value<'a>(
+    props: &'a BTreeMap<String, String>,
+    listener: &str,
+    key: &str,
+) -> Option<&'a String> {
+    props
+        .get(&format!(
+            "listener.name.{}.{key}",
+            listener.to_ascii_lowercase()
+        ))
+        .or_else(|| props.get(key))
+}
+
+const PLAIN_LOGIN_MODULE: &str = "org.apache.kafka.common.security.plain.PlainLoginModule";
+const SCRAM_LOGIN_MODULE: &str = "org.apache.kafka.common.security.scram.ScramLoginModule";
+
+impl ListenerSecurity {
+    /// The security of listener `name` with protocol `protocol` (a Kafka protocol name).
+    pub fn build(
+        props: &BTreeMap<String, String>,
+        name: &str,
+        protocol: &str,
+    ) -> Result<Self, String> {
+        let protocol = SecurityProtocol::served(protocol)
+            .ok_or_else(|| format!("security protocol {protocol} is not implemented yet"))?;
+        let sasl = if protocol.uses_sasl() {
+            Some(Self::sasl_config(props, name)?)
+        } else {
+            None
+        };
+        Ok(ListenerSecurity {
+            name: name.to_string(),
+            protocol,
+            sasl,
+        })
+    }
+
+    fn sasl_config(
+        props: &BTreeMap<String, String>,
+        listener: &str,
+    ) -> Result<SaslListenerConfig, String> {
+        let lower = listener.to_ascii_lowercase();
+        let Some(enabled) = listener_value(props, listener, "sasl.enabled.mechanisms") else {
+            return Err(
+                "sasl.enabled.mechanisms is not set and Kafka's default, GSSAPI, is not \
+                        implemented; set it to PLAIN, SCRAM-SHA-256 and/or SCRAM-SHA-512"
+                    .to_string(),
+            );
+        };
+        let mut mechanisms = Vec::new();
+        for name in enabled.split(',').map(str::trim).filter(|m| !m.is_empty()) {
+            let m = SaslMechanism::from_name(name).ok_or_else(|| {
+                format!(
+                    "SASL mechanism {name} is not implemented (Tern serves \
+                     PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512)"
+                )
+            })?;
+            if !mechanisms.contains(&m) {
+                mechanisms.push(m);
+            }
+        }
+        if mechanisms.is_empty() {
+            return Err("sasl.enabled.mechanisms names no mechanism".to_string());
+        }
+        let mut plain_users = BTreeMap::new();
+        for m in &mechanisms {
+            let key = format!(
+                "listener.name.{lower}.{}.sasl.jaas.config",
+                m.name().to_ascii_lowercase()
+            );
+            let entry = match props.get(&key) {
+                Some(text) => Some(jaas::parse(text).map_err(|e| format!("{key}: {e}"))?),
+                None => None,
+            };
+            match (m, entry) {
+                (SaslMechanism::Plain, None) => {
+                    return Err(format!(
+                        "PLAIN needs its users in {key} \
+                         ({PLAIN_LOGIN_MODULE} required user_<name>=\"<password>\";)"
+                    ))
+                }
+                (SaslMechanism::Plain, Some(e)) => {
+                    if e.login_module != PLAIN_LOGIN_MODULE {
+                        return Err(format!("{key}: PLAIN needs {PLAIN_LOGIN_MODULE}"));
+                    }
+                    plain_users = e.plain_users();
+                }
+                (SaslMechanism::Scram(_), Some(e)) if e.login_module != SCRAM_LOGIN_MODULE => {
+                    return Err(format!("{key}: SCRAM needs {SCRAM_LOGIN_MODULE}"));
+                }
+                // SCRAM users live in the metadata log; the entry only names the broker's own
+                // client credentials, which a single node never uses.
+                (SaslMechanism::Scram(_), _) => {}
+            }
+        }
+        let max_reauth_ms =
+            match listener_value(props, listener, "connections.max.reauth.ms") {
+                None => 0,
+                Some(v) => v.parse::<i64>().ok().filter(|v| *v >= 0).ok_or_else(|| {
+                    format!("connections.max.reauth.ms={v} is not a valid number")
+                })?,
+            };
+        Ok(SaslListenerConfig {
+            mechanisms,
+            plain_users,
+            max_reauth_ms,
+        })
+    }
+}
+
+/// Whether a security setting is one Tern implements (for SASL_PLAINTEXT listeners); the
+/// startup policy refuses every other security setting.
+pub fn is_implemented_security_setting(key: &str) -> bool {
+    const PLAIN_KEYS: &[&str] = &[
+        "sasl.enabled.mechanisms",
+        "sasl.mechanism.inter.broker.protocol",
+        "sasl.mechanism.controller.protocol",
+        "connections.max.reauth.ms",
+    ];
+    if PLAIN_KEYS.contains(&key) {
+        return true;
+    }
+    let Some(rest) = key.strip_prefix("listener.name.") else {
+        return false;
+    };
+    let Some((_, setting)) = rest.split_once('.') else {
+        return false;
+    };
+    setting == "sasl.enabled.mechanisms"
+        || setting == "connections.max.reauth.ms"
+        || ["plain", "scram-sha-256", "scram-sha-512"]
+            .iter()
+            .any(|m| setting == format!("{m}.sasl.jaas.config"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn props(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn sasl_listener_reads_mechanisms_users_and_reauth() {
+        let p = props(&[
+            ("sasl.enabled.mechanisms", "SCRAM-SHA-512,PLAIN"),
+            (
+                "listener.name.sasl_plaintext.plain.sasl.jaas.config",
+                "org.apache.kafka.common.security.plain.PlainLoginModule required user_alice=\"a\";",
+            ),
+            ("listener.name.sasl_plaintext.connections.max.reauth.ms", "60000"),
+        ]);
+        let l = ListenerSecurity::build(&p, "SASL_PLAINTEXT", "SASL_PLAINTEXT").unwrap();
+        let sasl = l.sasl.unwrap();
+        assert_eq!(
+            sasl.mechanisms,
+            vec![
+                SaslMechanism::Scram(crate::security::sasl::ScramMechanism::Sha512),
+                SaslMechanism::Plain
+            ]
+        );
+        assert_eq!(sasl.plain_users["alice"], "a");
+        assert_eq!(sasl.max_reauth_ms, 60000);
+    }
+
+    #[test]
+    fn sasl_listener_mistakes_are_named() {
+        let err = |pairs: &[(&str, &str)]| {
+            ListenerSecurity::build(&props(pairs), "SASL_PLAINTEXT", "SASL_PLAINTEXT").unwrap_err()
+        };
+        assert!(err(&[]).contains("GSSAPI"));
+        assert!(err(&[("sasl.enabled.mechanisms", "GSSAPI")]).contains("GSSAPI"));
+        assert!(err(&[("sasl.enabled.mechanisms", "OAUTHBEARER")]).contains("OAUTHBEARER"));
+        assert!(err(&[("sasl.enabled.mechanisms", "PLAIN")])
+            .contains("listener.name.sasl_plaintext.plain.sasl.jaas.config"));
+        assert!(err(&[
+            ("sasl.enabled.mechanisms", "PLAIN"),
+            (
+                "listener.name.sasl_plaintext.plain.sasl.jaas.config",
+                "com.example.Login required;"
+            )
+        ])
+        .contains("PlainLoginModule"));
+        assert!(err(&[
+            ("sasl.enabled.mechanisms", "SCRAM-SHA-256"),
+            ("connections.max.reauth.ms", "soon")
+        ])
+        .contains("connections.max.reauth.ms"));
+        assert!(ListenerSecurity::build(&props(&[]), "SSL", "SSL").is_err());
+    }
+
+    #[test]
+    fn implemented_security_settings() {
+        for key in [
+            "sasl.enabled.mechanisms",
+            "listener.name.sasl_plaintext.plain.sasl.jaas.config",
+            "listener.name.x.scram-sha-512.sasl.jaas.config",
+            "listener.name.x.connections.max.reauth.ms",
+        ] {
+            assert!(is_implemented_security_setting(key), "{key}");
+        }
+        for key in [
+            "sasl.jaas.config",
+            "listener.name.x.gssapi.sasl.jaas.config",
+            "listener.name.x.ssl.keystore.location",
+            "sasl.kerberos.service.name",
+            "ssl.keystore.location",
+        ] {
+            assert!(!is_implemented_security_setting(key), "{key}");
+        }
+    }
+}

@@ -1,0 +1,41 @@
+//! Client security: listener protocols, SASL authentication (PLAIN, SCRAM) and the
+//! per-connection authenticator. Authorization (ACLs) is not built yet; until it is, an
+//! authorizer setting is a startup error (see `config::policy`).
+
+pub mod authenticator;
+pub mod jaas;
+pub mod listener;
+pub mod sasl;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use tern_controller::MetadataImage;
+
+use sasl::{CredentialStore, ScramCredential, ScramMechanism};
+
+/// Credentials as a listener sees them: its PLAIN users and the SCRAM users of the metadata.
+pub struct ListenerCredentials<'a> {
+    /// The listener's PLAIN users.
+    pub plain_users: &'a BTreeMap<String, String>,
+    /// The metadata image holding SCRAM credentials.
+    pub image: Arc<MetadataImage>,
+}
+
+impl CredentialStore for ListenerCredentials<'_> {
+    fn plain_users(&self) -> &BTreeMap<String, String> {
+        self.plain_users
+    }
+
+    fn scram_credential(&self, mechanism: ScramMechanism, user: &str) -> Option<ScramCredential> {
+        self.image
+            .scram_credentials
+            .get(&(user.to_string(), mechanism.code()))
+            .map(|c| ScramCredential {
+                salt: c.salt.clone(),
+                stored_key: c.stored_key.clone(),
+                server_key: c.server_key.clone(),
+                iterations: c.iterations,
+            })
+    }
+}
