@@ -35,6 +35,8 @@ pub struct Broker {
     /// Cluster mirroring: the mirror coordinator and fetchers.
     pub mirrors: Arc<tern_mirror::MirrorManager>,
     producer_ids: Arc<Mutex<(i64, i64)>>,
+    /// This broker's advertised (listener name, host, port), ports filled in after binding.
+    endpoints: parking_lot::RwLock<Vec<(String, String, u16)>>,
 }
 
 /// Topic-config defaults from broker properties (`log.retention.ms`, `log.segment.bytes`, ...).
@@ -179,6 +181,11 @@ impl Broker {
             config.fetch_session_cache_slots,
             config.fetch_session_eviction_ms,
         );
+        let config_endpoints = config
+            .advertised_listeners
+            .iter()
+            .map(|l| (l.name.clone(), l.host.clone(), l.port))
+            .collect();
         Ok(Arc::new(Broker {
             config,
             cluster_id: meta.cluster_id,
@@ -190,18 +197,40 @@ impl Broker {
             default_log_config,
             mirrors,
             producer_ids,
+            endpoints: parking_lot::RwLock::new(config_endpoints),
         }))
     }
 
-    /// Re-registers after the advertised port is known (port 0 binds pick one).
-    pub fn set_advertised_port(&self, port: u16) -> Result<(), ApiError> {
-        let advertised = self.config.advertised();
-        self.controller.register_broker(
-            self.config.node_id,
-            &advertised.host,
-            port,
-            self.config.rack.clone(),
-        )
+    /// A listener was bound on `port`: an advertised port 0 of that listener becomes it, and the
+    /// first listener's is registered with the controller.
+    pub fn set_bound_port(&self, listener: &str, port: u16) -> Result<(), ApiError> {
+        let mut endpoints = self.endpoints.write();
+        let Some(i) = endpoints.iter().position(|(name, _, _)| name == listener) else {
+            return Ok(());
+        };
+        if endpoints[i].2 != 0 {
+            return Ok(());
+        }
+        endpoints[i].2 = port;
+        if i != 0 {
+            return Ok(());
+        }
+        let host = endpoints[0].1.clone();
+        drop(endpoints);
+        self.controller
+            .register_broker(self.config.node_id, &host, port, self.config.rack.clone())
+    }
+
+    /// The (host, port) clients on `listener` are told to use for this broker: Kafka answers
+    /// Metadata, FindCoordinator and DescribeCluster with the endpoints of the listener the
+    /// request came in on, so a SASL_SSL client is never sent to the SSL port.
+    pub fn endpoint_for(&self, listener: &str) -> (String, u16) {
+        let endpoints = self.endpoints.read();
+        let (_, host, port) = endpoints
+            .iter()
+            .find(|(name, _, _)| name == listener)
+            .unwrap_or(&endpoints[0]);
+        (host.clone(), *port)
     }
 
     /// Hands out the next producer id, taking a new block from the controller when needed.

@@ -10,8 +10,7 @@ use tern_protocol::frame::{read_frame, write_frame};
 use tern_protocol::mirror::{
     api_keys as mirror_keys, decode_mirror_request, encode_mirror_response,
 };
-use tokio::io::BufWriter;
-use tokio::net::TcpStream;
+use tokio::io::{AsyncRead, AsyncWrite, BufWriter};
 use tokio::sync::watch;
 use tracing::Instrument;
 
@@ -32,19 +31,23 @@ enum Outcome {
 }
 
 /// Serves one connection until the peer closes it, it misbehaves, or the server shuts down.
-pub async fn serve_connection(
-    stream: TcpStream,
+/// `tls_principal` is the principal of the client's TLS certificate, if it showed one.
+pub async fn serve_connection<S>(
+    stream: S,
     peer: SocketAddr,
     security: Arc<ListenerSecurity>,
+    tls_principal: Option<String>,
     broker: Arc<Broker>,
     mut shutdown: watch::Receiver<bool>,
-) {
+) where
+    S: AsyncRead + AsyncWrite + Send + Unpin,
+{
     let span = tracing::debug_span!("connection", %peer, listener = %security.name);
     async move {
-        let (mut reader, writer) = stream.into_split();
+        let (mut reader, writer) = tokio::io::split(stream);
         let mut writer = BufWriter::new(writer);
         let max = broker.config.socket_request_max_bytes;
-        let mut auth = Authenticator::new(security);
+        let mut auth = Authenticator::new(security, tls_principal);
         loop {
             let frame = tokio::select! {
                 f = read_frame(&mut reader, max) => f,
@@ -179,7 +182,7 @@ async fn request(
                 api_key,
                 body,
             };
-            let response = handlers::handle(broker, peer, req).await;
+            let response = handlers::handle(broker, peer, auth.listener_name(), req).await;
             match response {
                 Some(r) if !no_response => (r, AfterReply::Continue),
                 _ => return Outcome::Silent,

@@ -10,6 +10,8 @@ use tokio::sync::{watch, Semaphore};
 use crate::broker::Broker;
 use crate::connection::serve_connection;
 use crate::security::listener::ListenerSecurity;
+use crate::security::ssl_principal::subject_dn;
+use crate::security::tls::TlsAcceptorSource;
 
 /// A running server.
 pub struct Server {
@@ -42,6 +44,9 @@ impl Server {
             let local = listener.local_addr()?;
             tracing::info!(listener = %listener_config.name, %local, "listening");
             local_addrs.push(local);
+            broker
+                .set_bound_port(&listener_config.name, local.port())
+                .map_err(|e| anyhow::anyhow!("{e}"))?;
             tasks.push(tokio::spawn(accept_loop(
                 listener,
                 Arc::new(security.clone()),
@@ -49,13 +54,6 @@ impl Server {
                 connections.clone(),
                 shutdown_rx.clone(),
             )));
-        }
-        if broker.config.advertised().port == 0 {
-            if let Some(first) = local_addrs.first() {
-                broker
-                    .set_advertised_port(first.port())
-                    .map_err(|e| anyhow::anyhow!("{e}"))?;
-            }
         }
         tasks.push(broker.spawn_metadata_listener(shutdown_rx.clone()));
         broker.groups.spawn_ticker();
@@ -119,7 +117,19 @@ async fn accept_loop(
                 let shutdown = shutdown.clone();
                 let security = security.clone();
                 conns.spawn(async move {
-                    serve_connection(stream, peer, security, broker, shutdown).await;
+                    match security.tls.clone() {
+                        None => {
+                            serve_connection(stream, peer, security, None, broker, shutdown).await
+                        }
+                        Some(tls) => {
+                            if let Some((stream, principal)) = tls_handshake(&tls, stream).await {
+                                serve_connection(
+                                    stream, peer, security, principal, broker, shutdown,
+                                )
+                                .await;
+                            }
+                        }
+                    }
                     drop(permit);
                 });
             }
@@ -132,4 +142,50 @@ async fn accept_loop(
         while conns.try_join_next().is_some() {}
     }
     conns.shutdown().await;
+}
+
+/// How long a client has to finish the TLS handshake.
+const TLS_HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Runs the TLS handshake; returns the stream and, when the client showed a certificate, the
+/// principal it maps to. A failed handshake (plaintext bytes, an untrusted or expired
+/// certificate, a refused mapping) closes the connection.
+async fn tls_handshake(
+    tls: &TlsAcceptorSource,
+    stream: tokio::net::TcpStream,
+) -> Option<(
+    tokio_rustls::server::TlsStream<tokio::net::TcpStream>,
+    Option<String>,
+)> {
+    let accept = tls.acceptor().accept(stream);
+    let stream = match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, accept).await {
+        Ok(Ok(s)) => s,
+        Ok(Err(e)) => {
+            tracing::info!(error = %e, "TLS handshake failed");
+            return None;
+        }
+        Err(_) => {
+            tracing::info!("TLS handshake timed out");
+            return None;
+        }
+    };
+    let principal = match stream
+        .get_ref()
+        .1
+        .peer_certificates()
+        .and_then(|c| c.first())
+    {
+        None => None,
+        Some(cert) => {
+            let mapped = subject_dn(cert.as_ref()).and_then(|dn| tls.settings().mapper.map(&dn));
+            match mapped {
+                Ok(name) => Some(format!("User:{name}")),
+                Err(e) => {
+                    tracing::info!(error = %e, "client certificate has no principal");
+                    return None;
+                }
+            }
+        }
+    };
+    Some((stream, principal))
 }

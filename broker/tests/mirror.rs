@@ -1529,8 +1529,8 @@ async fn failed_partition_retry_attempts_grow() {
     init_tracing();
     let mut src = Node::start(&[]).await;
     let dst = Node::start(&[
-        ("mirror.failed.retry.initial.backoff.ms", "100"),
-        ("mirror.failed.retry.max.backoff.ms", "500"),
+        ("mirror.failed.retry.initial.backoff.ms", "400"),
+        ("mirror.failed.retry.max.backoff.ms", "1600"),
         ("mirror.failed.retry.max.attempts", "3"),
     ])
     .await;
@@ -1543,9 +1543,10 @@ async fn failed_partition_retry_attempts_grow() {
     wait_mirrored(&mut d, "m", "f", &[2]).await;
     drop(s);
     src.stop().await;
-    // 3 attempts at 50-100, 100-200 and 200-400 ms: well within 10 s, after which the
-    // partition stays FAILED and is no longer retried (retry_attempt -1).
-    let deadline = Instant::now() + Duration::from_secs(10);
+    // 3 attempts at 200-400, 400-800 and 800-1600 ms: well within 30 s, after which the
+    // partition stays FAILED and is no longer retried (retry_attempt -1). The backoffs are long
+    // enough that a loaded machine's describe round trips still see each attempt.
+    let deadline = Instant::now() + Duration::from_secs(30);
     let mut seen = BTreeSet::new();
     let mut last = Vec::new();
     while Instant::now() < deadline {
@@ -1566,7 +1567,7 @@ async fn failed_partition_retry_attempts_grow() {
     assert!(
         last.iter()
             .all(|p| p.state_value == "FAILED" && p.retry_attempt == -1),
-        "after 10 s of retries every 100-500 ms with max.attempts=3 the partition is {last:?}; \
+        "after 30 s of retries every 400-1600 ms with max.attempts=3 the partition is {last:?}; \
          (state, retry_attempt) seen: {seen:?}"
     );
     assert!(seen.contains(&("FAILED".to_string(), 3)), "{seen:?}");

@@ -81,7 +81,8 @@ async fn mirror_config_secrets_are_never_returned() {
             &[
                 ("bootstrap.servers", "127.0.0.1:1"),
                 ("sasl.jaas.config", jaas),
-                ("ssl.truststore.password", "hunter3"),
+                // An inline PEM key: a secret too (ssl.*.password settings are refused).
+                ("ssl.keystore.key", "-----BEGIN PRIVATE KEY-----hunter3"),
             ],
         )
         .await,
@@ -97,7 +98,7 @@ async fn mirror_config_secrets_are_never_returned() {
             .map(|v| v.to_string()),
         Some("127.0.0.1:1".to_string())
     );
-    for secret in ["sasl.jaas.config", "ssl.truststore.password"] {
+    for secret in ["sasl.jaas.config", "ssl.keystore.key"] {
         assert!(get(secret).is_sensitive, "{secret}");
         assert_eq!(get(secret).value, None, "{secret}");
     }

@@ -16,8 +16,8 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 use support::*;
-use tern_broker::security::sasl::scram::{client_final_message, ScramMechanism};
 use tern_protocol::client::{ClientError, KafkaConnection};
+use tern_protocol::sasl::scram::{client_final_message, ScramMechanism};
 
 const PLAIN_JAAS: &str = "org.apache.kafka.common.security.plain.PlainLoginModule required \
                           user_admin=\"admin-secret\";";

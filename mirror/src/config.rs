@@ -95,23 +95,8 @@ pub fn validate_mirror_configs(
             }
         }
     }
-    let protocol = out
-        .get("security.protocol")
-        .map(String::as_str)
-        .unwrap_or("PLAINTEXT");
-    match protocol {
-        "PLAINTEXT" => {}
-        "SSL" | "SASL_PLAINTEXT" | "SASL_SSL" => {
-            return Err(InvalidMirrorConfig(format!(
-                "security.protocol={protocol} is not supported by Tern yet: only PLAINTEXT sources can be mirrored"
-            )))
-        }
-        other => {
-            return Err(InvalidMirrorConfig(format!(
-                "Invalid value {other} for security.protocol: one of PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL"
-            )))
-        }
-    }
+    // TLS and SASL settings are checked (and files read) now, so mistakes surface on create.
+    crate::source_security::client_security(&out)?;
     Ok(out)
 }
 
@@ -184,7 +169,7 @@ impl PatternSet {
 }
 
 /// The effective settings of one mirror.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct MirrorSettings {
     /// Source bootstrap servers.
     pub bootstrap_servers: Vec<(String, u16)>,
@@ -210,6 +195,8 @@ pub struct MirrorSettings {
     pub groups_include: PatternSet,
     /// Consumer groups whose offsets are not synced.
     pub groups_exclude: PatternSet,
+    /// `security.protocol`, `sasl.*` and `ssl.*` (secrets included; never printed).
+    security_configs: BTreeMap<String, String>,
 }
 
 impl MirrorSettings {
@@ -244,7 +231,35 @@ impl MirrorSettings {
             topics_exclude: PatternSet::parse(&get("mirror.topics.exclude")),
             groups_include: PatternSet::parse(&get("mirror.groups.include")),
             groups_exclude: PatternSet::parse(&get("mirror.groups.exclude")),
+            security_configs: configs
+                .iter()
+                .filter(|(k, _)| {
+                    *k == "security.protocol" || k.starts_with("sasl.") || k.starts_with("ssl.")
+                })
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
         }
+    }
+
+    /// How to secure connections to the source (files are read now, for renewed certificates).
+    pub fn client_security(
+        &self,
+    ) -> Result<tern_protocol::client_security::ClientSecurity, InvalidMirrorConfig> {
+        crate::source_security::client_security(&self.security_configs)
+    }
+}
+
+impl std::fmt::Debug for MirrorSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The security configs hold secrets: only their names are shown.
+        f.debug_struct("MirrorSettings")
+            .field("bootstrap_servers", &self.bootstrap_servers)
+            .field("request_timeout", &self.request_timeout)
+            .field(
+                "security_configs",
+                &self.security_configs.keys().collect::<Vec<_>>(),
+            )
+            .finish_non_exhaustive()
     }
 }
 
@@ -317,6 +332,11 @@ mod tests {
             &[
                 ("bootstrap.servers", "h:1"),
                 ("security.protocol", "SASL_SSL"),
+            ],
+            &[
+                ("bootstrap.servers", "h:1"),
+                ("security.protocol", "SSL"),
+                ("ssl.truststore.location", "/does/not/exist.pem"),
             ],
             &[
                 ("bootstrap.servers", "h:1"),

@@ -18,7 +18,7 @@ use tokio::sync::{mpsc, Notify};
 
 use crate::config::MirrorSettings;
 use crate::host::MirrorHost;
-use crate::source::SourceConnection;
+use crate::source::{SourceConnection, SourceError};
 
 const NOT_LEADER_OR_FOLLOWER: i16 = 6;
 const OFFSET_OUT_OF_RANGE: i16 = 1;
@@ -152,14 +152,20 @@ impl MirrorFetcher {
             }
             if conn.is_none() {
                 let client_id = format!("tern-mirror-{}", self.mirror);
-                match SourceConnection::connect(
-                    &addr.0,
-                    addr.1,
-                    &client_id,
-                    settings.request_timeout,
-                )
-                .await
-                {
+                let connected = match settings.client_security() {
+                    Ok(security) => {
+                        SourceConnection::connect(
+                            &addr.0,
+                            addr.1,
+                            &client_id,
+                            &security,
+                            settings.request_timeout,
+                        )
+                        .await
+                    }
+                    Err(e) => Err(SourceError::Security(e.0)),
+                };
+                match connected {
                     Ok(c) => conn = Some(c),
                     Err(e) => {
                         self.fail_all(

@@ -4,6 +4,7 @@
 //! - [`config`]: per-mirror and broker-level settings.
 //! - [`state`]: partition states and their `__mirror_state` records.
 //! - [`source`]: connections to the source cluster and the RPCs the mirror sends.
+//! - [`source_security`]: TLS and SASL settings for a secured source.
 //! - [`fetcher`]: mirror fetchers, one per (mirror, source broker), many partitions each.
 //! - [`manager`]: the MirrorManager (coordinator, metadata sync, admin operations).
 //! - [`host`]: the trait through which the mirror reaches the broker.
@@ -13,6 +14,7 @@ pub mod fetcher;
 pub mod host;
 pub mod manager;
 pub mod source;
+pub mod source_security;
 pub mod state;
 
 pub use config::{BrokerMirrorConfig, MirrorSettings};

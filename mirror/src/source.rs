@@ -15,6 +15,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::{Request, StrBytes};
 use tern_protocol::client::{ClientError, KafkaConnection};
+use tern_protocol::client_security::ClientSecurity;
 use tern_protocol::mirror::{
     api_keys, LastMirroredOffsetsRequest, MirrorRequest, MirrorResponse, TopicPartitions,
 };
@@ -29,6 +30,9 @@ pub enum SourceError {
     /// The source did not answer in time.
     #[error("source request timed out after {0:?}")]
     Timeout(Duration),
+    /// The TLS or SASL settings for the source are unusable.
+    #[error("source security settings: {0}")]
+    Security(String),
     /// No bootstrap server answered.
     #[error("no source bootstrap server reachable: {0}")]
     Unreachable(String),
@@ -58,9 +62,10 @@ impl SourceConnection {
         host: &str,
         port: u16,
         client_id: &str,
+        security: &ClientSecurity,
         timeout: Duration,
     ) -> Result<Self, SourceError> {
-        let conn = tokio::time::timeout(timeout, KafkaConnection::connect((host, port), client_id))
+        let conn = tokio::time::timeout(timeout, security.connect(host, port, client_id))
             .await
             .map_err(|_| SourceError::Timeout(timeout))??;
         let mut source = SourceConnection {
@@ -379,11 +384,12 @@ pub struct SourcePartition {
 pub async fn connect_bootstrap(
     servers: &[(String, u16)],
     client_id: &str,
+    security: &ClientSecurity,
     timeout: Duration,
 ) -> Result<SourceConnection, SourceError> {
     let mut errors = Vec::new();
     for (host, port) in servers {
-        match SourceConnection::connect(host, *port, client_id, timeout).await {
+        match SourceConnection::connect(host, *port, client_id, security, timeout).await {
             Ok(c) => return Ok(c),
             Err(e) => errors.push(format!("{host}:{port}: {e}")),
         }

@@ -4,7 +4,7 @@
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::{RequestHeader, ResponseHeader};
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpStream, ToSocketAddrs};
 
 use crate::frame::{read_frame, write_frame, FrameError};
@@ -19,6 +19,12 @@ pub enum ClientError {
     /// Connecting or writing failed.
     #[error("I/O: {0}")]
     Io(#[from] std::io::Error),
+    /// The TLS setup or handshake failed.
+    #[error("TLS: {0}")]
+    Tls(String),
+    /// SASL authentication failed (Kafka's error message, or why the exchange broke off).
+    #[error("SASL authentication failed: {0}")]
+    Authentication(String),
     /// Reading a response frame failed.
     #[error("frame: {0}")]
     Frame(#[from] FrameError),
@@ -38,23 +44,32 @@ pub enum ClientError {
     },
 }
 
+/// A byte stream to a broker: TCP, or TLS over TCP.
+pub trait BrokerStream: AsyncRead + AsyncWrite + Send + Unpin {}
+impl<T: AsyncRead + AsyncWrite + Send + Unpin> BrokerStream for T {}
+
 /// One connection to a Kafka broker.
 pub struct KafkaConnection {
-    stream: TcpStream,
+    stream: Box<dyn BrokerStream>,
     next_correlation_id: i32,
     client_id: String,
 }
 
 impl KafkaConnection {
-    /// Connects to `addr`.
+    /// Connects to `addr` over PLAINTEXT.
     pub async fn connect(addr: impl ToSocketAddrs, client_id: &str) -> Result<Self, ClientError> {
         let stream = TcpStream::connect(addr).await?;
         stream.set_nodelay(true)?;
-        Ok(KafkaConnection {
+        Ok(Self::over(Box::new(stream), client_id))
+    }
+
+    /// A connection over an already established stream (TLS, for example).
+    pub fn over(stream: Box<dyn BrokerStream>, client_id: &str) -> Self {
+        KafkaConnection {
             stream,
             next_correlation_id: 1,
             client_id: client_id.to_string(),
-        })
+        }
     }
 
     /// Sends raw bytes as one frame (tests use this for malformed requests).

@@ -3,9 +3,11 @@
 
 pub mod api;
 pub mod client;
+pub mod client_security;
 pub mod compression;
 pub mod error;
 pub mod frame;
 pub mod mirror;
 pub mod record_batch;
 pub mod records;
+pub mod sasl;

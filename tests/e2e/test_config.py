@@ -42,12 +42,13 @@ def test_sasl_listener_with_an_authorizer_is_a_startup_error_naming_each_setting
 def test_each_security_setting_alone_is_refused():
     port = free_port()
     for setting in [
-        f"listeners=SSL://127.0.0.1:{port}",
+        f"listeners=SSL://127.0.0.1:{port}",  # no keystore
         f"listeners=SASL_SSL://127.0.0.1:{port}",
-        "ssl.keystore.location=/etc/tern/broker.pem",
+        "ssl.keystore.password=changeit",
+        "ssl.cipher.suites=TLS_AES_128_GCM_SHA256",
         "sasl.kerberos.service.name=kafka",
         "allow.everyone.if.no.acl.found=false",
-        "security.inter.broker.protocol=SASL_SSL",
+        "principal.builder.class=com.example.PrincipalBuilder",
     ]:
         args = ["--override", setting]
         if not setting.startswith("listeners="):

@@ -187,6 +187,14 @@ impl BrokerConfig {
             &controller_names,
         );
         let mut refused = refused;
+        for a in &all_advertised {
+            if !all_listeners.iter().any(|l| l.name == a.name) {
+                refused.push(format!(
+                    "advertised.listeners: listener name {} is not one of the names in listeners",
+                    a.name
+                ));
+            }
+        }
         let mut listener_security = Vec::new();
         for l in all_listeners
             .iter()

@@ -337,7 +337,8 @@ mod tests {
         for (key, value) in [
             ("listeners", "SSL://127.0.0.1:9093"),
             ("listeners", "SASL_SSL://127.0.0.1:9093"),
-            ("ssl.keystore.location", "/etc/k.pem"),
+            ("ssl.key.password", "hunter2"),
+            ("principal.builder.class", "com.example.Builder"),
             ("sasl.jaas.config", "org.apache..."),
             ("sasl.kerberos.service.name", "kafka"),
             (
@@ -345,7 +346,7 @@ mod tests {
                 "org.apache...",
             ),
             ("allow.everyone.if.no.acl.found", "true"),
-            ("security.inter.broker.protocol", "SSL"),
+            ("security.inter.broker.protocol", "SASL_TLS"),
         ] {
             let e = refusal(&[(key, value)]);
             assert!(e.contains(key) || e.contains(value), "{key}: {e}");
@@ -364,8 +365,9 @@ mod tests {
                 "INTERNAL:PLAINTEXT,EXTERNAL:SASL_SSL",
             ),
         ]);
+        // EXTERNAL resolves to SASL_SSL, which needs mechanisms and a keystore.
         assert!(
-            e.contains("EXTERNAL://127.0.0.1:9093") && e.contains("SASL_SSL"),
+            e.contains("EXTERNAL://127.0.0.1:9093") && e.contains("sasl.enabled.mechanisms"),
             "{e}"
         );
         assert!(!e.contains("INTERNAL://"), "{e}");

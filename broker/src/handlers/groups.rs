@@ -16,7 +16,7 @@ use crate::group_coordinator::group::{JoinRequest, JoinResult, Reply, SyncResult
 
 const KEY_TYPE_GROUP: i8 = 0;
 
-fn coordinator_for(broker: &Broker, key: &str, key_type: i8) -> Coordinator {
+fn coordinator_for(broker: &Broker, listener: &str, key: &str, key_type: i8) -> Coordinator {
     let c = Coordinator::default()
         .with_key(sb(key))
         .with_node_id(BrokerId(-1));
@@ -33,22 +33,16 @@ fn coordinator_for(broker: &Broker, key: &str, key_type: i8) -> Coordinator {
         };
         return c.with_error_code(e.code());
     }
-    let me = broker.config.advertised();
-    let port = broker
-        .controller
-        .image()
-        .brokers
-        .get(&broker.config.node_id)
-        .map(|b| b.port as i32)
-        .unwrap_or(me.port as i32);
+    let (host, port) = broker.endpoint_for(listener);
     c.with_node_id(BrokerId(broker.config.node_id))
-        .with_host(sb(me.host.clone()))
-        .with_port(port)
+        .with_host(sb(host))
+        .with_port(port as i32)
 }
 
 /// Answers FindCoordinator (single key before v4, batched after).
 pub fn find_coordinator(
     broker: &Broker,
+    ctx: &RequestContext,
     req: FindCoordinatorRequest,
     version: i16,
 ) -> FindCoordinatorResponse {
@@ -56,11 +50,11 @@ pub fn find_coordinator(
         let coordinators = req
             .coordinator_keys
             .iter()
-            .map(|k| coordinator_for(broker, k, req.key_type))
+            .map(|k| coordinator_for(broker, &ctx.listener, k, req.key_type))
             .collect();
         return FindCoordinatorResponse::default().with_coordinators(coordinators);
     }
-    let c = coordinator_for(broker, &req.key, req.key_type);
+    let c = coordinator_for(broker, &ctx.listener, &req.key, req.key_type);
     FindCoordinatorResponse::default()
         .with_error_code(c.error_code)
         .with_error_message(c.error_message)

@@ -7,11 +7,16 @@ use kafka_protocol::messages::{BrokerId, MetadataRequest, MetadataResponse, Topi
 use kafka_protocol::ResponseError;
 use tern_controller::{MetadataImage, TopicImage};
 
-use super::sb;
+use super::{sb, RequestContext};
 use crate::broker::Broker;
 
 /// Answers Metadata.
-pub fn handle(broker: &Broker, req: MetadataRequest, version: i16) -> MetadataResponse {
+pub fn handle(
+    broker: &Broker,
+    ctx: &RequestContext,
+    req: MetadataRequest,
+    version: i16,
+) -> MetadataResponse {
     let requested: Option<Vec<String>> = match req.topics {
         // v0 used an empty list to mean "all topics".
         Some(t) if t.is_empty() && version == 0 => None,
@@ -80,21 +85,26 @@ pub fn handle(broker: &Broker, req: MetadataRequest, version: i16) -> MetadataRe
             .collect(),
     };
     MetadataResponse::default()
-        .with_brokers(brokers(&image))
+        .with_brokers(brokers(broker, &ctx.listener, &image))
         .with_cluster_id(Some(sb(broker.cluster_id.clone())))
         .with_controller_id(BrokerId(broker.config.node_id))
         .with_topics(topics)
 }
 
-fn brokers(image: &MetadataImage) -> Vec<MetadataResponseBroker> {
+fn brokers(broker: &Broker, listener: &str, image: &MetadataImage) -> Vec<MetadataResponseBroker> {
     image
         .brokers
         .values()
         .map(|b| {
+            let (host, port) = if b.id == broker.config.node_id {
+                broker.endpoint_for(listener)
+            } else {
+                (b.host.clone(), b.port)
+            };
             MetadataResponseBroker::default()
                 .with_node_id(BrokerId(b.id))
-                .with_host(sb(b.host.clone()))
-                .with_port(b.port as i32)
+                .with_host(sb(host))
+                .with_port(port as i32)
                 .with_rack(b.rack.clone().map(sb))
         })
         .collect()

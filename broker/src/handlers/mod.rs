@@ -70,6 +70,8 @@ pub struct RequestContext {
     pub client_id: String,
     /// The peer address as Kafka shows it (`/127.0.0.1`).
     pub client_host: String,
+    /// The listener the request came in on (brokers are advertised by its endpoints).
+    pub listener: String,
 }
 
 /// Whether `version` of `key` is served.
@@ -83,6 +85,7 @@ pub fn is_supported(key: ApiKey, version: i16) -> bool {
 pub async fn handle(
     broker: &Broker,
     peer: std::net::SocketAddr,
+    listener: &str,
     req: DecodedRequest,
 ) -> Option<ResponseKind> {
     let version = req.header.request_api_version;
@@ -94,10 +97,13 @@ pub async fn handle(
             .map(|c| c.to_string())
             .unwrap_or_default(),
         client_host: format!("/{}", peer.ip()),
+        listener: listener.to_string(),
     };
     let response = match req.body {
         RequestKind::ApiVersions(r) => ResponseKind::ApiVersions(api_versions::handle(r, version)),
-        RequestKind::Metadata(r) => ResponseKind::Metadata(metadata::handle(broker, r, version)),
+        RequestKind::Metadata(r) => {
+            ResponseKind::Metadata(metadata::handle(broker, &ctx, r, version))
+        }
         RequestKind::Produce(r) => ResponseKind::Produce(produce::handle(broker, r, version).await),
         RequestKind::Fetch(r) => ResponseKind::Fetch(fetch::handle(broker, r, version).await),
         RequestKind::ListOffsets(r) => {
@@ -131,10 +137,10 @@ pub async fn handle(
             ResponseKind::IncrementalAlterConfigs(alter_configs::handle_incremental(broker, r))
         }
         RequestKind::DescribeCluster(r) => {
-            ResponseKind::DescribeCluster(describe_cluster::handle(broker, r))
+            ResponseKind::DescribeCluster(describe_cluster::handle(broker, &ctx, r))
         }
         RequestKind::FindCoordinator(r) => {
-            ResponseKind::FindCoordinator(groups::find_coordinator(broker, r, version))
+            ResponseKind::FindCoordinator(groups::find_coordinator(broker, &ctx, r, version))
         }
         RequestKind::JoinGroup(r) => {
             ResponseKind::JoinGroup(groups::join_group(broker, &ctx, r, version).await)

@@ -62,8 +62,9 @@ fn sb(s: impl Into<String>) -> StrBytes {
 }
 
 impl Authenticator {
-    /// A new connection on `listener`.
-    pub fn new(listener: Arc<ListenerSecurity>) -> Self {
+    /// A new connection on `listener`; `tls_principal` is the principal of the client's TLS
+    /// certificate (SSL listeners without SASL authenticate by it; ANONYMOUS without one).
+    pub fn new(listener: Arc<ListenerSecurity>, tls_principal: Option<String>) -> Self {
         let sasl = listener.sasl.is_some();
         Authenticator {
             listener,
@@ -72,9 +73,14 @@ impl Authenticator {
             } else {
                 State::Authenticated
             },
-            principal: (!sasl).then(|| ANONYMOUS.to_string()),
+            principal: (!sasl).then(|| tls_principal.unwrap_or_else(|| ANONYMOUS.to_string())),
             session_expires: None,
         }
+    }
+
+    /// The name of the listener the connection came in on.
+    pub fn listener_name(&self) -> &str {
+        &self.listener.name
     }
 
     /// The authenticated principal (`User:<name>`), once there is one.
@@ -278,6 +284,7 @@ mod tests {
                 plain_users: BTreeMap::new(),
                 max_reauth_ms: reauth_ms,
             }),
+            tls: None,
         })
     }
 
@@ -294,7 +301,7 @@ mod tests {
     #[test]
     fn only_versions_and_handshake_before_authentication() {
         let now = Instant::now();
-        let mut a = Authenticator::new(sasl_listener(0));
+        let mut a = Authenticator::new(sasl_listener(0), None);
         assert_eq!(a.admit(Some(ApiKey::ApiVersions), now), Admission::Serve);
         assert!(matches!(
             a.admit(Some(ApiKey::Metadata), now),
@@ -305,7 +312,7 @@ mod tests {
         assert_eq!(r.error_code, ResponseError::UnsupportedSaslMechanism.code());
         assert_eq!(r.mechanisms, vec![sb("PLAIN")]);
         assert_eq!(after, AfterReply::Close);
-        let mut a = Authenticator::new(sasl_listener(0));
+        let mut a = Authenticator::new(sasl_listener(0), None);
         let (r, after) = a.handshake("PLAIN", 1);
         assert_eq!((r.error_code, after), (0, AfterReply::Continue));
         assert!(matches!(
@@ -321,7 +328,7 @@ mod tests {
     #[test]
     fn sessions_expire_and_reauthentication_keeps_the_principal() {
         let now = Instant::now();
-        let mut a = Authenticator::new(sasl_listener(1000));
+        let mut a = Authenticator::new(sasl_listener(1000), None);
         a.handshake("PLAIN", 1);
         let (r, after) = a.authenticate(b"\0alice\0pw", &store(), now);
         assert_eq!((r.error_code, after), (0, AfterReply::Continue));
@@ -350,7 +357,7 @@ mod tests {
 
     #[test]
     fn handshake_v0_switches_to_raw_tokens() {
-        let mut a = Authenticator::new(sasl_listener(0));
+        let mut a = Authenticator::new(sasl_listener(0), None);
         a.handshake("PLAIN", 0);
         assert!(a.expects_raw_token());
         assert_eq!(a.step(b"\0alice\0pw", &store(), Instant::now()), Ok(vec![]));
@@ -364,8 +371,9 @@ mod tests {
             name: "PLAINTEXT".into(),
             protocol: SecurityProtocol::Plaintext,
             sasl: None,
+            tls: None,
         });
-        let mut a = Authenticator::new(plaintext);
+        let mut a = Authenticator::new(plaintext, None);
         assert_eq!(a.principal(), Some(ANONYMOUS));
         let (r, after) = a.handshake("PLAIN", 1);
         assert_eq!(r.error_code, ResponseError::IllegalSaslState.code());

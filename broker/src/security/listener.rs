@@ -4,8 +4,11 @@
 
 use std::collections::BTreeMap;
 
-use super::jaas;
+use std::sync::Arc;
+
 use super::sasl::SaslMechanism;
+use super::tls::{TlsAcceptorSource, TlsSettings};
+use tern_protocol::sasl::jaas;
 
 /// Kafka's security protocols.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -14,6 +17,10 @@ pub enum SecurityProtocol {
     Plaintext,
     /// SASL authentication without encryption.
     SaslPlaintext,
+    /// TLS, with the client certificate (if any) as the principal.
+    Ssl,
+    /// SASL authentication inside TLS.
+    SaslSsl,
 }
 
 impl SecurityProtocol {
@@ -22,13 +29,23 @@ impl SecurityProtocol {
         match name {
             "PLAINTEXT" => Some(SecurityProtocol::Plaintext),
             "SASL_PLAINTEXT" => Some(SecurityProtocol::SaslPlaintext),
+            "SSL" => Some(SecurityProtocol::Ssl),
+            "SASL_SSL" => Some(SecurityProtocol::SaslSsl),
             _ => None,
         }
     }
 
     /// Whether clients authenticate with SASL on this protocol.
     pub fn uses_sasl(self) -> bool {
-        matches!(self, SecurityProtocol::SaslPlaintext)
+        matches!(
+            self,
+            SecurityProtocol::SaslPlaintext | SecurityProtocol::SaslSsl
+        )
+    }
+
+    /// Whether connections are wrapped in TLS.
+    pub fn uses_tls(self) -> bool {
+        matches!(self, SecurityProtocol::Ssl | SecurityProtocol::SaslSsl)
     }
 }
 
@@ -44,7 +61,7 @@ pub struct SaslListenerConfig {
 }
 
 /// One listener's security settings.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct ListenerSecurity {
     /// The listener name.
     pub name: String,
@@ -52,6 +69,8 @@ pub struct ListenerSecurity {
     pub protocol: SecurityProtocol,
     /// SASL settings when the protocol uses SASL.
     pub sasl: Option<SaslListenerConfig>,
+    /// TLS acceptors when the protocol uses TLS.
+    pub tls: Option<Arc<TlsAcceptorSource>>,
 }
 
 /// The listener-prefixed value of a setting (`listener.name.<l>.<key>`), else the plain one.
@@ -85,10 +104,17 @@ impl ListenerSecurity {
         } else {
             None
         };
+        let tls = if protocol.uses_tls() {
+            let settings = TlsSettings::from_props(props, name)?;
+            Some(Arc::new(TlsAcceptorSource::new(settings)?))
+        } else {
+            None
+        };
         Ok(ListenerSecurity {
             name: name.to_string(),
             protocol,
             sasl,
+            tls,
         })
     }
 
@@ -165,16 +191,34 @@ impl ListenerSecurity {
     }
 }
 
-/// Whether a security setting is one Tern implements (for SASL_PLAINTEXT listeners); the
-/// startup policy refuses every other security setting.
+/// Security settings Tern implements, with or without a `listener.name.<l>.` prefix.
+const IMPLEMENTED: &[&str] = &[
+    "sasl.enabled.mechanisms",
+    "sasl.mechanism.inter.broker.protocol",
+    "sasl.mechanism.controller.protocol",
+    "connections.max.reauth.ms",
+    "ssl.keystore.type",
+    "ssl.keystore.location",
+    "ssl.keystore.key",
+    "ssl.keystore.certificate.chain",
+    "ssl.truststore.type",
+    "ssl.truststore.location",
+    "ssl.truststore.certificates",
+    "ssl.client.auth",
+    "ssl.principal.mapping.rules",
+    "ssl.enabled.protocols",
+    "ssl.protocol",
+    // Client-side (inter-broker) and JVM-specific choices that do not weaken anything.
+    "ssl.endpoint.identification.algorithm",
+    "ssl.keymanager.algorithm",
+    "ssl.trustmanager.algorithm",
+    "ssl.allow.dn.changes",
+    "ssl.allow.san.changes",
+];
+
+/// Whether a security setting is one Tern implements; the startup policy refuses every other.
 pub fn is_implemented_security_setting(key: &str) -> bool {
-    const PLAIN_KEYS: &[&str] = &[
-        "sasl.enabled.mechanisms",
-        "sasl.mechanism.inter.broker.protocol",
-        "sasl.mechanism.controller.protocol",
-        "connections.max.reauth.ms",
-    ];
-    if PLAIN_KEYS.contains(&key) {
+    if IMPLEMENTED.contains(&key) {
         return true;
     }
     let Some(rest) = key.strip_prefix("listener.name.") else {
@@ -183,8 +227,7 @@ pub fn is_implemented_security_setting(key: &str) -> bool {
     let Some((_, setting)) = rest.split_once('.') else {
         return false;
     };
-    setting == "sasl.enabled.mechanisms"
-        || setting == "connections.max.reauth.ms"
+    IMPLEMENTED.contains(&setting)
         || ["plain", "scram-sha-256", "scram-sha-512"]
             .iter()
             .any(|m| setting == format!("{m}.sasl.jaas.config"))
@@ -248,6 +291,7 @@ mod tests {
         ])
         .contains("connections.max.reauth.ms"));
         assert!(ListenerSecurity::build(&props(&[]), "SSL", "SSL").is_err());
+        assert!(ListenerSecurity::build(&props(&[]), "X", "TLS").is_err());
     }
 
     #[test]
@@ -257,15 +301,18 @@ mod tests {
             "listener.name.sasl_plaintext.plain.sasl.jaas.config",
             "listener.name.x.scram-sha-512.sasl.jaas.config",
             "listener.name.x.connections.max.reauth.ms",
+            "listener.name.x.ssl.keystore.location",
+            "ssl.client.auth",
         ] {
             assert!(is_implemented_security_setting(key), "{key}");
         }
         for key in [
             "sasl.jaas.config",
             "listener.name.x.gssapi.sasl.jaas.config",
-            "listener.name.x.ssl.keystore.location",
             "sasl.kerberos.service.name",
-            "ssl.keystore.location",
+            "ssl.key.password",
+            "ssl.cipher.suites",
+            "listener.name.x.ssl.keystore.password",
         ] {
             assert!(!is_implemented_security_setting(key), "{key}");
         }

@@ -1,11 +1,12 @@
-//! Client security: listener protocols, SASL authentication (PLAIN, SCRAM) and the
-//! per-connection authenticator. Authorization (ACLs) is not built yet; until it is, an
+//! Client security: listener protocols, TLS (rustls), SASL authentication (PLAIN, SCRAM) and
+//! the per-connection authenticator. Authorization (ACLs) is not built yet; until it is, an
 //! authorizer setting is a startup error (see `config::policy`).
 
 pub mod authenticator;
-pub mod jaas;
 pub mod listener;
 pub mod sasl;
+pub mod ssl_principal;
+pub mod tls;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

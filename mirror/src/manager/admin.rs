@@ -241,13 +241,19 @@ impl MirrorManager {
             return top_level_error(unknown_mirror(&req.mirror_name));
         };
         let settings = MirrorSettings::from_configs(&mirror.configs);
-        let mut conn = match connect_bootstrap(
-            &settings.bootstrap_servers,
-            &format!("tern-mirror-{}", mirror.name),
-            settings.request_timeout,
-        )
-        .await
-        {
+        let connected = match settings.client_security() {
+            Ok(security) => {
+                connect_bootstrap(
+                    &settings.bootstrap_servers,
+                    &format!("tern-mirror-{}", mirror.name),
+                    &security,
+                    settings.request_timeout,
+                )
+                .await
+            }
+            Err(e) => Err(crate::source::SourceError::Security(e.0)),
+        };
+        let mut conn = match connected {
             Ok(c) => c,
             Err(e) => {
                 return top_level_error(ApiError::new(

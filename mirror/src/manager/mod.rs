@@ -113,9 +113,11 @@ impl MirrorRuntime {
 
     async fn connection(&mut self, mirror: &str) -> Result<&mut SourceConnection, String> {
         if self.source.is_none() {
+            let security = self.settings.client_security().map_err(|e| e.0)?;
             let conn = connect_bootstrap(
                 &self.settings.bootstrap_servers,
                 &format!("tern-mirror-{mirror}"),
+                &security,
                 self.settings.request_timeout,
             )
             .await

@@ -166,10 +166,14 @@ impl MirrorManager {
     ) {
         // Groups live on their coordinators: ask every source broker for its groups.
         for (id, (host, port)) in &metadata.brokers {
+            let Ok(security) = rt.settings.client_security() else {
+                return;
+            };
             let mut conn = match SourceConnection::connect(
                 host,
                 *port,
                 &format!("tern-mirror-{mirror}"),
+                &security,
                 // A dead broker must not hold up the coordinator's pass for long.
                 rt.settings.request_timeout.min(GROUP_SYNC_TIMEOUT),
             )

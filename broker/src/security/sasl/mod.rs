@@ -2,22 +2,11 @@
 //! exchanges: tokens in, challenges out, a user name at the end.
 
 pub mod plain;
-pub mod scram;
 
 use std::collections::BTreeMap;
 
-pub use scram::{ScramCredential, ScramMechanism};
-
-/// Why an exchange failed; every variant ends the connection after Kafka's error reply.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum SaslError {
-    /// A message that does not follow the mechanism's syntax.
-    #[error("{0}")]
-    InvalidMessage(String),
-    /// Wrong credentials, an unknown user, a refused authorization id.
-    #[error("{0}")]
-    AuthenticationFailed(String),
-}
+pub use tern_protocol::sasl::scram::{self, ScramCredential, ScramMechanism};
+pub use tern_protocol::sasl::SaslError;
 
 /// A SASL mechanism Tern serves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -1,0 +1,225 @@
+"""TLS listeners with clients nobody here wrote: confluent-kafka over SSL with a client
+certificate (ssl.client.auth=required, principal mapping rules), confluent-kafka, kafka-python and
+the Java console consumer over SASL_SSL with SCRAM-SHA-512, certificates reloaded without a
+restart, and the bad cases: no certificate, an untrusted or expired one, a name no mapping rule
+accepts, plaintext bytes on the TLS port."""
+
+import socket
+import struct
+import tempfile
+import time
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from conftest import Tern, free_port
+from tls_util import CA
+
+ADMIN_JAAS = (
+    'org.apache.kafka.common.security.plain.PlainLoginModule required '
+    'username="admin" password="admin-secret" user_admin="admin-secret";'
+)
+
+
+@pytest.fixture(scope="module")
+def pki():
+    with tempfile.TemporaryDirectory(prefix="tern-pki-") as d:
+        ca = CA(d)
+        other = CA(d, "Other CA")
+        yield {
+            "dir": d,
+            "ca": ca,
+            "server": ca.issue("server", "localhost", server=True),
+            "alice": ca.issue("alice", "alice"),
+            "bad_name": ca.issue("bad", "Not A Name"),
+            "expired": ca.issue("expired", "carol", expired=True),
+            "untrusted": other.issue("mallory", "mallory"),
+            "other_ca": other,
+        }
+
+
+@pytest.fixture(scope="module")
+def tls_tern(pki):
+    with tempfile.TemporaryDirectory(prefix="tern-tls-") as d:
+        ssl_port, sasl_port = free_port(), free_port()
+        t = Tern(
+            d,
+            ssl_port,
+            extra=[
+                f"listeners=SSL://127.0.0.1:{ssl_port},SASL_SSL://127.0.0.1:{sasl_port}",
+                "ssl.keystore.type=PEM",
+                f"ssl.keystore.location={pki['server']['pem']}",
+                "ssl.truststore.type=PEM",
+                f"ssl.truststore.location={pki['ca'].path}",
+                "listener.name.ssl.ssl.client.auth=required",
+                "ssl.principal.mapping.rules=RULE:^CN=([a-z]+),O=Tern$/$1/L",
+                "sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-512",
+                f"listener.name.sasl_ssl.plain.sasl.jaas.config={ADMIN_JAAS}",
+            ],
+        )
+        t.sasl_port = sasl_port
+        t.start()
+        try:
+            yield t
+        finally:
+            t.stop()
+
+
+def ssl_conf(port, pki, who="alice", ca=None):
+    conf = {
+        "bootstrap.servers": f"127.0.0.1:{port}",
+        "security.protocol": "SSL",
+        "ssl.ca.location": ca or pki["ca"].path,
+    }
+    if who:
+        conf["ssl.certificate.location"] = pki[who]["crt"]
+        conf["ssl.key.location"] = pki[who]["key"]
+    return conf
+
+
+def sasl_ssl_conf(port, pki, mechanism, user, password):
+    return {
+        "bootstrap.servers": f"127.0.0.1:{port}",
+        "security.protocol": "SASL_SSL",
+        "ssl.ca.location": pki["ca"].path,
+        "sasl.mechanism": mechanism,
+        "sasl.username": user,
+        "sasl.password": password,
+    }
+
+
+def refused(conf):
+    errors = []
+    admin = AdminClient({**conf, "error_cb": errors.append})
+    with pytest.raises(KafkaException):
+        admin.list_topics(timeout=4)
+    admin.poll(1)
+    return errors
+
+
+def test_ssl_with_a_client_certificate_produces_and_consumes(tls_tern, pki):
+    conf = ssl_conf(tls_tern.port, pki)
+    admin = AdminClient(conf)
+    admin.create_topics([NewTopic("tls-orders", 2, 1)])["tls-orders"].result(30)
+    p = Producer({**conf, "linger.ms": 5, "compression.type": "lz4"})
+    for i in range(2000):
+        p.produce("tls-orders", key=str(i).encode(), value=f"tls-{i}".encode() * 20, partition=i % 2)
+        p.poll(0)
+    assert p.flush(30) == 0
+    c = Consumer({**conf, "group.id": "tls-g", "auto.offset.reset": "earliest"})
+    c.subscribe(["tls-orders"])
+    got = {}
+    deadline = time.time() + 60
+    while len(got) < 2000 and time.time() < deadline:
+        for m in c.consume(500, 0.5):
+            assert not m.error(), m.error()
+            got[int(m.key())] = m.value()
+    c.close()
+    assert got == {i: f"tls-{i}".encode() * 20 for i in range(2000)}
+
+
+def test_missing_untrusted_expired_or_unmapped_certificates_are_refused(tls_tern, pki):
+    for who in [None, "untrusted", "expired", "bad_name"]:
+        errors = refused(ssl_conf(tls_tern.port, pki, who))
+        assert errors, f"{who}: no error reported"
+    # A client that does not trust the server's CA refuses the broker.
+    errors = refused(ssl_conf(tls_tern.port, pki, "alice", ca=pki["other_ca"].path))
+    assert any(e.code() == KafkaError._SSL for e in errors), errors
+    # And the broker still serves a good client.
+    assert AdminClient(ssl_conf(tls_tern.port, pki)).list_topics(timeout=10).brokers
+
+
+def test_plaintext_bytes_on_the_tls_port_close_only_that_connection(tls_tern, pki):
+    # ApiVersions v0 in clear text: the TLS handshake fails and the broker hangs up.
+    body = struct.pack(">hhih", 18, 0, 1, 0)
+    with socket.create_connection(("127.0.0.1", tls_tern.port), timeout=15) as s:
+        s.sendall(struct.pack(">i", len(body)) + body)
+        data = b""
+        while True:
+            chunk = s.recv(4096)
+            if not chunk:
+                break
+            data += chunk
+        assert not data.startswith(struct.pack(">i", 1)[:2] + b"\x00\x00\x00\x01")
+    assert AdminClient(ssl_conf(tls_tern.port, pki)).list_topics(timeout=10).brokers
+
+
+def test_sasl_ssl_scram_with_three_clients(tls_tern, pki, tmp_path):
+    from kafka import KafkaConsumer
+    from kafka_dist import KafkaDist
+
+    admin_conf = sasl_ssl_conf(tls_tern.sasl_port, pki, "PLAIN", "admin", "admin-secret")
+    admin = AdminClient(admin_conf)
+    from confluent_kafka.admin import ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
+
+    futures = admin.alter_user_scram_credentials([
+        UserScramCredentialUpsertion(
+            "alice", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096), b"alice-secret"
+        )
+    ])
+    for f in futures.values():
+        f.result(30)
+    conf = sasl_ssl_conf(tls_tern.sasl_port, pki, "SCRAM-SHA-512", "alice", "alice-secret")
+    p = Producer(conf)
+    for i in range(100):
+        p.produce("sasl-ssl", key=str(i).encode(), value=f"s-{i}".encode())
+    assert p.flush(30) == 0
+    # kafka-python
+    consumer = KafkaConsumer(
+        "sasl-ssl",
+        bootstrap_servers=f"127.0.0.1:{tls_tern.sasl_port}",
+        security_protocol="SASL_SSL",
+        ssl_cafile=pki["ca"].path,
+        sasl_mechanism="SCRAM-SHA-512",
+        sasl_plain_username="alice",
+        sasl_plain_password="alice-secret",
+        auto_offset_reset="earliest",
+        consumer_timeout_ms=10000,
+    )
+    got = {int(m.key): m.value for m in consumer}
+    consumer.close()
+    assert got == {i: f"s-{i}".encode() for i in range(100)}
+    # The Java console consumer, with the CA as a PEM truststore.
+    client = tmp_path / "client.properties"
+    client.write_text(
+        "security.protocol=SASL_SSL\n"
+        "sasl.mechanism=SCRAM-SHA-512\n"
+        "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required "
+        'username="alice" password="alice-secret";\n'
+        "ssl.truststore.type=PEM\n"
+        f"ssl.truststore.location={pki['ca'].path}\n"
+    )
+    out = KafkaDist().ensure().run(
+        "kafka-console-consumer", "--bootstrap-server", f"127.0.0.1:{tls_tern.sasl_port}",
+        "--topic", "sasl-ssl", "--from-beginning", "--max-messages", "100", "--timeout-ms", "30000",
+        "--consumer.config", str(client), "--property", "print.key=true", check=True,
+    )
+    keys = sorted(int(l.split("\t")[0]) for l in out.stdout.splitlines() if "\t" in l)
+    assert keys == list(range(100))
+    # A wrong password over TLS is refused as over plaintext.
+    errors = refused(sasl_ssl_conf(tls_tern.sasl_port, pki, "SCRAM-SHA-512", "alice", "nope"))
+    assert any(e.code() == KafkaError._AUTHENTICATION for e in errors), errors
+
+
+def test_certificates_reload_when_the_keystore_file_changes(tls_tern, pki):
+    """The broker's keystore is replaced by a certificate from another CA: new connections get
+    it without a restart (a client trusting only the new CA gets in, one trusting the old does
+    not)."""
+    new_ca = pki["other_ca"]
+    before = refused(ssl_conf(tls_tern.port, pki, "alice", ca=new_ca.path))
+    assert any(e.code() == KafkaError._SSL for e in before), before
+    renewed = new_ca.issue("server-renewed", "localhost", server=True)
+    import os
+
+    os.replace(renewed["pem"], pki["server"]["pem"])
+    deadline = time.time() + 20
+    while time.time() < deadline:
+        try:
+            md = AdminClient(ssl_conf(tls_tern.port, pki, "alice", ca=new_ca.path)).list_topics(timeout=3)
+            assert md.brokers
+            break
+        except KafkaException:
+            time.sleep(0.5)
+    else:
+        pytest.fail("the renewed certificate was not served")
