@@ -121,7 +121,13 @@ async fn request(
     if (mirror_keys::FIRST..=mirror_keys::LAST).contains(&prefix.api_key) {
         return match decode_mirror_request(frame) {
             Ok((header, request)) => {
-                let response = handlers::mirror::handle(broker, request).await;
+                let ctx = handlers::RequestContext::new(
+                    peer,
+                    auth.listener_name(),
+                    auth.principal(),
+                    String::new(),
+                );
+                let response = handlers::mirror::handle(broker, &ctx, request).await;
                 Outcome::Reply(
                     encode_mirror_response(header.correlation_id, &response),
                     AfterReply::Continue,
@@ -182,7 +188,8 @@ async fn request(
                 api_key,
                 body,
             };
-            let response = handlers::handle(broker, peer, auth.listener_name(), req).await;
+            let response =
+                handlers::handle(broker, peer, auth.listener_name(), auth.principal(), req).await;
             match response {
                 Some(r) if !no_response => (r, AfterReply::Continue),
                 _ => return Outcome::Silent,

@@ -1,7 +1,7 @@
 //! The controller: validates admin commands, turns them into metadata records, makes them
 //! durable in the metadata log, applies them to the MetadataImage and publishes the new image.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -9,6 +9,7 @@ use tern_protocol::error::{ApiError, ResponseError};
 use tokio::sync::watch;
 use uuid::Uuid;
 
+use crate::acls::{validate_new_acl, AclBinding, AclBindingFilter, MAX_ACL_RECORDS_PER_OP};
 use crate::image::MetadataImage;
 use crate::metadata_log::MetadataLog;
 use crate::placement::assign_replicas;
@@ -463,6 +464,89 @@ impl Controller {
         self.commit(&mut inner, records)
     }
 
+    /// Creates ACLs, answering once they are committed: one result per binding, in order.
+    /// An ACL that exists already (or twice in the request) succeeds without a new record, as
+    /// in Kafka's AclControlManager.
+    pub fn create_acls(&self, acls: &[AclBinding]) -> Vec<Result<(), ApiError>> {
+        let mut inner = self.inner.lock();
+        let existing: BTreeSet<&AclBinding> = inner.image.acls.values().collect();
+        let mut new: BTreeSet<&AclBinding> = BTreeSet::new();
+        let mut records = Vec::new();
+        let mut results = Vec::with_capacity(acls.len());
+        for acl in acls {
+            if let Err(e) = validate_new_acl(acl) {
+                results.push(Err(e));
+                continue;
+            }
+            if !existing.contains(acl) && new.insert(acl) {
+                records.push(MetadataRecord::Acl {
+                    id: Uuid::new_v4(),
+                    acl: acl.clone(),
+                });
+            }
+            results.push(Ok(()));
+        }
+        drop(existing);
+        if records.len() > MAX_ACL_RECORDS_PER_OP {
+            let e = ApiError::new(
+                ResponseError::InvalidRequest,
+                format!(
+                    "Cannot create more than {MAX_ACL_RECORDS_PER_OP} ACLs in a single operation."
+                ),
+            );
+            return acls.iter().map(|_| Err(e.clone())).collect();
+        }
+        if let Err(e) = self.commit(&mut inner, records) {
+            return results.into_iter().map(|r| r.and(Err(e.clone()))).collect();
+        }
+        results
+    }
+
+    /// Deletes every ACL matching each filter, atomically, answering once committed: per
+    /// filter, the ACLs it matched (an ACL matched by two filters is listed under both).
+    pub fn delete_acls(
+        &self,
+        filters: &[AclBindingFilter],
+    ) -> Vec<Result<Vec<AclBinding>, ApiError>> {
+        let mut inner = self.inner.lock();
+        let mut removed: BTreeSet<Uuid> = BTreeSet::new();
+        let mut results = Vec::with_capacity(filters.len());
+        for filter in filters {
+            if filter.is_unknown() {
+                results.push(Err(ApiError::new(
+                    ResponseError::InvalidRequest,
+                    "Unknown ACL filter: it names an UNKNOWN resource type, pattern type, \
+                     operation or permission type.",
+                )));
+                continue;
+            }
+            let mut matched = Vec::new();
+            for (id, acl) in &inner.image.acls {
+                if filter.matches(acl) {
+                    removed.insert(*id);
+                    matched.push(acl.clone());
+                }
+            }
+            results.push(Ok(matched));
+        }
+        if removed.len() > MAX_ACL_RECORDS_PER_OP {
+            // Kafka fails the whole request rather than delete a part that is easy to miss.
+            let e = ApiError::new(
+                ResponseError::InvalidRequest,
+                format!("Cannot remove more than {MAX_ACL_RECORDS_PER_OP} ACLs in a single delete operation."),
+            );
+            return filters.iter().map(|_| Err(e.clone())).collect();
+        }
+        let records = removed
+            .into_iter()
+            .map(|id| MetadataRecord::RemoveAcl { id })
+            .collect();
+        if let Err(e) = self.commit(&mut inner, records) {
+            return results.into_iter().map(|r| r.and(Err(e.clone()))).collect();
+        }
+        results
+    }
+
     /// Makes sure no producer id below `floor` is handed out from now on (mirrored data
     /// carries the source cluster's producer ids; ours must not collide with them).
     pub fn ensure_producer_id_floor(&self, floor: i64) -> Result<(), ApiError> {
@@ -540,4 +624,125 @@ fn validate_assignments(assignments: &[Vec<i32>], brokers: &[i32]) -> Result<(),
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod acl_tests {
+    use super::*;
+    use crate::acls::{AclOperation, AclPatternType, AclPermissionType, AclResourceType};
+    use crate::RaftMetadataLog;
+
+    fn open(dir: &std::path::Path) -> Controller {
+        let log = RaftMetadataLog::open_single_voter(dir, 0).unwrap();
+        let config = ControllerConfig {
+            num_partitions: 1,
+            default_replication_factor: 1,
+        };
+        Controller::open(Box::new(log), config).unwrap()
+    }
+
+    fn acl(name: &str, pattern: AclPatternType, op: AclOperation) -> AclBinding {
+        AclBinding {
+            resource_type: AclResourceType::Topic,
+            resource_name: name.into(),
+            pattern_type: pattern,
+            principal: "User:alice".into(),
+            host: "*".into(),
+            operation: op,
+            permission: AclPermissionType::Allow,
+        }
+    }
+
+    fn topic_filter(name: Option<&str>, pattern: AclPatternType) -> AclBindingFilter {
+        AclBindingFilter {
+            resource_type: AclResourceType::Topic,
+            resource_name: name.map(str::to_string),
+            pattern_type: pattern,
+            ..AclBindingFilter::any()
+        }
+    }
+
+    #[test]
+    fn acls_are_committed_with_ids_and_survive_a_restart() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = acl("orders", AclPatternType::Literal, AclOperation::Read);
+        let b = acl("pay", AclPatternType::Prefixed, AclOperation::Write);
+        {
+            let c = open(dir.path());
+            let results = c.create_acls(&[a.clone(), b.clone()]);
+            assert!(results.iter().all(Result::is_ok), "{results:?}");
+            let image = c.image();
+            assert_eq!(image.acls.len(), 2);
+            let ids: BTreeSet<&Uuid> = image.acls.keys().collect();
+            assert_eq!(ids.len(), 2, "each ACL has its own id");
+        }
+        let c = open(dir.path());
+        let mut acls: Vec<AclBinding> = c.image().acls.values().cloned().collect();
+        acls.sort();
+        let mut want = vec![a, b];
+        want.sort();
+        assert_eq!(acls, want);
+    }
+
+    #[test]
+    fn an_existing_or_repeated_acl_succeeds_without_a_second_record() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = open(dir.path());
+        let a = acl("t", AclPatternType::Literal, AclOperation::Read);
+        let results = c.create_acls(&[a.clone(), a.clone()]);
+        assert!(results.iter().all(Result::is_ok));
+        let offset = c.image().offset;
+        assert!(c.create_acls(std::slice::from_ref(&a))[0].is_ok());
+        assert_eq!(c.image().acls.len(), 1);
+        assert_eq!(c.image().offset, offset, "nothing appended");
+    }
+
+    #[test]
+    fn invalid_acls_fail_alone_with_invalid_request() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = open(dir.path());
+        let good = acl("t", AclPatternType::Literal, AclOperation::Read);
+        let bad = acl("t", AclPatternType::Match, AclOperation::Read);
+        let results = c.create_acls(&[bad, good]);
+        assert_eq!(
+            results[0].as_ref().unwrap_err().error,
+            ResponseError::InvalidRequest
+        );
+        assert!(results[1].is_ok());
+        assert_eq!(c.image().acls.len(), 1);
+    }
+
+    #[test]
+    fn delete_by_filter_removes_what_matches_and_reports_it_per_filter() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = open(dir.path());
+        let literal = acl("foobar", AclPatternType::Literal, AclOperation::Read);
+        let prefix = acl("foo", AclPatternType::Prefixed, AclOperation::Read);
+        let other = acl("bar", AclPatternType::Literal, AclOperation::Read);
+        c.create_acls(&[literal.clone(), prefix.clone(), other.clone()]);
+        let results = c.delete_acls(&[
+            topic_filter(Some("foobar"), AclPatternType::Match),
+            topic_filter(Some("foo"), AclPatternType::Prefixed),
+            AclBindingFilter {
+                operation: AclOperation::Unknown,
+                ..AclBindingFilter::any()
+            },
+        ]);
+        let mut first = results[0].clone().unwrap();
+        first.sort();
+        let mut want = vec![literal, prefix.clone()];
+        want.sort();
+        assert_eq!(first, want);
+        assert_eq!(results[1].clone().unwrap(), vec![prefix]);
+        assert_eq!(
+            results[2].as_ref().unwrap_err().error,
+            ResponseError::InvalidRequest
+        );
+        let left: Vec<AclBinding> = c.image().acls.values().cloned().collect();
+        assert_eq!(left, vec![other]);
+        // Deleted ACLs stay deleted after a restart.
+        drop(c);
+        let c = open(dir.path());
+        assert_eq!(c.image().acls.len(), 1);
+    }
 }

@@ -4,6 +4,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use uuid::Uuid;
 
+use crate::acls::AclBinding;
 use crate::records::{ConfigResourceType, MetadataRecord};
 pub use crate::topic_configs::{MIRROR_NAME_CONFIG, MIRROR_PAUSED_SUFFIX};
 
@@ -65,6 +66,8 @@ pub struct MetadataImage {
     pub mirrors: BTreeMap<String, MirrorImage>,
     /// SCRAM credentials by (user, mechanism code).
     pub scram_credentials: BTreeMap<(String, i8), ScramCredentialImage>,
+    /// ACLs by id.
+    pub acls: BTreeMap<Uuid, AclBinding>,
 }
 
 /// A user's SCRAM credential for one mechanism (never the password).
@@ -216,6 +219,12 @@ impl MetadataImage {
             }
             MetadataRecord::RemoveScramCredential { user, mechanism } => {
                 self.scram_credentials.remove(&(user.clone(), *mechanism));
+            }
+            MetadataRecord::Acl { id, acl } => {
+                self.acls.insert(*id, acl.clone());
+            }
+            MetadataRecord::RemoveAcl { id } => {
+                self.acls.remove(id);
             }
         }
     }

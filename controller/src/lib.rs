@@ -4,6 +4,7 @@
 //! The metadata log is a Raft log (the `raft` crate, persisted in RocksDB) behind the
 //! [`MetadataLog`] trait: [`RaftMetadataLog`] drives a sans-I/O [`quorum::RaftNode`].
 
+pub mod acls;
 pub mod controller;
 pub mod image;
 pub mod metadata_log;
@@ -12,6 +13,9 @@ pub mod quorum;
 pub mod records;
 pub mod topic_configs;
 
+pub use acls::{
+    AclBinding, AclBindingFilter, AclOperation, AclPatternType, AclPermissionType, AclResourceType,
+};
 pub use controller::{validate_topic_name, Controller, ControllerConfig, CreateTopic};
 pub use image::{BrokerInfo, MetadataImage, PartitionInfo, ScramCredentialImage, TopicImage};
 pub use metadata_log::{MetadataLog, RaftMetadataLog};

@@ -27,8 +27,8 @@ Both brokers get the broker settings of kafka-python's own test template
 (servers/resources/default/kafka.properties in its repository) that matter to the tests: node
 id 0 (test_create_partitions assigns replicas to broker 0), 4 partitions for auto-created
 topics, 2 offsets-topic partitions, group.min.session.timeout.ms=1000, no initial rebalance
-delay; Kafka also gets the template's authorizer (StandardAuthorizer, everyone allowed when no
-ACL matches), so the ACL test runs against Kafka as the suite intends.
+delay, and the template's authorizer (StandardAuthorizer, everyone allowed when no ACL matches),
+so the ACL test runs as the suite intends.
 
 The assertion: every test that passes on Kafka passes on tern, except KNOWN_TERN_GAPS (each with
 the reason); an entry there that passes on tern, or is no longer in the suite, fails the test
@@ -76,8 +76,6 @@ COMMON_BROKER_CONFIG = {
     "offsets.commit.timeout.ms": "500",
     "group.min.session.timeout.ms": "1000",
     "group.initial.rebalance.delay.ms": "0",
-}
-KAFKA_ONLY_CONFIG = {
     "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
     "allow.everyone.if.no.acl.found": "true",
 }
@@ -86,8 +84,6 @@ KAFKA_ONLY_CONFIG = {
 # SUPPORTED_APIS is in broker/src/handlers/mod.rs; "not served" = not in it, so kafka-python raises
 # IncompatibleBrokerVersion before sending anything.
 KNOWN_TERN_GAPS = {
-    "test_admin_integration.py::test_create_describe_delete_acls":
-        "no ACLs: CreateAcls/DescribeAcls/DeleteAcls (api keys 30/29/31) are not served",
     "test_admin_integration.py::test_describe_configs_broker_resource_returns_configs":
         "DescribeConfigs on a broker lists only the properties set explicitly "
         "(broker_config_entries, broker/src/handlers/describe_configs.rs): no advertised.listeners, "
@@ -301,7 +297,6 @@ def brokers():
         os.makedirs(tern.data_dir)
         kafka = kafka_peer.KafkaPeer(PEER_VERSION, os.path.join(d, "kafka"), jvm_opts=["-Xmx768m"])
         kafka.overrides.update(COMMON_BROKER_CONFIG)
-        kafka.overrides.update(KAFKA_ONLY_CONFIG)
         kafka.overrides["controller.quorum.voters"] = f"0@127.0.0.1:{kafka.controller_port}"
         try:
             tern.start()

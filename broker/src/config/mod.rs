@@ -129,6 +129,8 @@ pub struct BrokerConfig {
     pub rack: Option<String>,
     /// Cluster mirroring (`mirror.state.topic.num.partitions`, `mirror.failed.retry.*`, ...).
     pub mirror: tern_mirror::BrokerMirrorConfig,
+    /// The ACL authorizer (`authorizer.class.name`), or None: every request is allowed.
+    pub authorizer: Option<crate::security::authorizer::Authorizer>,
     /// Every property given, for DescribeConfigs and topic-config defaults.
     pub properties: BTreeMap<String, String>,
 }
@@ -311,6 +313,9 @@ impl BrokerConfig {
                 )?),
                 failed_retry_max_attempts: num(&props, "mirror.failed.retry.max.attempts", 100)?,
             },
+            // Problems were refused above, so this only builds the authorizer.
+            authorizer: crate::security::authorizer::Authorizer::from_properties(&props)
+                .map_err(|problems| anyhow!(problems.join("; ")))?,
             properties: props,
         })
     }

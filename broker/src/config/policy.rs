@@ -8,6 +8,7 @@
 use std::collections::BTreeMap;
 
 use super::Listener;
+use crate::security::authorizer::{Authorizer, AUTHORIZER_CONFIGS};
 use crate::security::listener::{is_implemented_security_setting, SecurityProtocol};
 
 /// Kafka's default `listener.security.protocol.map`.
@@ -186,7 +187,13 @@ pub fn refused_settings(
             ));
         }
     }
+    if let Err(authorizer_problems) = Authorizer::from_properties(props) {
+        problems.extend(authorizer_problems);
+    }
     for (key, value) in props {
+        if AUTHORIZER_CONFIGS.contains(&key.as_str()) {
+            continue; // checked by Authorizer::from_properties just above
+        }
         let security = (SECURITY_KEYS.contains(&key.as_str())
             || SECURITY_PREFIXES.iter().any(|p| key.starts_with(p)))
             && !is_implemented_security_setting(key);
@@ -288,6 +295,7 @@ pub fn ignored_settings(props: &BTreeMap<String, String>) -> Vec<String> {
         .keys()
         .filter(|key| {
             !READ_KEYS.contains(&key.as_str())
+                && !AUTHORIZER_CONFIGS.contains(&key.as_str())
                 && !key.starts_with("mirror.")
                 && !is_topic_config_synonym(key)
         })
@@ -324,16 +332,20 @@ mod tests {
     fn secured_listeners_and_authorizers_are_startup_errors_naming_them() {
         let e = refusal(&[
             ("listeners", "SASL_PLAINTEXT://127.0.0.1:29092"),
-            (
-                "authorizer.class.name",
-                "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-            ),
-            ("super.users", "User:admin"),
+            ("authorizer.class.name", "com.example.ThirdPartyAuthorizer"),
+            ("super.users", "admin"),
         ]);
         assert!(e.contains("SASL_PLAINTEXT://127.0.0.1:29092"), "{e}");
-        assert!(e.contains("authorizer.class.name"), "{e}");
-        assert!(e.contains("super.users"), "{e}");
+        assert!(e.contains("com.example.ThirdPartyAuthorizer"), "{e}");
+        assert!(e.contains("super.users: 'admin'"), "{e}");
         assert!(e.contains("sasl.enabled.mechanisms"), "{e}");
+        let e = refusal(&[("super.users", "User:admin")]);
+        assert!(
+            e.contains("super.users") && e.contains("authorizer.class.name"),
+            "{e}"
+        );
+        let e = refusal(&[("authorizer.allow.something", "x")]);
+        assert!(e.contains("authorizer.allow.something"), "{e}");
         for (key, value) in [
             ("listeners", "SSL://127.0.0.1:9093"),
             ("listeners", "SASL_SSL://127.0.0.1:9093"),
@@ -459,6 +471,30 @@ mod tests {
                 "transaction.state.log.replication.factor",
             ]
         );
+    }
+
+    #[test]
+    fn kafkas_authorizer_settings_start_an_authorizer_and_are_not_ignored() {
+        let p = props(&[
+            (
+                "authorizer.class.name",
+                "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            ),
+            ("super.users", "User:admin;User:ops"),
+            ("allow.everyone.if.no.acl.found", "true"),
+        ]);
+        let c = BrokerConfig::from_properties(p.clone()).unwrap();
+        let a = c.authorizer.expect("an authorizer");
+        assert!(a.is_super_user("User:ops"));
+        assert!(ignored_settings(&p).is_empty());
+        for class in ["kafka.security.authorizer.AclAuthorizer", "standard"] {
+            let c = BrokerConfig::from_properties(props(&[("authorizer.class.name", class)]));
+            assert!(c.unwrap().authorizer.is_some(), "{class}");
+        }
+        assert!(BrokerConfig::from_properties(BTreeMap::new())
+            .unwrap()
+            .authorizer
+            .is_none());
     }
 
     #[test]

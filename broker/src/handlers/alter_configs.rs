@@ -7,7 +7,10 @@ use kafka_protocol::messages::{
 use kafka_protocol::ResponseError;
 use tern_protocol::error::ApiError;
 
-use super::describe_configs::{RESOURCE_BROKER, RESOURCE_TOPIC};
+use tern_controller::acls::AclOperation;
+
+use super::describe_configs::{config_authorization, RESOURCE_BROKER, RESOURCE_TOPIC};
+use super::{Authz, RequestContext};
 use crate::broker::Broker;
 
 const OP_SET: i8 = 0;
@@ -29,14 +32,19 @@ fn unsupported_resource(resource_type: i8) -> ApiError {
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 fn apply(
     broker: &Broker,
+    authz: &Authz<'_>,
     resource_type: i8,
     name: &str,
     changes: Result<Vec<(String, Option<String>)>, ApiError>,
     replace_all: bool,
     validate_only: bool,
 ) -> Result<(), ApiError> {
+    if let Some(e) = config_authorization(authz, AclOperation::AlterConfigs, resource_type, name) {
+        return Err(ApiError::new(e, "Authorization failed."));
+    }
     if resource_type != RESOURCE_TOPIC {
         return Err(unsupported_resource(resource_type));
     }
@@ -59,8 +67,14 @@ fn apply(
     Ok(())
 }
 
-/// Answers the legacy AlterConfigs: the given set replaces every topic config.
-pub fn handle_legacy(broker: &Broker, req: AlterConfigsRequest) -> AlterConfigsResponse {
+/// Answers the legacy AlterConfigs: the given set replaces every topic config (ALTER_CONFIGS
+/// on each resource).
+pub fn handle_legacy(
+    broker: &Broker,
+    ctx: &RequestContext,
+    req: AlterConfigsRequest,
+) -> AlterConfigsResponse {
+    let authz = ctx.authz(broker);
     let responses = req
         .resources
         .into_iter()
@@ -72,6 +86,7 @@ pub fn handle_legacy(broker: &Broker, req: AlterConfigsRequest) -> AlterConfigsR
                 .collect();
             let result = apply(
                 broker,
+                &authz,
                 r.resource_type,
                 r.resource_name.as_str(),
                 Ok(changes),
@@ -148,11 +163,13 @@ fn incremental_changes(
     Ok(out)
 }
 
-/// Answers IncrementalAlterConfigs.
+/// Answers IncrementalAlterConfigs (ALTER_CONFIGS on each resource).
 pub fn handle_incremental(
     broker: &Broker,
+    ctx: &RequestContext,
     req: IncrementalAlterConfigsRequest,
 ) -> IncrementalAlterConfigsResponse {
+    let authz = ctx.authz(broker);
     let responses = req
         .resources
         .into_iter()
@@ -161,6 +178,7 @@ pub fn handle_incremental(
             let changes = incremental_changes(broker, &name, &r.configs);
             let result = apply(
                 broker,
+                &authz,
                 r.resource_type,
                 &name,
                 changes,

@@ -3,11 +3,19 @@
 use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
 use kafka_protocol::messages::{CreatePartitionsRequest, CreatePartitionsResponse};
 
-use super::sb;
+use kafka_protocol::ResponseError;
+use tern_controller::acls::AclOperation;
+
+use super::{sb, RequestContext};
 use crate::broker::Broker;
 
-/// Answers CreatePartitions.
-pub fn handle(broker: &Broker, req: CreatePartitionsRequest) -> CreatePartitionsResponse {
+/// Answers CreatePartitions (ALTER on each topic, TOPIC_AUTHORIZATION_FAILED otherwise).
+pub fn handle(
+    broker: &Broker,
+    ctx: &RequestContext,
+    req: CreatePartitionsRequest,
+) -> CreatePartitionsResponse {
+    let authz = ctx.authz(broker);
     let mut changed = false;
     let results = req
         .topics
@@ -20,6 +28,11 @@ pub fn handle(broker: &Broker, req: CreatePartitionsRequest) -> CreatePartitions
                 .map(|a| a.broker_ids.into_iter().map(|b| b.0).collect())
                 .collect();
             let result = CreatePartitionsTopicResult::default().with_name(t.name.clone());
+            if !authz.topic(AclOperation::Alter, t.name.0.as_str()) {
+                return result
+                    .with_error_code(ResponseError::TopicAuthorizationFailed.code())
+                    .with_error_message(Some(sb("Authorization failed.")));
+            }
             match broker.controller.create_partitions(
                 t.name.0.as_str(),
                 t.count,

@@ -8,11 +8,21 @@ use kafka_protocol::ResponseError;
 use tern_controller::CreateTopic;
 
 use super::describe_configs::topic_config_entries;
-use super::sb;
+use tern_controller::acls::AclOperation;
+
+use super::{sb, RequestContext};
 use crate::broker::Broker;
 
-/// Answers CreateTopics.
-pub fn handle(broker: &Broker, req: CreateTopicsRequest, version: i16) -> CreateTopicsResponse {
+/// Answers CreateTopics: CREATE on the cluster or on each topic (TOPIC_AUTHORIZATION_FAILED
+/// otherwise); the configs of v5+ answers need DESCRIBE_CONFIGS on the topic.
+pub fn handle(
+    broker: &Broker,
+    ctx: &RequestContext,
+    req: CreateTopicsRequest,
+    version: i16,
+) -> CreateTopicsResponse {
+    let authz = ctx.authz(broker);
+    let may_create_any = authz.cluster(AclOperation::Create);
     let mut seen = std::collections::HashSet::new();
     let mut created_any = false;
     let topics = req
@@ -25,6 +35,11 @@ pub fn handle(broker: &Broker, req: CreateTopicsRequest, version: i16) -> Create
                 return result
                     .with_error_code(ResponseError::InvalidRequest.code())
                     .with_error_message(Some(sb("Duplicate topic name in the request.")));
+            }
+            if !may_create_any && !authz.topic(AclOperation::Create, &name) {
+                return result
+                    .with_error_code(ResponseError::TopicAuthorizationFailed.code())
+                    .with_error_message(Some(sb("Authorization failed.")));
             }
             let mut configs = Vec::with_capacity(t.configs.len());
             for c in &t.configs {
@@ -106,7 +121,13 @@ pub fn handle(broker: &Broker, req: CreateTopicsRequest, version: i16) -> Create
                     let mut result = result
                         .with_num_partitions(partitions)
                         .with_replication_factor(rf);
-                    if version >= 5 {
+                    if version >= 5 && !authz.topic(AclOperation::DescribeConfigs, &name) {
+                        result = result
+                            .with_topic_config_error_code(
+                                ResponseError::TopicAuthorizationFailed.code(),
+                            )
+                            .with_configs(Some(Vec::new()));
+                    } else if version >= 5 {
                         let explicit = request.configs.iter().cloned().collect();
                         let entries = topic_config_entries(broker, &explicit)
                             .into_iter()

@@ -6,19 +6,28 @@ use kafka_protocol::messages::delete_records_response::{
 use kafka_protocol::messages::{DeleteRecordsRequest, DeleteRecordsResponse};
 use kafka_protocol::ResponseError;
 
+use tern_controller::acls::AclOperation;
+
+use super::RequestContext;
 use crate::broker::Broker;
 use crate::errors::storage_error_code;
 
 /// Offset -1 in a DeleteRecords request means "up to the high watermark".
 const HIGH_WATERMARK: i64 = -1;
 
-/// Answers DeleteRecords.
-pub fn handle(broker: &Broker, req: DeleteRecordsRequest) -> DeleteRecordsResponse {
+/// Answers DeleteRecords (DELETE on each topic, TOPIC_AUTHORIZATION_FAILED otherwise).
+pub fn handle(
+    broker: &Broker,
+    ctx: &RequestContext,
+    req: DeleteRecordsRequest,
+) -> DeleteRecordsResponse {
+    let authz = ctx.authz(broker);
     let topics = req
         .topics
         .into_iter()
         .map(|t| {
             let name = t.name.0.to_string();
+            let authorized = authz.topic(AclOperation::Delete, &name);
             let partitions = t
                 .partitions
                 .into_iter()
@@ -26,6 +35,9 @@ pub fn handle(broker: &Broker, req: DeleteRecordsRequest) -> DeleteRecordsRespon
                     let r = DeleteRecordsPartitionResult::default()
                         .with_partition_index(p.partition_index)
                         .with_low_watermark(-1);
+                    if !authorized {
+                        return r.with_error_code(ResponseError::TopicAuthorizationFailed.code());
+                    }
                     let partition = match broker.replicas.partition(&name, p.partition_index) {
                         Some(part) if part.is_leader() => part,
                         Some(_) => {

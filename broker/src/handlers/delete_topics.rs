@@ -4,11 +4,19 @@ use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
 use kafka_protocol::messages::{DeleteTopicsRequest, DeleteTopicsResponse, TopicName};
 use kafka_protocol::ResponseError;
 
-use super::sb;
+use tern_controller::acls::AclOperation;
+
+use super::{sb, RequestContext};
 use crate::broker::Broker;
 
-/// Answers DeleteTopics.
-pub fn handle(broker: &Broker, req: DeleteTopicsRequest, version: i16) -> DeleteTopicsResponse {
+/// Answers DeleteTopics (DELETE on each topic, TOPIC_AUTHORIZATION_FAILED otherwise).
+pub fn handle(
+    broker: &Broker,
+    ctx: &RequestContext,
+    req: DeleteTopicsRequest,
+    version: i16,
+) -> DeleteTopicsResponse {
+    let authz = ctx.authz(broker);
     let targets: Vec<(Option<String>, uuid::Uuid)> = if version >= 6 {
         req.topics
             .into_iter()
@@ -38,6 +46,9 @@ pub fn handle(broker: &Broker, req: DeleteTopicsRequest, version: i16) -> Delete
             };
             let mut result =
                 DeletableTopicResult::default().with_name(Some(TopicName(sb(name.clone()))));
+            if !authz.topic(AclOperation::Delete, &name) {
+                return result.with_error_code(ResponseError::TopicAuthorizationFailed.code());
+            }
             match broker.controller.delete_topic(&name) {
                 Ok(topic_id) => {
                     deleted_any = true;

@@ -9,7 +9,9 @@ use kafka_protocol::messages::{DescribeConfigsRequest, DescribeConfigsResponse};
 use kafka_protocol::ResponseError;
 use tern_controller::topic_configs::TOPIC_CONFIGS;
 
-use super::sb;
+use tern_controller::acls::{AclOperation, AclResourceType};
+
+use super::{sb, Authz, RequestContext};
 use crate::broker::Broker;
 
 /// ConfigResource type of a topic.
@@ -87,12 +89,51 @@ fn broker_config_entries(broker: &Broker) -> Vec<ConfigEntry> {
         .collect()
 }
 
-/// Answers DescribeConfigs.
+/// ConfigResource type of a broker's loggers.
+const RESOURCE_BROKER_LOGGER: i8 = 8;
+/// ConfigResource type of client metrics subscriptions.
+const RESOURCE_CLIENT_METRICS: i8 = 16;
+/// ConfigResource type of a group.
+const RESOURCE_GROUP: i8 = 32;
+
+/// The authorization error for `op` (DESCRIBE_CONFIGS or ALTER_CONFIGS) on a config resource,
+/// as Kafka's ConfigHelper and ConfigAdminManager map it, or None when allowed (or the type is
+/// one no authorization applies to; such types are refused elsewhere).
+pub(crate) fn config_authorization(
+    authz: &Authz<'_>,
+    op: AclOperation,
+    resource_type: i8,
+    name: &str,
+) -> Option<ResponseError> {
+    let (allowed, error) = match resource_type {
+        RESOURCE_TOPIC => (
+            authz.topic(op, name),
+            ResponseError::TopicAuthorizationFailed,
+        ),
+        RESOURCE_BROKER | RESOURCE_BROKER_LOGGER | RESOURCE_CLIENT_METRICS => {
+            (authz.cluster(op), ResponseError::ClusterAuthorizationFailed)
+        }
+        RESOURCE_GROUP => (
+            authz.group(op, name),
+            ResponseError::GroupAuthorizationFailed,
+        ),
+        RESOURCE_CLUSTER_MIRROR => (
+            authz.allows(op, AclResourceType::ClusterMirror, name),
+            tern_protocol::mirror::errors::CLUSTER_MIRROR_AUTHORIZATION_FAILED,
+        ),
+        _ => (true, ResponseError::InvalidRequest),
+    };
+    (!allowed).then_some(error)
+}
+
+/// Answers DescribeConfigs (DESCRIBE_CONFIGS on each resource).
 pub fn handle(
     broker: &Broker,
+    ctx: &RequestContext,
     req: DescribeConfigsRequest,
     version: i16,
 ) -> DescribeConfigsResponse {
+    let authz = ctx.authz(broker);
     let image = broker.controller.image();
     let results = req
         .resources
@@ -102,6 +143,14 @@ pub fn handle(
             let result = DescribeConfigsResult::default()
                 .with_resource_type(res.resource_type)
                 .with_resource_name(res.resource_name.clone());
+            if let Some(e) = config_authorization(
+                &authz,
+                AclOperation::DescribeConfigs,
+                res.resource_type,
+                &name,
+            ) {
+                return result.with_error_code(e.code());
+            }
             let entries = match res.resource_type {
                 RESOURCE_TOPIC => {
                     if image.topic(&name).is_none() {

@@ -9,21 +9,31 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::ResponseError;
 
-use super::sb;
+use tern_controller::acls::{AclOperation, AclResourceType};
+
+use super::{sb, RequestContext};
 use crate::broker::Broker;
 
 /// The broker-side cap on partitions per response (Kafka's
 /// `max.request.partition.size.limit` default).
 const MAX_PARTITIONS: i32 = 2000;
 
-/// Answers DescribeTopicPartitions.
+/// Answers DescribeTopicPartitions: listing every topic shows those the principal may
+/// DESCRIBE; a named one it may not describe answers TOPIC_AUTHORIZATION_FAILED.
 pub fn handle(
     broker: &Broker,
+    ctx: &RequestContext,
     req: DescribeTopicPartitionsRequest,
 ) -> DescribeTopicPartitionsResponse {
+    let authz = ctx.authz(broker);
     let image = broker.controller.image();
     let mut names: Vec<String> = if req.topics.is_empty() {
-        image.topic_ids.keys().cloned().collect()
+        image
+            .topic_ids
+            .keys()
+            .filter(|t| authz.topic(AclOperation::Describe, t))
+            .cloned()
+            .collect()
     } else {
         req.topics.iter().map(|t| t.name.0.to_string()).collect()
     };
@@ -45,6 +55,14 @@ pub fn handle(
             continue;
         }
         let topic_name = TopicName(sb(name.clone()));
+        if !authz.topic(AclOperation::Describe, &name) {
+            topics.push(
+                DescribeTopicPartitionsResponseTopic::default()
+                    .with_name(Some(topic_name))
+                    .with_error_code(ResponseError::TopicAuthorizationFailed.code()),
+            );
+            continue;
+        }
         let Some(topic) = image.topic(&name) else {
             topics.push(
                 DescribeTopicPartitionsResponseTopic::default()
@@ -94,6 +112,9 @@ pub fn handle(
                 .with_name(Some(topic_name))
                 .with_topic_id(topic.id)
                 .with_is_internal(name.starts_with("__"))
+                .with_topic_authorized_operations(
+                    authz.authorized_operations(AclResourceType::Topic, &name),
+                )
                 .with_partitions(partitions),
         );
         if next_cursor.is_some() {

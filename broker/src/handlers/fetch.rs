@@ -2,6 +2,7 @@
 //! long-polling until `min_bytes` arrive or `max_wait_ms` passes, with incremental fetch
 //! sessions.
 
+use std::collections::HashSet;
 use std::time::Duration;
 
 use kafka_protocol::messages::fetch_response::{
@@ -12,7 +13,9 @@ use kafka_protocol::ResponseError;
 use tern_controller::MetadataImage;
 use tokio::sync::watch;
 
-use super::sb;
+use tern_controller::acls::AclOperation;
+
+use super::{sb, RequestContext};
 use crate::broker::Broker;
 use crate::errors::storage_error_code;
 use crate::fetch_session::{FetchItem, RequestedPartitions, SentState};
@@ -35,8 +38,15 @@ fn error_data(index: i32, code: ResponseError) -> PartitionData {
         .with_log_start_offset(-1)
 }
 
-/// Reads every item once; one PartitionData per item, in order.
-fn read_pass(broker: &Broker, items: &[FetchItem], max_bytes: usize, isolation_level: i8) -> Pass {
+/// Reads every item once; one PartitionData per item, in order. Items of topics in `denied`
+/// answer TOPIC_AUTHORIZATION_FAILED.
+fn read_pass(
+    broker: &Broker,
+    items: &[FetchItem],
+    denied: &HashSet<String>,
+    max_bytes: usize,
+    isolation_level: i8,
+) -> Pass {
     let mut pass = Pass {
         data: Vec::with_capacity(items.len()),
         bytes: 0,
@@ -48,6 +58,14 @@ fn read_pass(broker: &Broker, items: &[FetchItem], max_bytes: usize, isolation_l
             pass.has_error = true;
             pass.data
                 .push(error_data(item.partition, ResponseError::UnknownTopicId));
+            continue;
+        }
+        if denied.contains(&item.topic) {
+            pass.has_error = true;
+            pass.data.push(error_data(
+                item.partition,
+                ResponseError::TopicAuthorizationFailed,
+            ));
             continue;
         }
         let partition = match broker.replicas.partition(&item.topic, item.partition) {
@@ -203,8 +221,49 @@ fn build_response(
         .with_responses(responses)
 }
 
+/// The topics of `items` the principal may not fetch: a follower (replica id >= 0) needs
+/// CLUSTER_ACTION on the cluster, a consumer READ on each topic, as in Kafka.
+fn denied_topics(
+    broker: &Broker,
+    ctx: &RequestContext,
+    req: &FetchRequest,
+    version: i16,
+    items: &[FetchItem],
+) -> HashSet<String> {
+    let authz = ctx.authz(broker);
+    if !authz.enabled() {
+        return HashSet::new();
+    }
+    let replica_id = if version >= 15 {
+        req.replica_state.replica_id.0
+    } else {
+        req.replica_id.0
+    };
+    let follower_allowed = replica_id >= 0 && authz.cluster(AclOperation::ClusterAction);
+    let mut denied = HashSet::new();
+    for item in items {
+        if denied.contains(&item.topic) {
+            continue;
+        }
+        let allowed = if replica_id >= 0 {
+            follower_allowed
+        } else {
+            authz.topic(AclOperation::Read, &item.topic)
+        };
+        if !allowed {
+            denied.insert(item.topic.clone());
+        }
+    }
+    denied
+}
+
 /// Answers Fetch.
-pub async fn handle(broker: &Broker, req: FetchRequest, version: i16) -> FetchResponse {
+pub async fn handle(
+    broker: &Broker,
+    ctx: &RequestContext,
+    req: FetchRequest,
+    version: i16,
+) -> FetchResponse {
     let max_bytes = if req.max_bytes <= 0 {
         usize::MAX
     } else {
@@ -215,6 +274,7 @@ pub async fn handle(broker: &Broker, req: FetchRequest, version: i16) -> FetchRe
         tokio::time::Instant::now() + Duration::from_millis(req.max_wait_ms.max(0) as u64);
     let image = broker.controller.image();
     let requested = requested_partitions(&req, version, &image);
+    let request_ctx = ctx;
     let ctx = match broker.fetch_sessions.context(
         req.session_id,
         req.session_epoch,
@@ -224,7 +284,8 @@ pub async fn handle(broker: &Broker, req: FetchRequest, version: i16) -> FetchRe
         Ok(ctx) => ctx,
         Err(e) => return FetchResponse::default().with_error_code(e.code()),
     };
-    let mut pass = read_pass(broker, &ctx.items, max_bytes, req.isolation_level);
+    let denied = denied_topics(broker, request_ctx, &req, version, &ctx.items);
+    let mut pass = read_pass(broker, &ctx.items, &denied, max_bytes, req.isolation_level);
     while !(pass.bytes >= min_bytes.max(1)
         || min_bytes == 0
         || pass.has_error
@@ -240,7 +301,7 @@ pub async fn handle(broker: &Broker, req: FetchRequest, version: i16) -> FetchRe
         let moved = tokio::time::timeout_at(deadline, first_of(waits))
             .await
             .is_ok();
-        pass = read_pass(broker, &ctx.items, max_bytes, req.isolation_level);
+        pass = read_pass(broker, &ctx.items, &denied, max_bytes, req.isolation_level);
         if !moved {
             break;
         }

@@ -8,13 +8,23 @@ use kafka_protocol::messages::{
     ListGroupsRequest, ListGroupsResponse,
 };
 
+use kafka_protocol::ResponseError;
+use tern_controller::acls::{AclOperation, AclResourceType};
+
 use super::offsets::gid;
-use super::sb;
+use super::{sb, RequestContext};
 use crate::broker::Broker;
 use crate::group_coordinator::group::GroupState;
 
-/// Answers ListGroups, with the v4 state filter and v5 type filter.
-pub fn list_groups(broker: &Broker, req: ListGroupsRequest) -> ListGroupsResponse {
+/// Answers ListGroups, with the v4 state filter and v5 type filter: every group with
+/// DESCRIBE on the cluster, otherwise the groups the principal may DESCRIBE.
+pub fn list_groups(
+    broker: &Broker,
+    ctx: &RequestContext,
+    req: ListGroupsRequest,
+) -> ListGroupsResponse {
+    let authz = ctx.authz(broker);
+    let all = authz.cluster(AclOperation::Describe);
     let states: Vec<String> = req
         .states_filter
         .iter()
@@ -33,6 +43,7 @@ pub fn list_groups(broker: &Broker, req: ListGroupsRequest) -> ListGroupsRespons
             states.is_empty() || states.contains(&state.name().to_ascii_lowercase())
         })
         .filter(|_| types.is_empty() || types.iter().any(|t| t == "classic"))
+        .filter(|(id, _, _)| all || authz.group(AclOperation::Describe, id))
         .map(|(id, protocol_type, state)| {
             ListedGroup::default()
                 .with_group_id(gid(&id))
@@ -45,14 +56,28 @@ pub fn list_groups(broker: &Broker, req: ListGroupsRequest) -> ListGroupsRespons
     ListGroupsResponse::default().with_groups(groups)
 }
 
-/// Answers DescribeGroups.
-pub fn describe_groups(broker: &Broker, req: DescribeGroupsRequest) -> DescribeGroupsResponse {
+/// Answers DescribeGroups (DESCRIBE on each group, GROUP_AUTHORIZATION_FAILED otherwise).
+pub fn describe_groups(
+    broker: &Broker,
+    ctx: &RequestContext,
+    req: DescribeGroupsRequest,
+) -> DescribeGroupsResponse {
+    let authz = ctx.authz(broker);
     let groups = req
         .groups
         .into_iter()
         .map(|g| {
             let id = g.0.to_string();
-            let described = DescribedGroup::default().with_group_id(g.clone());
+            let mut described = DescribedGroup::default().with_group_id(g.clone());
+            if !authz.group(AclOperation::Describe, &id) {
+                return described
+                    .with_error_code(ResponseError::GroupAuthorizationFailed.code())
+                    .with_group_state(sb(""));
+            }
+            if req.include_authorized_operations {
+                described.authorized_operations =
+                    authz.authorized_operations(AclResourceType::Group, &id);
+            }
             if let Err(e) = broker.groups.check_coordinator(&id) {
                 return described.with_error_code(e.code());
             }
@@ -93,12 +118,22 @@ pub fn describe_groups(broker: &Broker, req: DescribeGroupsRequest) -> DescribeG
     DescribeGroupsResponse::default().with_groups(groups)
 }
 
-/// Answers DeleteGroups.
-pub fn delete_groups(broker: &Broker, req: DeleteGroupsRequest) -> DeleteGroupsResponse {
+/// Answers DeleteGroups (DELETE on each group, GROUP_AUTHORIZATION_FAILED otherwise).
+pub fn delete_groups(
+    broker: &Broker,
+    ctx: &RequestContext,
+    req: DeleteGroupsRequest,
+) -> DeleteGroupsResponse {
+    let authz = ctx.authz(broker);
     let results = req
         .groups_names
         .into_iter()
         .map(|g| {
+            if !authz.group(AclOperation::Delete, g.0.as_str()) {
+                return DeletableGroupResult::default()
+                    .with_group_id(g)
+                    .with_error_code(ResponseError::GroupAuthorizationFailed.code());
+            }
             let code = match broker.groups.delete_group(g.0.as_str()) {
                 Ok(()) => 0,
                 Err(e) => e.code(),

@@ -10,16 +10,38 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::ResponseError;
 
-use super::{sb, RequestContext};
+use tern_controller::acls::{AclOperation, AclResourceType};
+
+use super::{sb, Authz, RequestContext};
 use crate::broker::Broker;
 use crate::group_coordinator::group::{JoinRequest, JoinResult, Reply, SyncResult};
 
 const KEY_TYPE_GROUP: i8 = 0;
+const KEY_TYPE_TRANSACTION: i8 = 1;
 
-fn coordinator_for(broker: &Broker, listener: &str, key: &str, key_type: i8) -> Coordinator {
+fn coordinator_for(
+    broker: &Broker,
+    authz: &Authz<'_>,
+    listener: &str,
+    key: &str,
+    key_type: i8,
+) -> Coordinator {
     let c = Coordinator::default()
         .with_key(sb(key))
         .with_node_id(BrokerId(-1));
+    // DESCRIBE on the group (or transactional id), as in Kafka.
+    if key_type == KEY_TYPE_GROUP && !authz.group(AclOperation::Describe, key) {
+        return c.with_error_code(ResponseError::GroupAuthorizationFailed.code());
+    }
+    if key_type == KEY_TYPE_TRANSACTION
+        && !authz.allows(
+            AclOperation::Describe,
+            AclResourceType::TransactionalId,
+            key,
+        )
+    {
+        return c.with_error_code(ResponseError::TransactionalIdAuthorizationFailed.code());
+    }
     if key_type != KEY_TYPE_GROUP {
         return c
             .with_error_code(ResponseError::CoordinatorNotAvailable.code())
@@ -46,15 +68,16 @@ pub fn find_coordinator(
     req: FindCoordinatorRequest,
     version: i16,
 ) -> FindCoordinatorResponse {
+    let authz = ctx.authz(broker);
     if version >= 4 {
         let coordinators = req
             .coordinator_keys
             .iter()
-            .map(|k| coordinator_for(broker, &ctx.listener, k, req.key_type))
+            .map(|k| coordinator_for(broker, &authz, &ctx.listener, k, req.key_type))
             .collect();
         return FindCoordinatorResponse::default().with_coordinators(coordinators);
     }
-    let c = coordinator_for(broker, &ctx.listener, &req.key, req.key_type);
+    let c = coordinator_for(broker, &authz, &ctx.listener, &req.key, req.key_type);
     FindCoordinatorResponse::default()
         .with_error_code(c.error_code)
         .with_error_message(c.error_message)
@@ -100,6 +123,9 @@ pub async fn join_group(
             ..Default::default()
         })
     };
+    if !ctx.authz(broker).group(AclOperation::Read, &group_id) {
+        return error(ResponseError::GroupAuthorizationFailed);
+    }
     if let Err(e) = broker.groups.check_coordinator(&group_id) {
         return error(e);
     }
@@ -150,8 +176,12 @@ fn sync_response(r: SyncResult) -> SyncGroupResponse {
         .with_assignment(r.assignment)
 }
 
-/// Answers SyncGroup, waiting for the leader's assignment.
-pub async fn sync_group(broker: &Broker, req: SyncGroupRequest) -> SyncGroupResponse {
+/// Answers SyncGroup, waiting for the leader's assignment (READ on the group).
+pub async fn sync_group(
+    broker: &Broker,
+    ctx: &RequestContext,
+    req: SyncGroupRequest,
+) -> SyncGroupResponse {
     let group_id = req.group_id.0.to_string();
     let error = |e: ResponseError| {
         sync_response(SyncResult {
@@ -159,6 +189,9 @@ pub async fn sync_group(broker: &Broker, req: SyncGroupRequest) -> SyncGroupResp
             ..Default::default()
         })
     };
+    if !ctx.authz(broker).group(AclOperation::Read, &group_id) {
+        return error(ResponseError::GroupAuthorizationFailed);
+    }
     if let Err(e) = broker.groups.check_coordinator(&group_id) {
         return error(e);
     }
@@ -196,9 +229,17 @@ pub async fn sync_group(broker: &Broker, req: SyncGroupRequest) -> SyncGroupResp
     }
 }
 
-/// Answers Heartbeat.
-pub fn heartbeat(broker: &Broker, req: HeartbeatRequest) -> HeartbeatResponse {
+/// Answers Heartbeat (READ on the group).
+pub fn heartbeat(
+    broker: &Broker,
+    ctx: &RequestContext,
+    req: HeartbeatRequest,
+) -> HeartbeatResponse {
     let group_id = req.group_id.0.to_string();
+    if !ctx.authz(broker).group(AclOperation::Read, &group_id) {
+        return HeartbeatResponse::default()
+            .with_error_code(ResponseError::GroupAuthorizationFailed.code());
+    }
     if let Err(e) = broker.groups.check_coordinator(&group_id) {
         return HeartbeatResponse::default().with_error_code(e.code());
     }
@@ -218,9 +259,18 @@ pub fn heartbeat(broker: &Broker, req: HeartbeatRequest) -> HeartbeatResponse {
     HeartbeatResponse::default().with_error_code(code)
 }
 
-/// Answers LeaveGroup (one member before v3, a batch after).
-pub fn leave_group(broker: &Broker, req: LeaveGroupRequest, version: i16) -> LeaveGroupResponse {
+/// Answers LeaveGroup (one member before v3, a batch after; READ on the group).
+pub fn leave_group(
+    broker: &Broker,
+    ctx: &RequestContext,
+    req: LeaveGroupRequest,
+    version: i16,
+) -> LeaveGroupResponse {
     let group_id = req.group_id.0.to_string();
+    if !ctx.authz(broker).group(AclOperation::Read, &group_id) {
+        return LeaveGroupResponse::default()
+            .with_error_code(ResponseError::GroupAuthorizationFailed.code());
+    }
     if let Err(e) = broker.groups.check_coordinator(&group_id) {
         return LeaveGroupResponse::default().with_error_code(e.code());
     }

@@ -6,6 +6,9 @@ use kafka_protocol::messages::list_offsets_response::{
 use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
 use kafka_protocol::ResponseError;
 
+use tern_controller::acls::AclOperation;
+
+use super::RequestContext;
 use crate::broker::Broker;
 use crate::errors::storage_error_code;
 
@@ -16,19 +19,30 @@ const EARLIEST_LOCAL: i64 = -4;
 const LATEST_TIERED: i64 = -5;
 const READ_COMMITTED: i8 = 1;
 
-/// Answers ListOffsets.
-pub fn handle(broker: &Broker, req: ListOffsetsRequest, version: i16) -> ListOffsetsResponse {
+/// Answers ListOffsets (DESCRIBE on each topic, TOPIC_AUTHORIZATION_FAILED otherwise).
+pub fn handle(
+    broker: &Broker,
+    ctx: &RequestContext,
+    req: ListOffsetsRequest,
+    version: i16,
+) -> ListOffsetsResponse {
+    let authz = ctx.authz(broker);
     let topics = req
         .topics
         .into_iter()
         .map(|topic| {
             let name = topic.name.0.to_string();
+            let authorized = authz.topic(AclOperation::Describe, &name);
             let partitions = topic
                 .partitions
                 .into_iter()
                 .map(|p| {
                     let resp = ListOffsetsPartitionResponse::default()
                         .with_partition_index(p.partition_index);
+                    if !authorized {
+                        return resp
+                            .with_error_code(ResponseError::TopicAuthorizationFailed.code());
+                    }
                     let partition = match broker.replicas.partition(&name, p.partition_index) {
                         Some(part) if part.is_leader() => part,
                         Some(_) => {

@@ -7,10 +7,15 @@ use kafka_protocol::messages::{BrokerId, MetadataRequest, MetadataResponse, Topi
 use kafka_protocol::ResponseError;
 use tern_controller::{MetadataImage, TopicImage};
 
+use tern_controller::acls::{AclOperation, AclResourceType, CLUSTER_RESOURCE_NAME};
+
 use super::{sb, RequestContext};
 use crate::broker::Broker;
 
-/// Answers Metadata.
+/// Answers Metadata. With an authorizer, listing all topics shows only those the principal may
+/// DESCRIBE; a named topic it may not describe answers TOPIC_AUTHORIZATION_FAILED whether or
+/// not it exists (so names do not leak), and auto-creation needs CREATE on the cluster or on
+/// the topic, as in Kafka.
 pub fn handle(
     broker: &Broker,
     ctx: &RequestContext,
@@ -35,11 +40,15 @@ pub fn handle(
     };
     let auto_create =
         broker.config.auto_create_topics_enable && (version < 4 || req.allow_auto_topic_creation);
+    let authz = ctx.authz(broker);
+    let may_create_any = authz.cluster(AclOperation::Create);
     let mut image = broker.controller.image();
     if let (Some(names), true) = (&requested, auto_create) {
         let mut created = false;
         for name in names {
-            if image.topic(name).is_none() {
+            let may_create = authz.topic(AclOperation::Describe, name)
+                && (may_create_any || authz.topic(AclOperation::Create, name));
+            if image.topic(name).is_none() && may_create {
                 let create = tern_controller::CreateTopic {
                     name: name.clone(),
                     num_partitions: -1,
@@ -57,38 +66,70 @@ pub fn handle(
             broker.replicas.apply_image(&image);
         }
     }
+    let with_ops = version >= 8 && req.include_topic_authorized_operations;
+    let describe = |t: &TopicImage| {
+        let mut m = topic_metadata(t, version);
+        if with_ops {
+            m.topic_authorized_operations =
+                authz.authorized_operations(AclResourceType::Topic, &t.name);
+        }
+        m
+    };
     let topics = match requested {
         None => {
-            let mut all: Vec<&TopicImage> = image.topics.values().collect();
+            let mut all: Vec<&TopicImage> = image
+                .topics
+                .values()
+                .filter(|t| authz.topic(AclOperation::Describe, &t.name))
+                .collect();
             all.sort_by(|a, b| a.name.cmp(&b.name));
-            all.into_iter()
-                .map(|t| topic_metadata(t, version))
-                .collect()
+            all.into_iter().map(describe).collect()
         }
         Some(names) => names
             .iter()
-            .map(|name| match image.topic(name) {
-                Some(t) => topic_metadata(t, version),
-                None => {
-                    let code = if tern_controller::validate_topic_name(name).is_err() {
-                        ResponseError::InvalidTopicException
-                    } else if auto_create {
-                        ResponseError::LeaderNotAvailable
-                    } else {
-                        ResponseError::UnknownTopicOrPartition
-                    };
+            .map(|name| {
+                let refused = |code: ResponseError| {
                     MetadataResponseTopic::default()
                         .with_name(Some(TopicName(sb(name.clone()))))
+                        .with_is_internal(name.starts_with("__"))
                         .with_error_code(code.code())
+                };
+                if !authz.topic(AclOperation::Describe, name) {
+                    return refused(ResponseError::TopicAuthorizationFailed);
+                }
+                match image.topic(name) {
+                    Some(t) => describe(t),
+                    None => {
+                        let code = if tern_controller::validate_topic_name(name).is_err() {
+                            ResponseError::InvalidTopicException
+                        } else if auto_create
+                            && !(may_create_any || authz.topic(AclOperation::Create, name))
+                        {
+                            ResponseError::TopicAuthorizationFailed
+                        } else if auto_create {
+                            ResponseError::LeaderNotAvailable
+                        } else {
+                            ResponseError::UnknownTopicOrPartition
+                        };
+                        refused(code)
+                    }
                 }
             })
             .collect(),
     };
-    MetadataResponse::default()
+    let mut response = MetadataResponse::default()
         .with_brokers(brokers(broker, &ctx.listener, &image))
         .with_cluster_id(Some(sb(broker.cluster_id.clone())))
         .with_controller_id(BrokerId(broker.config.node_id))
-        .with_topics(topics)
+        .with_topics(topics);
+    if (8..=10).contains(&version) && req.include_cluster_authorized_operations {
+        response.cluster_authorized_operations = if authz.cluster(AclOperation::Describe) {
+            authz.authorized_operations(AclResourceType::Cluster, CLUSTER_RESOURCE_NAME)
+        } else {
+            0
+        };
+    }
+    response
 }
 
 fn brokers(broker: &Broker, listener: &str, image: &MetadataImage) -> Vec<MetadataResponseBroker> {

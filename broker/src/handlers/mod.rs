@@ -4,8 +4,16 @@ use kafka_protocol::messages::{ApiKey, RequestKind, ResponseKind};
 use kafka_protocol::protocol::StrBytes;
 use tern_protocol::api::DecodedRequest;
 
-use crate::broker::Broker;
+use std::sync::Arc;
 
+use tern_controller::acls::{AclOperation, AclResourceType, CLUSTER_RESOURCE_NAME};
+use tern_controller::MetadataImage;
+
+use crate::broker::Broker;
+use crate::security::authenticator::ANONYMOUS;
+use crate::security::authorizer::Authorizer;
+
+pub mod acls;
 pub mod alter_configs;
 pub mod api_versions;
 pub mod create_partitions;
@@ -62,6 +70,9 @@ pub const SUPPORTED_APIS: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeClientQuotas, 0, 1),
     (ApiKey::DescribeUserScramCredentials, 0, 0),
     (ApiKey::AlterUserScramCredentials, 0, 0),
+    (ApiKey::DescribeAcls, 0, 3),
+    (ApiKey::CreateAcls, 0, 3),
+    (ApiKey::DeleteAcls, 0, 3),
 ];
 
 /// Who sent a request.
@@ -70,8 +81,97 @@ pub struct RequestContext {
     pub client_id: String,
     /// The peer address as Kafka shows it (`/127.0.0.1`).
     pub client_host: String,
+    /// The authenticated principal (`User:alice`; `User:ANONYMOUS` without authentication).
+    pub principal: String,
+    /// The peer's IP address as ACLs name hosts (`127.0.0.1`).
+    pub host: String,
     /// The listener the request came in on (brokers are advertised by its endpoints).
     pub listener: String,
+}
+
+impl RequestContext {
+    /// The context of a request from `peer` on `listener` by `principal` (None: not
+    /// authenticated).
+    pub fn new(
+        peer: std::net::SocketAddr,
+        listener: &str,
+        principal: Option<&str>,
+        client_id: String,
+    ) -> Self {
+        RequestContext {
+            client_id,
+            client_host: format!("/{}", peer.ip()),
+            principal: principal.unwrap_or(ANONYMOUS).to_string(),
+            host: peer.ip().to_string(),
+            listener: listener.to_string(),
+        }
+    }
+
+    /// Authorization decisions for this request, against the current metadata image.
+    pub fn authz<'a>(&'a self, broker: &'a Broker) -> Authz<'a> {
+        Authz {
+            authorizer: broker.config.authorizer.as_ref(),
+            image: broker.controller.image(),
+            ctx: self,
+        }
+    }
+}
+
+/// Answers whether the request's principal may do something, as Kafka's AuthHelper does:
+/// everything is allowed when no authorizer is configured.
+pub struct Authz<'a> {
+    authorizer: Option<&'a Authorizer>,
+    image: Arc<MetadataImage>,
+    ctx: &'a RequestContext,
+}
+
+impl Authz<'_> {
+    /// Whether an authorizer is configured.
+    pub fn enabled(&self) -> bool {
+        self.authorizer.is_some()
+    }
+
+    /// May the principal perform `op` on the resource?
+    pub fn allows(&self, op: AclOperation, resource_type: AclResourceType, name: &str) -> bool {
+        self.authorizer.is_none_or(|a| {
+            a.authorize(
+                &self.image,
+                &self.ctx.principal,
+                &self.ctx.host,
+                op,
+                resource_type,
+                name,
+            )
+        })
+    }
+
+    /// May the principal perform `op` on the cluster?
+    pub fn cluster(&self, op: AclOperation) -> bool {
+        self.allows(op, AclResourceType::Cluster, CLUSTER_RESOURCE_NAME)
+    }
+
+    /// May the principal perform `op` on the topic?
+    pub fn topic(&self, op: AclOperation, name: &str) -> bool {
+        self.allows(op, AclResourceType::Topic, name)
+    }
+
+    /// May the principal perform `op` on the group?
+    pub fn group(&self, op: AclOperation, name: &str) -> bool {
+        self.allows(op, AclResourceType::Group, name)
+    }
+
+    /// May the principal perform `op` on some resource of this type?
+    pub fn any_of_type(&self, op: AclOperation, resource_type: AclResourceType) -> bool {
+        self.authorizer.is_none_or(|a| {
+            a.authorize_any(
+                &self.image,
+                &self.ctx.principal,
+                &self.ctx.host,
+                op,
+                resource_type,
+            )
+        })
+    }
 }
 
 /// Whether `version` of `key` is served.
@@ -81,61 +181,62 @@ pub fn is_supported(key: ApiKey, version: i16) -> bool {
         .any(|(k, min, max)| *k == key && (*min..=*max).contains(&version))
 }
 
-/// Handles one request; `None` means no response is sent.
+/// Handles one request from `principal` (None: not authenticated); `None` means no response
+/// is sent.
 pub async fn handle(
     broker: &Broker,
     peer: std::net::SocketAddr,
     listener: &str,
+    principal: Option<&str>,
     req: DecodedRequest,
 ) -> Option<ResponseKind> {
     let version = req.header.request_api_version;
-    let ctx = RequestContext {
-        client_id: req
-            .header
-            .client_id
-            .as_ref()
-            .map(|c| c.to_string())
-            .unwrap_or_default(),
-        client_host: format!("/{}", peer.ip()),
-        listener: listener.to_string(),
-    };
+    let client_id = req
+        .header
+        .client_id
+        .as_ref()
+        .map(|c| c.to_string())
+        .unwrap_or_default();
+    let ctx = RequestContext::new(peer, listener, principal, client_id);
     let response = match req.body {
         RequestKind::ApiVersions(r) => ResponseKind::ApiVersions(api_versions::handle(r, version)),
         RequestKind::Metadata(r) => {
             ResponseKind::Metadata(metadata::handle(broker, &ctx, r, version))
         }
-        RequestKind::Produce(r) => ResponseKind::Produce(produce::handle(broker, r, version).await),
-        RequestKind::Fetch(r) => ResponseKind::Fetch(fetch::handle(broker, r, version).await),
+        RequestKind::Produce(r) => {
+            ResponseKind::Produce(produce::handle(broker, &ctx, r, version).await)
+        }
+        RequestKind::Fetch(r) => ResponseKind::Fetch(fetch::handle(broker, &ctx, r, version).await),
         RequestKind::ListOffsets(r) => {
-            ResponseKind::ListOffsets(list_offsets::handle(broker, r, version))
+            ResponseKind::ListOffsets(list_offsets::handle(broker, &ctx, r, version))
         }
         RequestKind::CreateTopics(r) => {
-            ResponseKind::CreateTopics(create_topics::handle(broker, r, version))
+            ResponseKind::CreateTopics(create_topics::handle(broker, &ctx, r, version))
         }
         RequestKind::DeleteTopics(r) => {
-            ResponseKind::DeleteTopics(delete_topics::handle(broker, r, version))
+            ResponseKind::DeleteTopics(delete_topics::handle(broker, &ctx, r, version))
         }
         RequestKind::CreatePartitions(r) => {
-            ResponseKind::CreatePartitions(create_partitions::handle(broker, r))
+            ResponseKind::CreatePartitions(create_partitions::handle(broker, &ctx, r))
         }
         RequestKind::DeleteRecords(r) => {
-            ResponseKind::DeleteRecords(delete_records::handle(broker, r))
+            ResponseKind::DeleteRecords(delete_records::handle(broker, &ctx, r))
         }
         RequestKind::InitProducerId(r) => {
-            ResponseKind::InitProducerId(init_producer_id::handle(broker, r))
+            ResponseKind::InitProducerId(init_producer_id::handle(broker, &ctx, r))
         }
         RequestKind::OffsetForLeaderEpoch(r) => {
-            ResponseKind::OffsetForLeaderEpoch(offset_for_leader_epoch::handle(broker, r))
+            ResponseKind::OffsetForLeaderEpoch(offset_for_leader_epoch::handle(broker, &ctx, r))
         }
         RequestKind::DescribeConfigs(r) => {
-            ResponseKind::DescribeConfigs(describe_configs::handle(broker, r, version))
+            ResponseKind::DescribeConfigs(describe_configs::handle(broker, &ctx, r, version))
         }
         RequestKind::AlterConfigs(r) => {
-            ResponseKind::AlterConfigs(alter_configs::handle_legacy(broker, r))
+            ResponseKind::AlterConfigs(alter_configs::handle_legacy(broker, &ctx, r))
         }
-        RequestKind::IncrementalAlterConfigs(r) => {
-            ResponseKind::IncrementalAlterConfigs(alter_configs::handle_incremental(broker, r))
-        }
+        RequestKind::IncrementalAlterConfigs(r) => ResponseKind::IncrementalAlterConfigs(
+            alter_configs::handle_incremental(broker, &ctx, r),
+        ),
         RequestKind::DescribeCluster(r) => {
             ResponseKind::DescribeCluster(describe_cluster::handle(broker, &ctx, r))
         }
@@ -145,38 +246,51 @@ pub async fn handle(
         RequestKind::JoinGroup(r) => {
             ResponseKind::JoinGroup(groups::join_group(broker, &ctx, r, version).await)
         }
-        RequestKind::SyncGroup(r) => ResponseKind::SyncGroup(groups::sync_group(broker, r).await),
-        RequestKind::Heartbeat(r) => ResponseKind::Heartbeat(groups::heartbeat(broker, r)),
+        RequestKind::SyncGroup(r) => {
+            ResponseKind::SyncGroup(groups::sync_group(broker, &ctx, r).await)
+        }
+        RequestKind::Heartbeat(r) => ResponseKind::Heartbeat(groups::heartbeat(broker, &ctx, r)),
         RequestKind::LeaveGroup(r) => {
-            ResponseKind::LeaveGroup(groups::leave_group(broker, r, version))
+            ResponseKind::LeaveGroup(groups::leave_group(broker, &ctx, r, version))
         }
         RequestKind::OffsetCommit(r) => {
-            ResponseKind::OffsetCommit(offsets::offset_commit(broker, r))
+            ResponseKind::OffsetCommit(offsets::offset_commit(broker, &ctx, r))
         }
         RequestKind::OffsetFetch(r) => {
-            ResponseKind::OffsetFetch(offsets::offset_fetch(broker, r, version))
+            ResponseKind::OffsetFetch(offsets::offset_fetch(broker, &ctx, r, version))
         }
         RequestKind::OffsetDelete(r) => {
-            ResponseKind::OffsetDelete(offsets::offset_delete(broker, r))
+            ResponseKind::OffsetDelete(offsets::offset_delete(broker, &ctx, r))
         }
-        RequestKind::ListGroups(r) => ResponseKind::ListGroups(group_admin::list_groups(broker, r)),
+        RequestKind::ListGroups(r) => {
+            ResponseKind::ListGroups(group_admin::list_groups(broker, &ctx, r))
+        }
         RequestKind::DescribeGroups(r) => {
-            ResponseKind::DescribeGroups(group_admin::describe_groups(broker, r))
+            ResponseKind::DescribeGroups(group_admin::describe_groups(broker, &ctx, r))
         }
         RequestKind::DeleteGroups(r) => {
-            ResponseKind::DeleteGroups(group_admin::delete_groups(broker, r))
+            ResponseKind::DeleteGroups(group_admin::delete_groups(broker, &ctx, r))
         }
-        RequestKind::DescribeTopicPartitions(r) => {
-            ResponseKind::DescribeTopicPartitions(describe_topic_partitions::handle(broker, r))
-        }
+        RequestKind::DescribeTopicPartitions(r) => ResponseKind::DescribeTopicPartitions(
+            describe_topic_partitions::handle(broker, &ctx, r),
+        ),
         RequestKind::DescribeClientQuotas(r) => {
-            ResponseKind::DescribeClientQuotas(describe_client_quotas::handle(r))
+            ResponseKind::DescribeClientQuotas(describe_client_quotas::handle(broker, &ctx, r))
         }
         RequestKind::AlterUserScramCredentials(r) => {
-            ResponseKind::AlterUserScramCredentials(scram_credentials::alter(broker, r))
+            ResponseKind::AlterUserScramCredentials(scram_credentials::alter(broker, &ctx, r))
         }
         RequestKind::DescribeUserScramCredentials(r) => {
-            ResponseKind::DescribeUserScramCredentials(scram_credentials::describe(broker, r))
+            ResponseKind::DescribeUserScramCredentials(scram_credentials::describe(broker, &ctx, r))
+        }
+        RequestKind::CreateAcls(r) => {
+            ResponseKind::CreateAcls(acls::create(broker, &ctx, r, version))
+        }
+        RequestKind::DescribeAcls(r) => {
+            ResponseKind::DescribeAcls(acls::describe(broker, &ctx, r, version))
+        }
+        RequestKind::DeleteAcls(r) => {
+            ResponseKind::DeleteAcls(acls::delete(broker, &ctx, r, version))
         }
         other => {
             tracing::warn!(request = ?std::mem::discriminant(&other), "no handler");
@@ -189,4 +303,54 @@ pub async fn handle(
 /// A `StrBytes` from an owned string.
 pub(crate) fn sb(s: impl Into<String>) -> StrBytes {
     StrBytes::from_string(s.into())
+}
+
+/// The operations Kafka lists for a resource type in authorized-operations bit fields.
+fn supported_operations(resource_type: AclResourceType) -> &'static [AclOperation] {
+    use AclOperation::*;
+    match resource_type {
+        AclResourceType::Topic => &[
+            Read,
+            Write,
+            Create,
+            Describe,
+            Delete,
+            Alter,
+            DescribeConfigs,
+            AlterConfigs,
+        ],
+        AclResourceType::Group => &[Read, Describe, Delete, DescribeConfigs, AlterConfigs],
+        AclResourceType::Cluster => &[
+            Create,
+            ClusterAction,
+            DescribeConfigs,
+            AlterConfigs,
+            IdempotentWrite,
+            Alter,
+            Describe,
+        ],
+        AclResourceType::TransactionalId => &[Describe, Write, TwoPhaseCommit],
+        AclResourceType::DelegationToken => &[Describe],
+        AclResourceType::User => &[CreateTokens, DescribeTokens],
+        AclResourceType::ClusterMirror => &[
+            Create,
+            Alter,
+            Describe,
+            Delete,
+            AlterConfigs,
+            DescribeConfigs,
+        ],
+        _ => &[],
+    }
+}
+
+impl Authz<'_> {
+    /// The bit field of operations the principal may perform on the resource (bit n set:
+    /// operation code n allowed), as Kafka's `authorizedOperations` answers it.
+    pub fn authorized_operations(&self, resource_type: AclResourceType, name: &str) -> i32 {
+        supported_operations(resource_type)
+            .iter()
+            .filter(|op| self.allows(**op, resource_type, name))
+            .fold(0, |bits, op| bits | (1 << op.code()))
+    }
 }

@@ -6,15 +6,26 @@ use kafka_protocol::messages::offset_for_leader_epoch_response::{
 use kafka_protocol::messages::{OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse};
 use kafka_protocol::ResponseError;
 
+use tern_controller::acls::AclOperation;
+
+use super::RequestContext;
 use crate::broker::Broker;
 
-/// Answers OffsetForLeaderEpoch.
-pub fn handle(broker: &Broker, req: OffsetForLeaderEpochRequest) -> OffsetForLeaderEpochResponse {
+/// Answers OffsetForLeaderEpoch: CLUSTER_ACTION on the cluster covers every topic (brokers),
+/// otherwise DESCRIBE on each topic (TOPIC_AUTHORIZATION_FAILED), as in Kafka.
+pub fn handle(
+    broker: &Broker,
+    ctx: &RequestContext,
+    req: OffsetForLeaderEpochRequest,
+) -> OffsetForLeaderEpochResponse {
+    let authz = ctx.authz(broker);
+    let cluster_action = authz.cluster(AclOperation::ClusterAction);
     let topics = req
         .topics
         .into_iter()
         .map(|t| {
             let name = t.topic.0.to_string();
+            let authorized = cluster_action || authz.topic(AclOperation::Describe, &name);
             let partitions = t
                 .partitions
                 .into_iter()
@@ -23,6 +34,9 @@ pub fn handle(broker: &Broker, req: OffsetForLeaderEpochRequest) -> OffsetForLea
                         .with_partition(p.partition)
                         .with_leader_epoch(-1)
                         .with_end_offset(-1);
+                    if !authorized {
+                        return r.with_error_code(ResponseError::TopicAuthorizationFailed.code());
+                    }
                     let partition = match broker.replicas.partition(&name, p.partition) {
                         Some(part) if part.is_leader() => part,
                         Some(_) => {

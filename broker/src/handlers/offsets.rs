@@ -16,18 +16,33 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::ResponseError;
 
-use super::sb;
+use tern_controller::acls::AclOperation;
+
+use super::{sb, Authz, RequestContext};
 use crate::broker::Broker;
 use crate::group_coordinator::group::GroupState;
 use crate::group_coordinator::now_ms;
 use crate::group_coordinator::offsets_topic::{offset_key, OffsetValue};
 
-/// Answers OffsetCommit.
-pub fn offset_commit(broker: &Broker, req: OffsetCommitRequest) -> OffsetCommitResponse {
+/// Answers OffsetCommit: READ on the group (GROUP_AUTHORIZATION_FAILED on every partition)
+/// and READ on each topic (TOPIC_AUTHORIZATION_FAILED on its partitions, which are not
+/// committed), as in Kafka.
+pub fn offset_commit(
+    broker: &Broker,
+    ctx: &RequestContext,
+    req: OffsetCommitRequest,
+) -> OffsetCommitResponse {
     let group_id = req.group_id.0.to_string();
     let now = now_ms();
+    let authz = ctx.authz(broker);
+    let group_allowed = authz.group(AclOperation::Read, &group_id);
+    let allowed: Vec<bool> = req
+        .topics
+        .iter()
+        .map(|t| group_allowed && authz.topic(AclOperation::Read, t.name.0.as_str()))
+        .collect();
     let mut offsets = Vec::new();
-    for t in &req.topics {
+    for (t, _) in req.topics.iter().zip(&allowed).filter(|(_, a)| **a) {
         for p in &t.partitions {
             offsets.push((
                 t.name.0.to_string(),
@@ -46,13 +61,22 @@ pub fn offset_commit(broker: &Broker, req: OffsetCommitRequest) -> OffsetCommitR
         }
     }
     let instance = req.group_instance_id.as_ref().map(|s| s.to_string());
-    let result = broker.groups.commit_offsets(
-        &group_id,
-        req.member_id.as_str(),
-        instance.as_deref(),
-        req.generation_id_or_member_epoch,
-        offsets,
-    );
+    let result = if offsets.is_empty() {
+        Ok(Vec::new())
+    } else {
+        broker.groups.commit_offsets(
+            &group_id,
+            req.member_id.as_str(),
+            instance.as_deref(),
+            req.generation_id_or_member_epoch,
+            offsets,
+        )
+    };
+    let refused = if group_allowed {
+        ResponseError::TopicAuthorizationFailed.code()
+    } else {
+        ResponseError::GroupAuthorizationFailed.code()
+    };
     let mut codes = match result {
         Ok(codes) => codes.into_iter(),
         Err(e) => {
@@ -63,16 +87,22 @@ pub fn offset_commit(broker: &Broker, req: OffsetCommitRequest) -> OffsetCommitR
     let topics = req
         .topics
         .iter()
-        .map(|t| {
+        .zip(&allowed)
+        .map(|(t, allowed)| {
             OffsetCommitResponseTopic::default()
                 .with_name(t.name.clone())
                 .with_partitions(
                     t.partitions
                         .iter()
                         .map(|p| {
+                            let code = if *allowed {
+                                codes.next().unwrap_or(0)
+                            } else {
+                                refused
+                            };
                             OffsetCommitResponsePartition::default()
                                 .with_partition_index(p.partition_index)
-                                .with_error_code(codes.next().unwrap_or(0))
+                                .with_error_code(code)
                         })
                         .collect(),
                 )
@@ -81,22 +111,41 @@ pub fn offset_commit(broker: &Broker, req: OffsetCommitRequest) -> OffsetCommitR
     OffsetCommitResponse::default().with_topics(topics)
 }
 
-/// (topic, [(partition, offset, epoch, metadata)]) for the requested or all partitions.
-type FetchedTopic = (String, Vec<(i32, i64, i32, String)>);
+/// (topic, [(partition, offset, epoch, metadata, error code)]) for the requested or all
+/// partitions.
+type FetchedTopic = (String, Vec<(i32, i64, i32, String, i16)>);
 
+/// The committed offsets of a group: DESCRIBE on the group is needed; a requested topic the
+/// principal may not DESCRIBE answers TOPIC_AUTHORIZATION_FAILED per partition, and when all
+/// topics are asked for, such topics are left out (as in Kafka).
 fn fetch_group(
     broker: &Broker,
+    authz: &Authz<'_>,
     group_id: &str,
     topics: Option<Vec<(String, Vec<i32>)>>,
 ) -> Result<Vec<FetchedTopic>, ResponseError> {
+    if !authz.group(AclOperation::Describe, group_id) {
+        return Err(ResponseError::GroupAuthorizationFailed);
+    }
     broker.groups.check_coordinator(group_id)?;
     let stored = broker
         .groups
         .with_group(group_id, false, |g| g.offsets.clone())
         .unwrap_or_default();
-    let lookup = |t: &str, p: i32| match stored.get(&(t.to_string(), p)) {
-        Some(v) => (p, v.offset, v.leader_epoch, v.metadata.clone()),
-        None => (p, -1, -1, String::new()),
+    let lookup = |t: &str, p: i32| {
+        if !authz.topic(AclOperation::Describe, t) {
+            return (
+                p,
+                -1,
+                -1,
+                String::new(),
+                ResponseError::TopicAuthorizationFailed.code(),
+            );
+        }
+        match stored.get(&(t.to_string(), p)) {
+            Some(v) => (p, v.offset, v.leader_epoch, v.metadata.clone(), 0),
+            None => (p, -1, -1, String::new(), 0),
+        }
     };
     Ok(match topics {
         Some(topics) => topics
@@ -107,13 +156,15 @@ fn fetch_group(
             })
             .collect(),
         None => {
-            let mut by_topic: std::collections::BTreeMap<String, Vec<(i32, i64, i32, String)>> =
-                Default::default();
+            let mut by_topic: std::collections::BTreeMap<String, Vec<_>> = Default::default();
             for ((t, p), v) in stored {
+                if !authz.topic(AclOperation::Describe, &t) {
+                    continue;
+                }
                 by_topic
                     .entry(t)
                     .or_default()
-                    .push((p, v.offset, v.leader_epoch, v.metadata));
+                    .push((p, v.offset, v.leader_epoch, v.metadata, 0));
             }
             by_topic
                 .into_iter()
@@ -127,7 +178,13 @@ fn fetch_group(
 }
 
 /// Answers OffsetFetch.
-pub fn offset_fetch(broker: &Broker, req: OffsetFetchRequest, version: i16) -> OffsetFetchResponse {
+pub fn offset_fetch(
+    broker: &Broker,
+    ctx: &RequestContext,
+    req: OffsetFetchRequest,
+    version: i16,
+) -> OffsetFetchResponse {
+    let authz = ctx.authz(broker);
     if version >= 8 {
         let groups = req
             .groups
@@ -139,7 +196,7 @@ pub fn offset_fetch(broker: &Broker, req: OffsetFetchRequest, version: i16) -> O
                         .collect()
                 });
                 let group = OffsetFetchResponseGroup::default().with_group_id(g.group_id.clone());
-                match fetch_group(broker, g.group_id.0.as_str(), topics) {
+                match fetch_group(broker, &authz, g.group_id.0.as_str(), topics) {
                     Ok(rows) => group.with_topics(
                         rows.into_iter()
                             .map(|(t, parts)| {
@@ -148,8 +205,9 @@ pub fn offset_fetch(broker: &Broker, req: OffsetFetchRequest, version: i16) -> O
                                     .with_partitions(
                                         parts
                                             .into_iter()
-                                            .map(|(p, o, e, m)| {
+                                            .map(|(p, o, e, m, code)| {
                                                 OffsetFetchResponsePartitions::default()
+                                                    .with_error_code(code)
                                                     .with_partition_index(p)
                                                     .with_committed_offset(o)
                                                     .with_committed_leader_epoch(e)
@@ -171,7 +229,7 @@ pub fn offset_fetch(broker: &Broker, req: OffsetFetchRequest, version: i16) -> O
             .map(|t| (t.name.0.to_string(), t.partition_indexes))
             .collect()
     });
-    match fetch_group(broker, req.group_id.0.as_str(), topics) {
+    match fetch_group(broker, &authz, req.group_id.0.as_str(), topics) {
         Ok(rows) => OffsetFetchResponse::default().with_topics(
             rows.into_iter()
                 .map(|(t, parts)| {
@@ -180,8 +238,9 @@ pub fn offset_fetch(broker: &Broker, req: OffsetFetchRequest, version: i16) -> O
                         .with_partitions(
                             parts
                                 .into_iter()
-                                .map(|(p, o, e, m)| {
+                                .map(|(p, o, e, m, code)| {
                                     OffsetFetchResponsePartition::default()
+                                        .with_error_code(code)
                                         .with_partition_index(p)
                                         .with_committed_offset(o)
                                         .with_committed_leader_epoch(e)
@@ -196,9 +255,19 @@ pub fn offset_fetch(broker: &Broker, req: OffsetFetchRequest, version: i16) -> O
     }
 }
 
-/// Answers OffsetDelete: removes offsets of topics the group does not subscribe to.
-pub fn offset_delete(broker: &Broker, req: OffsetDeleteRequest) -> OffsetDeleteResponse {
+/// Answers OffsetDelete: removes offsets of topics the group does not subscribe to. Needs
+/// DELETE on the group and READ on each topic, as in Kafka.
+pub fn offset_delete(
+    broker: &Broker,
+    ctx: &RequestContext,
+    req: OffsetDeleteRequest,
+) -> OffsetDeleteResponse {
     let group_id = req.group_id.0.to_string();
+    let authz = ctx.authz(broker);
+    if !authz.group(AclOperation::Delete, &group_id) {
+        return OffsetDeleteResponse::default()
+            .with_error_code(ResponseError::GroupAuthorizationFailed.code());
+    }
     if let Err(e) = broker.groups.check_coordinator(&group_id) {
         return OffsetDeleteResponse::default().with_error_code(e.code());
     }
@@ -220,11 +289,14 @@ pub fn offset_delete(broker: &Broker, req: OffsetDeleteRequest) -> OffsetDeleteR
         .map(|t| {
             let name = t.name.0.to_string();
             let busy = state != GroupState::Empty && subscribed.contains(&name);
+            let readable = authz.topic(AclOperation::Read, &name);
             let partitions = t
                 .partitions
                 .iter()
                 .map(|p| {
-                    let code = if busy {
+                    let code = if !readable {
+                        ResponseError::TopicAuthorizationFailed.code()
+                    } else if busy {
                         ResponseError::GroupSubscribedToTopic.code()
                     } else {
                         tombstones.push((name.clone(), p.partition_index));

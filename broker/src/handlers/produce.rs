@@ -4,7 +4,9 @@ use kafka_protocol::messages::produce_response::{PartitionProduceResponse, Topic
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
 use kafka_protocol::ResponseError;
 
-use super::sb;
+use tern_controller::acls::{AclOperation, AclResourceType};
+
+use super::{sb, RequestContext};
 use crate::broker::Broker;
 use crate::errors::{storage_error_code, READ_ONLY_TOPIC};
 use crate::produce_validation::{prepare, TopicWritePolicy};
@@ -20,12 +22,62 @@ fn error_partition(index: i32, code: i16, message: Option<String>) -> PartitionP
         .with_error_message(message.map(sb))
 }
 
-/// Answers Produce.
-pub async fn handle(broker: &Broker, req: ProduceRequest, _version: i16) -> ProduceResponse {
+/// Every partition of the request refused with `code` (Kafka's error response).
+fn refuse_all(req: ProduceRequest, code: ResponseError) -> ProduceResponse {
+    let responses = req
+        .topic_data
+        .into_iter()
+        .map(|t| {
+            let partitions = t
+                .partition_data
+                .iter()
+                .map(|p| error_partition(p.index, code.code(), None))
+                .collect();
+            TopicProduceResponse::default()
+                .with_name(t.name)
+                .with_partition_responses(partitions)
+        })
+        .collect();
+    ProduceResponse::default().with_responses(responses)
+}
+
+/// Answers Produce: WRITE on each topic (TOPIC_AUTHORIZATION_FAILED on its partitions
+/// otherwise), and WRITE on the transactional id of a transactional producer.
+pub async fn handle(
+    broker: &Broker,
+    ctx: &RequestContext,
+    req: ProduceRequest,
+    _version: i16,
+) -> ProduceResponse {
+    let authz = ctx.authz(broker);
+    if let Some(txn) = req.transactional_id.as_ref().filter(|t| !t.is_empty()) {
+        if !authz.allows(AclOperation::Write, AclResourceType::TransactionalId, txn) {
+            return refuse_all(req, ResponseError::TransactionalIdAuthorizationFailed);
+        }
+    }
     let image = broker.controller.image();
     let mut responses = Vec::with_capacity(req.topic_data.len());
     for topic in req.topic_data {
         let name = topic.name.0.to_string();
+        if !authz.topic(AclOperation::Write, &name) {
+            let partitions = topic
+                .partition_data
+                .iter()
+                .map(|p| {
+                    error_partition(
+                        p.index,
+                        ResponseError::TopicAuthorizationFailed.code(),
+                        None,
+                    )
+                })
+                .collect();
+            responses.push(
+                TopicProduceResponse::default()
+                    .with_name(topic.name)
+                    .with_partition_responses(partitions),
+            );
+            continue;
+        }
         let configs = image.topic_configs(&name);
         let mirror_name = configs.get(tern_controller::topic_configs::MIRROR_NAME_CONFIG);
         let topic_id = image.topic(&name).map(|t| t.id).unwrap_or_default();

@@ -14,7 +14,9 @@ use kafka_protocol::messages::{
 use kafka_protocol::ResponseError;
 use tern_controller::MetadataRecord;
 
-use super::sb;
+use tern_controller::acls::AclOperation;
+
+use super::{sb, RequestContext};
 use crate::broker::Broker;
 use crate::security::sasl::scram::{
     ScramCredential, ScramMechanism, MAX_ITERATIONS, MIN_ITERATIONS,
@@ -35,11 +37,30 @@ fn check_user_and_mechanism(user: &str, mechanism: i8) -> Result<ScramMechanism,
     ))
 }
 
-/// Answers AlterUserScramCredentials.
+/// Answers AlterUserScramCredentials (ALTER on the cluster; CLUSTER_AUTHORIZATION_FAILED for
+/// every user otherwise).
 pub fn alter(
     broker: &Broker,
+    ctx: &RequestContext,
     req: AlterUserScramCredentialsRequest,
 ) -> AlterUserScramCredentialsResponse {
+    if !ctx.authz(broker).cluster(AclOperation::Alter) {
+        let users: std::collections::BTreeSet<String> = req
+            .deletions
+            .iter()
+            .map(|d| d.name.to_string())
+            .chain(req.upsertions.iter().map(|u| u.name.to_string()))
+            .collect();
+        let results = users
+            .into_iter()
+            .map(|user| {
+                AlterUserScramCredentialsResult::default()
+                    .with_user(sb(user))
+                    .with_error_code(ResponseError::ClusterAuthorizationFailed.code())
+            })
+            .collect();
+        return AlterUserScramCredentialsResponse::default().with_results(results);
+    }
     let image = broker.controller.image();
     let mut changes: BTreeMap<String, MetadataRecord> = BTreeMap::new();
     let mut refused: BTreeMap<String, Refusal> = BTreeMap::new();
@@ -157,11 +178,18 @@ pub fn alter(
     AlterUserScramCredentialsResponse::default().with_results(results)
 }
 
-/// Answers DescribeUserScramCredentials: every user with a credential when no user is named.
+/// Answers DescribeUserScramCredentials: every user with a credential when no user is named
+/// (DESCRIBE on the cluster; CLUSTER_AUTHORIZATION_FAILED otherwise).
 pub fn describe(
     broker: &Broker,
+    ctx: &RequestContext,
     req: DescribeUserScramCredentialsRequest,
 ) -> DescribeUserScramCredentialsResponse {
+    if !ctx.authz(broker).cluster(AclOperation::Describe) {
+        return DescribeUserScramCredentialsResponse::default()
+            .with_error_code(ResponseError::ClusterAuthorizationFailed.code())
+            .with_error_message(Some(sb("Cluster authorization failed.")));
+    }
     let image = broker.controller.image();
     let mut by_user: BTreeMap<&str, Vec<CredentialInfo>> = BTreeMap::new();
     for ((user, mechanism), c) in &image.scram_credentials {

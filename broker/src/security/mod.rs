@@ -1,8 +1,8 @@
 //! Client security: listener protocols, TLS (rustls), SASL authentication (PLAIN, SCRAM) and
-//! the per-connection authenticator. Authorization (ACLs) is not built yet; until it is, an
-//! authorizer setting is a startup error (see `config::policy`).
+//! the per-connection authenticator, and the ACL authorizer.
 
 pub mod authenticator;
+pub mod authorizer;
 pub mod listener;
 pub mod sasl;
 pub mod ssl_principal;
