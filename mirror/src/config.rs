@@ -1,6 +1,7 @@
 //! Mirror configs: the per-mirror settings given to CreateClusterMirror (validated here, stored
 //! in the controller's metadata) and the broker-level `mirror.*` settings.
 
+use crate::acl_rules::AclRules;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -94,6 +95,9 @@ pub fn validate_mirror_configs(
                 parse_host_port(server)?;
             }
         }
+    }
+    if let Some(rules) = out.get("mirror.acls.include") {
+        AclRules::parse(rules).map_err(InvalidMirrorConfig)?;
     }
     // TLS and SASL settings are checked (and files read) now, so mistakes surface on create.
     crate::source_security::client_security(&out)?;
@@ -195,6 +199,8 @@ pub struct MirrorSettings {
     pub groups_include: PatternSet,
     /// Consumer groups whose offsets are not synced.
     pub groups_exclude: PatternSet,
+    /// `mirror.acls.include`: which source ACLs are synced.
+    pub acls_include: AclRules,
     /// `security.protocol`, `sasl.*` and `ssl.*` (secrets included; never printed).
     security_configs: BTreeMap<String, String>,
 }
@@ -231,6 +237,9 @@ impl MirrorSettings {
             topics_exclude: PatternSet::parse(&get("mirror.topics.exclude")),
             groups_include: PatternSet::parse(&get("mirror.groups.include")),
             groups_exclude: PatternSet::parse(&get("mirror.groups.exclude")),
+            // Validated on create; a stored value that no longer parses syncs no ACL.
+            acls_include: AclRules::parse(&get("mirror.acls.include"))
+                .unwrap_or_else(|_| AclRules::parse("").expect("the empty rule list parses")),
             security_configs: configs
                 .iter()
                 .filter(|(k, _)| {

@@ -1,7 +1,7 @@
 //! Cluster mirroring: a Tern broker mirrors topics of a source Kafka cluster byte for byte,
 //! at the same offsets, and on failover makes them writable.
 //!
-//! - [`config`]: per-mirror and broker-level settings.
+//! - [`config`]: per-mirror and broker-level settings; [`acl_rules`]: `mirror.acls.include`.
 //! - [`state`]: partition states and their `__mirror_state` records.
 //! - [`source`]: connections to the source cluster and the RPCs the mirror sends.
 //! - [`source_security`]: TLS and SASL settings for a secured source.
@@ -9,6 +9,7 @@
 //! - [`manager`]: the MirrorManager (coordinator, metadata sync, admin operations).
 //! - [`host`]: the trait through which the mirror reaches the broker.
 
+pub mod acl_rules;
 pub mod config;
 pub mod fetcher;
 pub mod host;

@@ -1,6 +1,6 @@
 //! The source cluster as the mirror sees it: connections with negotiated versions and the
 //! standard RPCs the mirror needs (ApiVersions, Metadata, DescribeConfigs, ListOffsets, Fetch,
-//! ListGroups, OffsetFetch), plus LastMirroredOffsets when the source is a Tern.
+//! ListGroups, OffsetFetch, DescribeAcls), plus LastMirroredOffsets when the source is a Tern.
 
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
@@ -10,10 +10,14 @@ use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListO
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
 use kafka_protocol::messages::{
-    ApiKey, ApiVersionsRequest, DescribeConfigsRequest, FetchRequest, FetchResponse, GroupId,
-    ListGroupsRequest, ListOffsetsRequest, MetadataRequest, OffsetFetchRequest, TopicName,
+    ApiKey, ApiVersionsRequest, DescribeAclsRequest, DescribeConfigsRequest, FetchRequest,
+    FetchResponse, GroupId, ListGroupsRequest, ListOffsetsRequest, MetadataRequest,
+    OffsetFetchRequest, TopicName,
 };
 use kafka_protocol::protocol::{Request, StrBytes};
+use tern_controller::acls::{
+    AclBinding, AclOperation, AclPatternType, AclPermissionType, AclResourceType,
+};
 use tern_protocol::client::{ClientError, KafkaConnection};
 use tern_protocol::client_security::ClientSecurity;
 use tern_protocol::mirror::{
@@ -201,6 +205,50 @@ impl SourceConnection {
             }
         }
         Ok(out)
+    }
+
+    /// Every ACL of the source (DescribeAcls with a match-all filter); `None` when the source
+    /// has no authorizer (SECURITY_DISABLED) or is too old to have pattern types (before 2.0).
+    pub async fn acls(&mut self) -> Result<Option<Vec<AclBinding>>, SourceError> {
+        const SECURITY_DISABLED: i16 = 54;
+        // v1 (Kafka 2.0) brought pattern types; before it every ACL was literal.
+        let Some(version) = self.version(ApiKey::DescribeAcls, (1, 3)) else {
+            return Ok(None);
+        };
+        // The generated defaults are empty strings, which match only empty names: null matches all.
+        let request = DescribeAclsRequest::default()
+            .with_resource_name_filter(None)
+            .with_principal_filter(None)
+            .with_host_filter(None)
+            .with_resource_type_filter(AclResourceType::Any.code())
+            .with_pattern_type_filter(AclPatternType::Any.code())
+            .with_operation(AclOperation::Any.code())
+            .with_permission_type(AclPermissionType::Any.code());
+        let response = self.call(&request, version).await?;
+        if response.error_code == SECURITY_DISABLED {
+            return Ok(None);
+        }
+        if response.error_code != 0 {
+            return Err(SourceError::Kafka {
+                what: "DescribeAcls".into(),
+                code: response.error_code,
+            });
+        }
+        let mut out = Vec::new();
+        for resource in response.resources {
+            for acl in resource.acls {
+                out.push(AclBinding {
+                    resource_type: AclResourceType::from_code(resource.resource_type),
+                    resource_name: resource.resource_name.to_string(),
+                    pattern_type: AclPatternType::from_code(resource.pattern_type),
+                    principal: acl.principal.to_string(),
+                    host: acl.host.to_string(),
+                    operation: AclOperation::from_code(acl.operation),
+                    permission: AclPermissionType::from_code(acl.permission_type),
+                });
+            }
+        }
+        Ok(Some(out))
     }
 
     /// ListOffsets at `timestamp` (-2 earliest, -1 latest) for the partitions of one topic.

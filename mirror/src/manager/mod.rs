@@ -4,6 +4,7 @@
 //! fetchers by source leader, and periodically syncs topic configs, partition counts and
 //! consumer-group offsets from the source.
 
+mod acl_sync;
 mod admin;
 mod store;
 mod sync;

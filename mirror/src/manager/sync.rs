@@ -112,6 +112,7 @@ impl MirrorManager {
         }
         self.sync_group_offsets(mirror, rt, &metadata, &topics)
             .await;
+        self.sync_acls(mirror, rt, &topics, image).await;
     }
 
     /// Starts source topics that match `mirror.topics.include` (minus `.exclude`) and do not
