@@ -5,6 +5,7 @@ pub mod config;
 pub mod connection;
 pub mod errors;
 pub mod fetch_session;
+pub mod format;
 pub mod group_coordinator;
 pub mod handlers;
 pub mod meta_properties;

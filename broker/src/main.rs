@@ -30,6 +30,27 @@ enum Command {
         #[arg(long = "override", value_name = "KEY=VALUE")]
         overrides: Vec<String>,
     },
+    /// Format storage before the first start (Kafka's kafka-storage.sh format): write
+    /// meta.properties with a cluster id and, with --add-scram, SCRAM users.
+    Format {
+        /// A server.properties file with Apache Kafka's broker config names.
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// Override one property: --override key=value (repeatable).
+        #[arg(long = "override", value_name = "KEY=VALUE")]
+        overrides: Vec<String>,
+        /// The cluster id (tern random-uuid makes one); a new one if not given.
+        #[arg(long)]
+        cluster_id: Option<String>,
+        /// A SCRAM user: 'SCRAM-SHA-512=[name=alice,password=alice-secret]' (repeatable).
+        #[arg(long = "add-scram", value_name = "MECHANISM=[name=..,password=..]")]
+        add_scram: Vec<String>,
+        /// Leave already formatted log dirs as they are instead of failing.
+        #[arg(long)]
+        ignore_formatted: bool,
+    },
+    /// Print a new random cluster id.
+    RandomUuid,
     /// Manage cluster mirrors on a Tern cluster (create, start/stop/pause/resume topics, list,
     /// describe, delete), like Kafka's kafka-cluster-mirrors.sh.
     Mirrors(MirrorsCli),
@@ -110,6 +131,46 @@ fn main() -> Result<()> {
                 .enable_all()
                 .build()?;
             runtime.block_on(run_server(config))
+        }
+        Command::Format {
+            config,
+            overrides,
+            cluster_id,
+            add_scram,
+            ignore_formatted,
+        } => {
+            let config = BrokerConfig::load(config.as_deref(), &overrides)?;
+            let users = add_scram
+                .iter()
+                .map(|u| tern_broker::format::parse_add_scram(u))
+                .collect::<Result<Vec<_>>>()?;
+            let meta = tern_broker::format::format(
+                &config,
+                cluster_id.as_deref(),
+                &users,
+                ignore_formatted,
+            )?;
+            println!(
+                "Formatted {} with cluster id {} (node {}){}",
+                config
+                    .log_dirs
+                    .iter()
+                    .map(|d| d.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(","),
+                meta.cluster_id,
+                meta.node_id,
+                if users.is_empty() {
+                    String::new()
+                } else {
+                    format!("; {} SCRAM credential(s) stored", users.len())
+                }
+            );
+            Ok(())
+        }
+        Command::RandomUuid => {
+            println!("{}", tern_broker::meta_properties::new_cluster_id());
+            Ok(())
         }
         Command::Mirrors(m) => {
             use tern_broker::mirrors_cli::{run, Action, MirrorsArgs};

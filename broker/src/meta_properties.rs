@@ -17,7 +17,7 @@ pub struct MetaProperties {
 }
 
 /// A Kafka-style cluster id: 16 random bytes, URL-safe base64 without padding (22 chars).
-fn new_cluster_id() -> String {
+pub fn new_cluster_id() -> String {
     const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
     let bytes = uuid::Uuid::new_v4().into_bytes();
     let mut bits: u128 = u128::from_be_bytes(bytes);
@@ -29,8 +29,23 @@ fn new_cluster_id() -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
+/// Whether `dir` holds a meta.properties.
+pub fn is_formatted(dir: &std::path::Path) -> bool {
+    dir.join("meta.properties").exists()
+}
+
 /// Reads meta.properties from every log dir, writing it where missing. All dirs must agree.
 pub fn load_or_format(log_dirs: &[PathBuf], node_id: i32) -> Result<MetaProperties> {
+    load_or_format_as(log_dirs, node_id, None)
+}
+
+/// As [`load_or_format`], with the cluster id to write (`tern format --cluster-id`); a dir
+/// that belongs to another cluster is an error.
+pub fn load_or_format_as(
+    log_dirs: &[PathBuf],
+    node_id: i32,
+    cluster_id: Option<&str>,
+) -> Result<MetaProperties> {
     let mut found: Option<MetaProperties> = None;
     for dir in log_dirs {
         let path = dir.join("meta.properties");
@@ -55,6 +70,13 @@ pub fn load_or_format(log_dirs: &[PathBuf], node_id: i32) -> Result<MetaProperti
                 meta.node_id
             );
         }
+        if let Some(wanted) = cluster_id.filter(|w| *w != meta.cluster_id) {
+            bail!(
+                "{} belongs to cluster {}, not {wanted}",
+                path.display(),
+                meta.cluster_id
+            );
+        }
         if let Some(prev) = &found {
             if prev.cluster_id != meta.cluster_id {
                 bail!("log dirs belong to different clusters");
@@ -63,7 +85,7 @@ pub fn load_or_format(log_dirs: &[PathBuf], node_id: i32) -> Result<MetaProperti
         found = Some(meta);
     }
     let meta = found.unwrap_or_else(|| MetaProperties {
-        cluster_id: new_cluster_id(),
+        cluster_id: cluster_id.map_or_else(new_cluster_id, str::to_string),
         node_id,
     });
     for dir in log_dirs {

@@ -219,3 +219,42 @@ def test_thousands_of_failed_logins_leave_nothing_behind(sasl_tern, scram_users)
     # And the broker still serves a good login.
     conf = sasl_conf(sasl_tern.bootstrap, "SCRAM-SHA-256", "bob", "bob-secret")
     assert AdminClient(conf).list_topics(timeout=10).brokers
+
+
+def test_format_with_add_scram_gives_a_sasl_only_broker_its_first_user(tmp_path):
+    """`tern format --add-scram` (kafka-storage.sh format's option) stores the first SCRAM user
+    before the first start, so a broker with only a SCRAM listener can be logged into at all."""
+    import subprocess
+
+    from conftest import TERN_BIN
+
+    port = free_port()
+    logs = f"{tmp_path}/logs"
+    fmt = [TERN_BIN, "format", "--override", f"log.dirs={logs}"]
+    out = subprocess.run(fmt + ["--cluster-id", "MkU3OEVBNTcwNTJENDM2Qk", "--add-scram",
+                                "SCRAM-SHA-512=[name=alice,password=alice-first]"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert "alice-first" not in out.stdout + out.stderr
+    # A second format of the same dirs is refused, as Kafka's is.
+    again = subprocess.run(fmt, capture_output=True, text=True, timeout=60)
+    assert again.returncode != 0 and "already formatted" in again.stderr, again.stderr
+    bad = subprocess.run(fmt + ["--ignore-formatted", "--add-scram", "SCRAM-SHA-1=[name=a,password=b]"],
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode != 0 and "SCRAM-SHA-1" in bad.stderr, bad.stderr
+    t = Tern(str(tmp_path), port, extra=[
+        f"listeners=SASL_PLAINTEXT://127.0.0.1:{port}",
+        "sasl.enabled.mechanisms=SCRAM-SHA-512",
+    ]).start()
+    try:
+        md = AdminClient(sasl_conf(t.bootstrap, "SCRAM-SHA-512", "alice", "alice-first")).list_topics(timeout=15)
+        assert md.cluster_id == "MkU3OEVBNTcwNTJENDM2Qk"
+        errors = []
+        wrong = AdminClient({**sasl_conf(t.bootstrap, "SCRAM-SHA-512", "alice", "nope"),
+                             "error_cb": errors.append})
+        with pytest.raises(KafkaException):
+            wrong.list_topics(timeout=4)
+        wrong.poll(1)
+        assert any(e.code() == KafkaError._AUTHENTICATION for e in errors), errors
+    finally:
+        t.stop()
