@@ -4,7 +4,9 @@
 1. A Tern source that serves only SASL_SSL with SCRAM-SHA-512 (and a CA of this test's own)
    mirrored into a Tern: every partition the same batches byte for byte; the password appears
    in no `tern mirrors` output, no DescribeConfigs answer and no log line of either broker.
-2. A real Apache Kafka 4.4 source with a SASL_SSL (SCRAM-SHA-512) listener, mirrored over it.
+2. A real Apache Kafka 4.4 source with a SASL_SSL (SCRAM-SHA-512) listener, mirrored over it;
+   both brokers run Kafka's StandardAuthorizer, and the source's ACLs on the mirrored topic
+   (a literal and a prefixed one) are synced to the destination over that same listener.
 3. The bad cases: a wrong password, a CA that does not sign the source's certificate, and SASL
    spoken to a PLAINTEXT-only port: `--start` fails naming the cause, never the password.
 """
@@ -22,6 +24,8 @@ sys.path.insert(0, str(HERE.parent / "harness"))
 import kafka_peer  # noqa: E402
 import mirror_util as mu  # noqa: E402
 from conftest import Tern, free_port  # noqa: E402
+from test_mirror_acls import (AUTHORIZER, LIT, PRE, READ, WRITE, T, binding,  # noqa: E402
+                              create_acls, key, wait_acls)
 from test_mirror_kafka import TERN_OVERRIDES, produce  # noqa: E402
 from tls_util import CA  # noqa: E402
 
@@ -111,6 +115,19 @@ def tern(tmp_path):
         t.stop()
 
 
+@pytest.fixture
+def authz_tern(tmp_path):
+    """The destination with Kafka's StandardAuthorizer (super.users=User:ANONYMOUS: the test's
+    own PLAINTEXT clients and `tern mirrors` may do everything)."""
+    d = tmp_path / "dest"
+    d.mkdir()
+    t = Tern(str(d), free_port(), TERN_OVERRIDES + AUTHORIZER).start()
+    try:
+        yield t
+    finally:
+        t.stop()
+
+
 def make_topic(bootstrap, topic, partitions):
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(30)
@@ -162,7 +179,13 @@ def test_bad_credentials_and_trust_are_refused_without_leaking(secured_tern, ter
     assert AdminClient({"bootstrap.servers": secured_tern.bootstrap}).list_topics(timeout=10).brokers
 
 
-def test_real_kafka_source_over_sasl_ssl(pki, tern, tmp_path):
+def test_real_kafka_source_over_sasl_ssl(pki, authz_tern, tmp_path):
+    """Apache Kafka 4.4 with a SASL_SSL (SCRAM-SHA-512) listener and the StandardAuthorizer
+    (super users: ANONYMOUS for this test's PLAINTEXT admin, `mirror` for the mirror's SCRAM
+    login), with ACLs on the mirrored topic, mirrored into a Tern that runs the StandardAuthorizer
+    too: the same batches byte for byte, the source's ACLs on the topic (and only those) on the
+    destination, and the password in no output. `mirror.groups.include` is left at its default."""
+    tern = authz_tern
     version = "4.4.0"
     try:
         kafka_peer.KafkaJars(version).ensure()
@@ -181,6 +204,8 @@ def test_real_kafka_source_over_sasl_ssl(pki, tern, tmp_path):
             "org.apache.kafka.common.security.scram.ScramLoginModule required;",
         "ssl.keystore.type": "PEM",
         "ssl.keystore.location": pki["server"]["pem"],
+        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "super.users": "User:ANONYMOUS;User:mirror",
     }, jvm_opts=["-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"])
     # KafkaPeer fills the controller port in its own listeners; put ours in place of the marker.
     peer.overrides["listeners"] = peer.overrides["listeners"].format(controller=peer.controller_port)
@@ -189,6 +214,10 @@ def test_real_kafka_source_over_sasl_ssl(pki, tern, tmp_path):
         add_scram_user({"bootstrap.servers": peer.bootstrap}, "mirror", SECRET)
         make_topic(peer.bootstrap, "kafka-secure", 2)
         produce(peer.bootstrap, "kafka-secure", 600, 2, codec="gzip")
+        topic_acls = [binding(T, "kafka-secure", LIT, "User:bob", READ),
+                      binding(T, "kafka-", PRE, "User:carol", WRITE)]
+        create_acls(peer.bootstrap, topic_acls)  # over PLAINTEXT, as User:ANONYMOUS
+        wait_acls(peer.bootstrap, {key(b) for b in topic_acls})
         created = mu.create_mirror(tern.bootstrap, "ksec", f"127.0.0.1:{secure}", str(tmp_path),
                                    **sasl_ssl_mirror_config(f"127.0.0.1:{secure}",
                                                             pki["ca"].path))
@@ -198,6 +227,9 @@ def test_real_kafka_source_over_sasl_ssl(pki, tern, tmp_path):
         mu.wait_mirrored(tern.bootstrap, "ksec", peer.bootstrap, ["kafka-secure"], timeout=90)
         for p in range(2):
             assert mu.compare_partition(peer.bootstrap, tern.bootstrap, "kafka-secure", p)
+        # The source's ACLs on the mirrored topic, read over SASL_SSL as User:mirror, are on the
+        # destination, and nothing else is.
+        wait_acls(tern.bootstrap, {key(b) for b in topic_acls}, timeout=60)
         assert_no_secret(tern, "ksec", created.stdout + created.stderr,
                          started.stdout + started.stderr)
     finally:
