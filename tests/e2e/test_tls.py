@@ -121,6 +121,96 @@ def test_ssl_with_a_client_certificate_produces_and_consumes(tls_tern, pki):
     assert got == {i: f"tls-{i}".encode() * 20 for i in range(2000)}
 
 
+def test_kafka_python_and_java_with_client_certificates(tls_tern, pki, tmp_path):
+    """kafka-python and Apache Kafka's Java console tools on the SSL listener (client
+    certificates required, CN=alice,O=Tern mapped to alice): kafka-python writes 200 keyed records
+    and reads them back, the Java console producer adds 50 from stdin with a PEM keystore (the
+    unencrypted PKCS#8 key and the chain in one file, no ssl.key.password: Kafka 4.x's
+    DefaultSslEngineFactory reads an unencrypted key when no key password is set), and the Java
+    console consumer reads all 250. A kafka-python client with a certificate from another CA is
+    refused."""
+    from kafka import KafkaConsumer, KafkaProducer
+    from kafka.admin import KafkaAdminClient
+    from kafka.admin import NewTopic as PyNewTopic
+    from kafka.errors import KafkaError as PyKafkaError
+    from kafka_dist import KafkaDist
+
+    def kafka_python_ssl(who):
+        return {
+            "bootstrap_servers": bootstrap,
+            "security_protocol": "SSL",
+            "ssl_cafile": pki["ca"].path,
+            "ssl_certfile": pki[who]["crt"],
+            "ssl_keyfile": pki[who]["key"],
+        }
+
+    topic = "tls-kafka-python-java"
+    bootstrap = f"127.0.0.1:{tls_tern.port}"
+    conf = kafka_python_ssl("alice")
+    admin = KafkaAdminClient(**conf, request_timeout_ms=30000)
+    admin.create_topics([PyNewTopic(topic, 2, 1)])
+    admin.close()
+
+    producer = KafkaProducer(**conf, linger_ms=5)
+    futures = [
+        producer.send(topic, key=str(i).encode(), value=f"py-{i}".encode()) for i in range(200)
+    ]
+    producer.flush(30)
+    for f in futures:
+        f.get(timeout=30)
+    producer.close()
+
+    consumer = KafkaConsumer(
+        topic, **conf, auto_offset_reset="earliest", consumer_timeout_ms=10000
+    )
+    got = [(m.key, m.value) for m in consumer]
+    consumer.close()
+    assert sorted(got, key=lambda kv: int(kv[0])) == [
+        (str(i).encode(), f"py-{i}".encode()) for i in range(200)
+    ]
+
+    # The Java tools: CA and alice's key + chain as PEM files.
+    client = tmp_path / "client.properties"
+    client.write_text(
+        "security.protocol=SSL\n"
+        "ssl.truststore.type=PEM\n"
+        f"ssl.truststore.location={pki['ca'].path}\n"
+        "ssl.keystore.type=PEM\n"
+        f"ssl.keystore.location={pki['alice']['pem']}\n"
+    )
+    dist = KafkaDist().ensure()
+    dist.run(
+        "kafka-console-producer", "--bootstrap-server", bootstrap, "--topic", topic,
+        "--producer.config", str(client),
+        "--property", "parse.key=true", "--property", "key.separator=:",
+        input="".join(f"{i}:java-{i}\n" for i in range(200, 250)), check=True,
+    )
+    out = dist.run(
+        "kafka-console-consumer", "--bootstrap-server", bootstrap, "--topic", topic,
+        "--from-beginning", "--max-messages", "250", "--timeout-ms", "30000",
+        "--consumer.config", str(client), "--property", "print.key=true", check=True,
+    )
+    lines = [l for l in out.stdout.splitlines() if "\t" in l]
+    records = sorted((tuple(l.split("\t", 1)) for l in lines), key=lambda kv: int(kv[0]))
+    assert records == [(str(i), f"py-{i}") for i in range(200)] + [
+        (str(i), f"java-{i}") for i in range(200, 250)
+    ], out.stderr[-3000:]
+
+    # A client certificate from an untrusted CA: refused (no bootstrap, or no delivery).
+    started = time.time()
+    bad = None
+    with pytest.raises(PyKafkaError):
+        bad = KafkaProducer(
+            **kafka_python_ssl("untrusted"),
+            bootstrap_timeout_ms=4000, request_timeout_ms=3000, max_block_ms=4000,
+            reconnect_backoff_max_ms=500,
+        )
+        bad.send(topic, key=b"x", value=b"mallory").get(timeout=5)
+    if bad is not None:
+        bad.close(timeout=2)
+    assert time.time() - started < 20
+
+
 def test_missing_untrusted_expired_or_unmapped_certificates_are_refused(tls_tern, pki):
     for who in [None, "untrusted", "expired", "bad_name"]:
         errors = refused(ssl_conf(tls_tern.port, pki, who))
