@@ -25,16 +25,18 @@ def refuses_connections(port):
         return s.connect_ex(("127.0.0.1", port)) != 0
 
 
-def test_sasl_listener_with_an_authorizer_is_a_startup_error_naming_each_setting():
+def test_sasl_listener_with_a_foreign_authorizer_is_a_startup_error_naming_each_setting():
     port = free_port()
     code, err, files = start_refused([
         "--override", f"listeners=SASL_PLAINTEXT://127.0.0.1:{port}",
-        "--override", "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-        "--override", "super.users=User:admin",
+        "--override", "authorizer.class.name=com.example.ThirdPartyAuthorizer",
+        "--override", "super.users=admin",
     ])
     assert code != 0
     assert "SASL_PLAINTEXT" in err and "sasl.enabled.mechanisms" in err, err
-    assert "authorizer.class.name" in err and "super.users" in err
+    # Kafka's own authorizer classes are implemented; any other class is refused by name, and
+    # so is a super user that is not a `User:` principal.
+    assert "com.example.ThirdPartyAuthorizer" in err and "super.users" in err, err
     assert refuses_connections(port), "nothing may listen on the refused port"
     assert files == [], "no data dir is created for a refused config"
 
