@@ -1,4 +1,5 @@
-//! `mirror.acls.include`: which source ACLs a mirror syncs, in the spec's rule format
+//! `mirror.acls.include` and `mirror.acls.exclude`: which source ACLs a mirror syncs, in the
+//! spec's rule format
 //! `resourceType;resourceName;operation;permissionType;principal`, rules separated by commas.
 //! `*` matches anything in a field, omitted trailing fields are `*`, and the resource name and
 //! principal are regular expressions matched against the whole value.
@@ -32,8 +33,9 @@ struct AclRule {
     principal: Option<Regex>,
 }
 
-/// Parsed `mirror.acls.include`: an ACL is synced when any rule matches it.
-#[derive(Debug, Clone)]
+/// Parsed `mirror.acls.include` (or `.exclude`): the ACLs that any rule matches; the default
+/// (no rule) matches none.
+#[derive(Debug, Clone, Default)]
 pub struct AclRules(Vec<AclRule>);
 
 fn regex_field(text: &str, what: &str) -> Result<Option<Regex>, String> {

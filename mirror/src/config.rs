@@ -49,6 +49,7 @@ const MIRROR_KEYS: &[(&str, Kind, &str)] = &[
     ("mirror.groups.include", Kind::Regexes, ".*"),
     ("mirror.groups.exclude", Kind::Regexes, ""),
     ("mirror.acls.include", Kind::Str, "*"),
+    ("mirror.acls.exclude", Kind::Str, ""),
     ("sasl.mechanism", Kind::Str, "PLAIN"),
 ];
 
@@ -96,8 +97,10 @@ pub fn validate_mirror_configs(
             }
         }
     }
-    if let Some(rules) = out.get("mirror.acls.include") {
-        AclRules::parse(rules).map_err(InvalidMirrorConfig)?;
+    for key in ["mirror.acls.include", "mirror.acls.exclude"] {
+        if let Some(rules) = out.get(key) {
+            AclRules::parse(rules).map_err(|e| InvalidMirrorConfig(format!("{key}: {e}")))?;
+        }
     }
     // TLS and SASL settings are checked (and files read) now, so mistakes surface on create.
     crate::source_security::client_security(&out)?;
@@ -201,6 +204,8 @@ pub struct MirrorSettings {
     pub groups_exclude: PatternSet,
     /// `mirror.acls.include`: which source ACLs are synced.
     pub acls_include: AclRules,
+    /// `mirror.acls.exclude`: source ACLs that are not synced even when included.
+    pub acls_exclude: AclRules,
     /// `security.protocol`, `sasl.*` and `ssl.*` (secrets included; never printed).
     security_configs: BTreeMap<String, String>,
 }
@@ -238,8 +243,8 @@ impl MirrorSettings {
             groups_include: PatternSet::parse(&get("mirror.groups.include")),
             groups_exclude: PatternSet::parse(&get("mirror.groups.exclude")),
             // Validated on create; a stored value that no longer parses syncs no ACL.
-            acls_include: AclRules::parse(&get("mirror.acls.include"))
-                .unwrap_or_else(|_| AclRules::parse("").expect("the empty rule list parses")),
+            acls_include: AclRules::parse(&get("mirror.acls.include")).unwrap_or_default(),
+            acls_exclude: AclRules::parse(&get("mirror.acls.exclude")).unwrap_or_default(),
             security_configs: configs
                 .iter()
                 .filter(|(k, _)| {

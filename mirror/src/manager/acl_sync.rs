@@ -1,6 +1,6 @@
 //! ACL sync, the spec's metadata-manager step 4: the source's ACLs selected by
 //! `mirror.acls.include` are created here, and those here that the source no longer has are
-//! deleted, every refresh interval.
+//! deleted, every refresh interval; `mirror.acls.exclude` takes ACLs out of that again.
 //!
 //! Only ACLs on what the mirror mirrors are touched, so local ACLs of other topics stay as they
 //! are and a failed-over topic's ACLs stop being synced: topic ACLs whose literal name, prefix
@@ -62,7 +62,11 @@ pub(super) fn acl_changes<'a>(
     topics: &BTreeSet<&str>,
     settings: &MirrorSettings,
 ) -> AclChanges {
-    let wanted = |a: &AclBinding| settings.acls_include.matches(a) && in_scope(a, topics, settings);
+    let wanted = |a: &AclBinding| {
+        settings.acls_include.matches(a)
+            && !settings.acls_exclude.matches(a)
+            && in_scope(a, topics, settings)
+    };
     let source: BTreeSet<&AclBinding> = source.iter().filter(|a| wanted(a)).collect();
     let ours: BTreeSet<&AclBinding> = ours.into_iter().filter(|a| wanted(a)).collect();
     AclChanges {
@@ -215,5 +219,11 @@ mod tests {
         ];
         let c = acl_changes(&source, [].iter(), &topics, &s);
         assert_eq!(c.create, vec![acl(Topic, "orders", Literal, "User:bob")]);
+        // Excluded ACLs are neither created nor deleted.
+        let s = settings(&[("mirror.acls.exclude", "*;*;*;*;User:eve")]);
+        let ours = [acl(Topic, "orders", Literal, "User:eve")];
+        let c = acl_changes(&source[..1], ours.iter(), &topics, &s);
+        assert_eq!(c.create, vec![acl(Topic, "orders", Literal, "User:bob")]);
+        assert!(c.delete.is_empty(), "{c:?}");
     }
 }
