@@ -18,7 +18,7 @@ use tokio::sync::{mpsc, Notify};
 
 use crate::config::MirrorSettings;
 use crate::host::MirrorHost;
-use crate::source::{SourceConnection, SourceError};
+use crate::source::SourceConnection;
 
 const NOT_LEADER_OR_FOLLOWER: i16 = 6;
 const OFFSET_OUT_OF_RANGE: i16 = 1;
@@ -152,19 +152,19 @@ impl MirrorFetcher {
             }
             if conn.is_none() {
                 let client_id = format!("tern-mirror-{}", self.mirror);
-                let connected = match settings.client_security() {
-                    Ok(security) => {
-                        SourceConnection::connect(
-                            &addr.0,
-                            addr.1,
-                            &client_id,
-                            &security,
-                            settings.request_timeout,
-                        )
-                        .await
-                    }
-                    Err(e) => Err(SourceError::Security(e.0)),
-                };
+                let connected = async {
+                    // Read at each connection, so renewed certificates are picked up.
+                    let security = settings.client_security()?;
+                    SourceConnection::connect(
+                        &addr.0,
+                        addr.1,
+                        &client_id,
+                        &security,
+                        settings.request_timeout,
+                    )
+                    .await
+                }
+                .await;
                 match connected {
                     Ok(c) => conn = Some(c),
                     Err(e) => {

@@ -25,6 +25,12 @@ use tern_protocol::mirror::{
 };
 use uuid::Uuid;
 
+impl From<crate::config::InvalidMirrorConfig> for SourceError {
+    fn from(e: crate::config::InvalidMirrorConfig) -> Self {
+        SourceError::Security(e.0)
+    }
+}
+
 /// Why talking to the source failed.
 #[derive(Debug, thiserror::Error)]
 pub enum SourceError {

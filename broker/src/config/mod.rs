@@ -340,6 +340,15 @@ impl BrokerConfig {
     }
 }
 
+/// Properties from pairs, for unit tests of the settings readers.
+#[cfg(test)]
+pub(crate) fn test_props(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

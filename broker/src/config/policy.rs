@@ -314,12 +314,7 @@ mod tests {
     use super::*;
     use crate::config::BrokerConfig;
 
-    fn props(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
+    use crate::config::test_props as props;
 
     fn refusal(pairs: &[(&str, &str)]) -> String {
         match BrokerConfig::from_properties(props(pairs)) {

@@ -507,12 +507,7 @@ mod tests {
         assert!(a.authorize_any(&image(vec![]), "User:admin", HOST, Write, Topic));
     }
 
-    fn props(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
+    use crate::config::test_props as props;
 
     #[test]
     fn config_accepts_kafkas_classes_and_refuses_everything_else_by_name() {

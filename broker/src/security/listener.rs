@@ -237,12 +237,7 @@ pub fn is_implemented_security_setting(key: &str) -> bool {
 mod tests {
     use super::*;
 
-    fn props(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
+    use crate::config::test_props as props;
 
     #[test]
     fn sasl_listener_reads_mechanisms_users_and_reauth() {

@@ -306,12 +306,7 @@ impl TlsAcceptorSource {
 mod tests {
     use super::*;
 
-    fn props(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
+    use crate::config::test_props as props;
 
     #[test]
     fn settings_mistakes_are_named() {

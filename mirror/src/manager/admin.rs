@@ -241,18 +241,17 @@ impl MirrorManager {
             return top_level_error(unknown_mirror(&req.mirror_name));
         };
         let settings = MirrorSettings::from_configs(&mirror.configs);
-        let connected = match settings.client_security() {
-            Ok(security) => {
-                connect_bootstrap(
-                    &settings.bootstrap_servers,
-                    &format!("tern-mirror-{}", mirror.name),
-                    &security,
-                    settings.request_timeout,
-                )
-                .await
-            }
-            Err(e) => Err(crate::source::SourceError::Security(e.0)),
-        };
+        let connected = async {
+            let security = settings.client_security()?;
+            connect_bootstrap(
+                &settings.bootstrap_servers,
+                &format!("tern-mirror-{}", mirror.name),
+                &security,
+                settings.request_timeout,
+            )
+            .await
+        }
+        .await;
         let mut conn = match connected {
             Ok(c) => c,
             Err(e) => {

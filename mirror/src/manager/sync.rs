@@ -165,11 +165,12 @@ impl MirrorManager {
         metadata: &crate::source::SourceMetadata,
         topics: &[String],
     ) {
+        // Read the TLS files once for the whole pass, not once per source broker.
+        let Ok(security) = rt.settings.client_security() else {
+            return;
+        };
         // Groups live on their coordinators: ask every source broker for its groups.
         for (id, (host, port)) in &metadata.brokers {
-            let Ok(security) = rt.settings.client_security() else {
-                return;
-            };
             let mut conn = match SourceConnection::connect(
                 host,
                 *port,
