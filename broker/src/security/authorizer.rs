@@ -194,6 +194,7 @@ impl Authorizer {
         let mut deny_literal = BTreeSet::new();
         let mut deny_prefixed = BTreeSet::new();
         let mut allow = Vec::new();
+        let mut allow_wildcard = false;
         for acl in image.acls.values() {
             let applies = acl.resource_type == resource_type
                 && (acl.host == host || acl.host == WILDCARD_HOST)
@@ -212,14 +213,18 @@ impl Authorizer {
                 (AclPermissionType::Deny, AclPatternType::Prefixed) => {
                     deny_prefixed.insert(acl.resource_name.as_str());
                 }
+                // Decided after the loop: a wildcard DENY later in the map still wins.
                 (AclPermissionType::Allow, AclPatternType::Literal)
                     if acl.resource_name == WILDCARD_RESOURCE =>
                 {
-                    return true;
+                    allow_wildcard = true;
                 }
                 (AclPermissionType::Allow, pattern) => allow.push((pattern, &acl.resource_name)),
                 _ => {}
             }
+        }
+        if allow_wildcard {
+            return true;
         }
         allow.into_iter().any(|(pattern, name)| {
             let literal_denied =
