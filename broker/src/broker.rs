@@ -4,14 +4,14 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use parking_lot::Mutex;
-use tern_controller::{Controller, ControllerConfig, RaftMetadataLog};
-use tern_protocol::error::ApiError;
+use tern_controller::{BrokerEndpoint, BrokerRegistration, Controller, ControllerConfig};
+use tern_protocol::error::{ApiError, ResponseError};
 use tern_storage::{LogConfig, LogManager};
 
 use crate::config::BrokerConfig;
 use crate::group_coordinator::offsets_topic::OFFSETS_TOPIC;
 use crate::group_coordinator::GroupCoordinator;
-use crate::meta_properties::load_or_format;
+use crate::meta_properties::{load_existing, load_or_format, load_or_format_as};
 use crate::replica_manager::ReplicaManager;
 
 /// Everything a request handler needs.
@@ -37,6 +37,85 @@ pub struct Broker {
     producer_ids: Arc<Mutex<(i64, i64)>>,
     /// This broker's advertised (listener name, host, port), ports filled in after binding.
     endpoints: parking_lot::RwLock<Vec<(String, String, u16)>>,
+    /// Random per process start: tells this process apart from another with the same node id.
+    incarnation_id: uuid::Uuid,
+}
+
+/// How long a node of a larger cluster waits for the quorum to elect an active controller
+/// (and write the cluster id) at startup.
+const QUORUM_STARTUP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(120);
+
+/// Starts this node's controller and returns it with the cluster id. A single voter formats
+/// its log dirs on first start; a node of a larger cluster takes the id the quorum's first
+/// active controller wrote, and refuses to start if its data belongs to another cluster.
+pub fn start_controller(config: &BrokerConfig) -> Result<(Arc<Controller>, String)> {
+    let controller_config = ControllerConfig {
+        num_partitions: config.num_partitions,
+        default_replication_factor: config.default_replication_factor,
+    };
+    for dir in &config.log_dirs {
+        std::fs::create_dir_all(dir)
+            .with_context(|| format!("creating log dir {}", dir.display()))?;
+    }
+    if !config.is_multi_node() {
+        let meta = load_or_format(&config.log_dirs, config.node_id)?;
+        let controller = tern_controller::start(
+            &config.quorum_config(Some(meta.cluster_id.clone())),
+            controller_config,
+        )
+        .context("opening the metadata log")?;
+        check_cluster_id(&controller, &meta.cluster_id)?;
+        return Ok((controller, meta.cluster_id));
+    }
+    let formatted = load_existing(&config.log_dirs, config.node_id, None)?;
+    let controller = tern_controller::start(
+        &config.quorum_config(formatted.as_ref().map(|m| m.cluster_id.clone())),
+        controller_config,
+    )
+    .context("joining the metadata quorum")?;
+    let deadline = std::time::Instant::now() + QUORUM_STARTUP_TIMEOUT;
+    let mut next_note = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    let cluster_id = loop {
+        if let Some(id) = controller.image().cluster_id.clone() {
+            break id;
+        }
+        if let Some(why) = controller.peer_refusal() {
+            anyhow::bail!("the metadata quorum refused this node: {why}");
+        }
+        let now = std::time::Instant::now();
+        if now >= deadline {
+            anyhow::bail!(
+                "no active controller in {} s: is a majority of controller.quorum.voters up?",
+                QUORUM_STARTUP_TIMEOUT.as_secs()
+            );
+        }
+        if now >= next_note {
+            tracing::info!(voters = ?config.quorum_voters, "waiting for the metadata quorum");
+            next_note = now + std::time::Duration::from_secs(5);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    if let Some(meta) = &formatted {
+        if meta.cluster_id != cluster_id {
+            anyhow::bail!(
+                "this node's log dirs belong to cluster {}, but the metadata quorum's cluster is \
+                 {cluster_id}; refusing to join it",
+                meta.cluster_id
+            );
+        }
+    }
+    load_or_format_as(&config.log_dirs, config.node_id, Some(&cluster_id))?;
+    Ok((controller, cluster_id))
+}
+
+/// The metadata log must belong to the cluster the log dirs were formatted for.
+fn check_cluster_id(controller: &Controller, cluster_id: &str) -> Result<()> {
+    match controller.image().cluster_id.as_deref() {
+        Some(id) if id != cluster_id => anyhow::bail!(
+            "the metadata log belongs to cluster {id}, but meta.properties says {cluster_id}"
+        ),
+        _ => Ok(()),
+    }
 }
 
 /// Topic-config defaults from broker properties (`log.retention.ms`, `log.segment.bytes`, ...).
@@ -87,10 +166,13 @@ fn ensure_offsets_topic(controller: &Controller, config: &BrokerConfig) -> Resul
         ],
         ..Default::default()
     };
-    controller
-        .create_topic(&request, false)
-        .map_err(|e| anyhow::anyhow!("creating {OFFSETS_TOPIC}: {e}"))?;
-    Ok(())
+    match controller.create_topic(&request, false) {
+        // Another node of the cluster created it first.
+        Err(e) if e.error != ResponseError::TopicAlreadyExists => {
+            Err(anyhow::anyhow!("creating {OFFSETS_TOPIC}: {e}"))
+        }
+        _ => Ok(()),
+    }
 }
 
 /// Creates `__mirror_state` (compacted, `mirror.state.topic.num.partitions`) if missing.
@@ -113,50 +195,64 @@ fn ensure_mirror_state_topic(controller: &Controller, config: &BrokerConfig) -> 
         ],
         ..Default::default()
     };
-    controller
-        .create_topic(&request, false)
-        .map_err(|e| anyhow::anyhow!("creating {}: {e}", tern_mirror::MIRROR_STATE_TOPIC))?;
-    Ok(())
+    match controller.create_topic(&request, false) {
+        Err(e) if e.error != ResponseError::TopicAlreadyExists => Err(anyhow::anyhow!(
+            "creating {}: {e}",
+            tern_mirror::MIRROR_STATE_TOPIC
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// A registration of `config`'s broker with `endpoints` (listener, host, port).
+fn registration(
+    config: &BrokerConfig,
+    incarnation_id: uuid::Uuid,
+    endpoints: &[(String, String, u16)],
+) -> BrokerRegistration {
+    BrokerRegistration {
+        broker_id: config.node_id,
+        incarnation_id,
+        endpoints: endpoints
+            .iter()
+            .map(|(listener, host, port)| BrokerEndpoint {
+                listener: listener.clone(),
+                host: host.clone(),
+                port: *port,
+            })
+            .collect(),
+        rack: config.rack.clone(),
+    }
 }
 
 impl Broker {
     /// Opens (formatting on first start) storage and metadata, and registers this broker.
     pub fn start(config: BrokerConfig) -> Result<Arc<Broker>> {
-        for dir in &config.log_dirs {
-            std::fs::create_dir_all(dir)
-                .with_context(|| format!("creating log dir {}", dir.display()))?;
-        }
-        let meta = load_or_format(&config.log_dirs, config.node_id)?;
+        let (controller, cluster_id) = start_controller(&config)?;
         let default_log_config = default_log_config(&config)?;
         let logs = Arc::new(
             LogManager::open(&config.log_dirs, default_log_config.clone())
                 .context("opening partition logs")?,
         );
-        let metadata_log =
-            RaftMetadataLog::open_single_voter(&config.metadata_dir(), config.node_id)
-                .context("opening the metadata log")?;
-        let controller = Arc::new(Controller::open(
-            Box::new(metadata_log),
-            ControllerConfig {
-                num_partitions: config.num_partitions,
-                default_replication_factor: config.default_replication_factor,
-            },
-        )?);
-        let advertised = config.advertised().clone();
+        let incarnation_id = uuid::Uuid::new_v4();
+        let config_endpoints: Vec<(String, String, u16)> = config
+            .advertised_listeners
+            .iter()
+            .map(|l| (l.name.clone(), l.host.clone(), l.port))
+            .collect();
         controller
-            .register_broker(
-                config.node_id,
-                &advertised.host,
-                advertised.port,
-                config.rack.clone(),
-            )
+            .register_broker(registration(&config, incarnation_id, &config_endpoints))
             .map_err(|e| anyhow::anyhow!("registering broker: {e}"))?;
         let replicas = Arc::new(ReplicaManager::new(
             config.node_id,
             logs.clone(),
             default_log_config.clone(),
         ));
-        ensure_offsets_topic(&controller, &config)?;
+        // In a cluster it is created at the first FindCoordinator, once brokers have joined
+        // to spread its partitions over (as Kafka does).
+        if !config.is_multi_node() {
+            ensure_offsets_topic(&controller, &config)?;
+        }
         ensure_mirror_state_topic(&controller, &config)?;
         replicas.apply_image(&controller.image());
         let groups = Arc::new(GroupCoordinator::new(
@@ -181,14 +277,9 @@ impl Broker {
             config.fetch_session_cache_slots,
             config.fetch_session_eviction_ms,
         );
-        let config_endpoints = config
-            .advertised_listeners
-            .iter()
-            .map(|l| (l.name.clone(), l.host.clone(), l.port))
-            .collect();
         Ok(Arc::new(Broker {
             config,
-            cluster_id: meta.cluster_id,
+            cluster_id,
             controller,
             replicas,
             logs,
@@ -198,11 +289,62 @@ impl Broker {
             mirrors,
             producer_ids,
             endpoints: parking_lot::RwLock::new(config_endpoints),
+            incarnation_id,
         }))
     }
 
-    /// A listener was bound on `port`: an advertised port 0 of that listener becomes it, and the
-    /// first listener's is registered with the controller.
+    /// This broker's registration as it stands (ports filled in once bound).
+    pub fn registration(&self) -> BrokerRegistration {
+        registration(&self.config, self.incarnation_id, &self.endpoints.read())
+    }
+
+    /// Heartbeats to the active controller every `broker.heartbeat.interval.ms` until
+    /// `shutdown` fires, registering again when the controller no longer knows this process.
+    pub fn spawn_heartbeats(
+        self: &Arc<Self>,
+        mut shutdown: tokio::sync::watch::Receiver<bool>,
+    ) -> tokio::task::JoinHandle<()> {
+        let broker = Arc::downgrade(self);
+        let interval = std::time::Duration::from_millis(self.config.broker_heartbeat_interval_ms);
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    _ = tokio::time::sleep(interval) => {}
+                    _ = shutdown.changed() => return,
+                }
+                let Some(b) = broker.upgrade() else { return };
+                let outcome = tokio::task::spawn_blocking(move || {
+                    let beat = b
+                        .controller
+                        .broker_heartbeat(b.config.node_id, b.incarnation_id);
+                    match beat {
+                        Err(e) if e.error == ResponseError::StaleBrokerEpoch => {
+                            b.controller.register_broker(b.registration())
+                        }
+                        other => other,
+                    }
+                })
+                .await;
+                if let Ok(Err(e)) = outcome {
+                    tracing::warn!(error = %e, "broker heartbeat failed");
+                }
+            }
+        })
+    }
+
+    /// Tells the active controller this broker is going away, so its partitions get other
+    /// leaders now rather than after `broker.session.timeout.ms`.
+    pub fn controlled_shutdown(&self) {
+        if let Err(e) = self
+            .controller
+            .controlled_shutdown(self.config.node_id, self.incarnation_id)
+        {
+            tracing::warn!(error = %e, "controlled shutdown: the controller did not answer");
+        }
+    }
+
+    /// A listener was bound on `port`: an advertised port 0 of that listener becomes it, and
+    /// the registration with the controller is brought up to date.
     pub fn set_bound_port(&self, listener: &str, port: u16) -> Result<(), ApiError> {
         let mut endpoints = self.endpoints.write();
         let Some(i) = endpoints.iter().position(|(name, _, _)| name == listener) else {
@@ -212,13 +354,8 @@ impl Broker {
             return Ok(());
         }
         endpoints[i].2 = port;
-        if i != 0 {
-            return Ok(());
-        }
-        let host = endpoints[0].1.clone();
         drop(endpoints);
-        self.controller
-            .register_broker(self.config.node_id, &host, port, self.config.rack.clone())
+        self.controller.register_broker(self.registration())
     }
 
     /// The (host, port) clients on `listener` are told to use for this broker: Kafka answers
@@ -231,6 +368,54 @@ impl Broker {
             .find(|(name, _, _)| name == listener)
             .unwrap_or(&endpoints[0]);
         (host.clone(), *port)
+    }
+
+    /// The error for a partition this broker does not host: NOT_LEADER_OR_FOLLOWER if it
+    /// exists elsewhere in the cluster (clients then refresh their metadata), else
+    /// UNKNOWN_TOPIC_OR_PARTITION.
+    pub fn unhosted_partition_error(&self, topic: &str, partition: i32) -> ResponseError {
+        let image = self.controller.image();
+        match image.topic(topic) {
+            Some(t) if t.partitions.contains_key(&partition) => ResponseError::NotLeaderOrFollower,
+            _ => ResponseError::UnknownTopicOrPartition,
+        }
+    }
+
+    /// The (host, port) clients on `listener` use for broker `b` (this one's bound ports
+    /// included).
+    pub fn endpoint_of(&self, b: &tern_controller::BrokerInfo, listener: &str) -> (String, u16) {
+        if b.id == self.config.node_id {
+            return self.endpoint_for(listener);
+        }
+        let (host, port) = b.endpoint(listener);
+        (host.to_string(), port)
+    }
+
+    /// The node id clients are told is the controller: the active one if known (KRaft brokers
+    /// answer with a broker; clients only use it for the old admin routing).
+    pub fn controller_id(&self) -> i32 {
+        self.controller
+            .active_controller_id()
+            .filter(|id| self.controller.image().brokers.contains_key(id))
+            .unwrap_or(self.config.node_id)
+    }
+
+    /// Creates `__consumer_offsets` if it does not exist yet (the first FindCoordinator of a
+    /// cluster); true if it exists now.
+    pub fn ensure_offsets_topic(&self) -> bool {
+        if self.controller.image().topic(OFFSETS_TOPIC).is_some() {
+            return true;
+        }
+        match ensure_offsets_topic(&self.controller, &self.config) {
+            Ok(()) => {
+                self.replicas.apply_image(&self.controller.image());
+                true
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot create {OFFSETS_TOPIC}");
+                false
+            }
+        }
     }
 
     /// Hands out the next producer id, taking a new block from the controller when needed.

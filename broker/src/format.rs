@@ -3,7 +3,7 @@
 //! metadata log, so that a broker whose every listener needs SASL has a first user to log in as.
 
 use anyhow::{bail, Context, Result};
-use tern_controller::{Controller, ControllerConfig, MetadataRecord, RaftMetadataLog};
+use tern_controller::{ControllerConfig, MetadataRecord};
 use tern_protocol::sasl::scram::{ScramCredential, ScramMechanism, MAX_ITERATIONS, MIN_ITERATIONS};
 
 use crate::config::BrokerConfig;
@@ -107,16 +107,20 @@ pub fn format(
     }
     let meta = load_or_format_as(&config.log_dirs, config.node_id, cluster_id)?;
     if !users.is_empty() {
-        let metadata_log =
-            RaftMetadataLog::open_single_voter(&config.metadata_dir(), config.node_id)
-                .context("opening the metadata log")?;
-        let controller = Controller::open(
-            Box::new(metadata_log),
+        if config.is_multi_node() {
+            bail!(
+                "--add-scram with controller.quorum.voters naming other nodes is not supported \
+                 yet: start the cluster, then add users with kafka-configs.sh --alter"
+            );
+        }
+        let controller = tern_controller::start(
+            &config.quorum_config(Some(meta.cluster_id.clone())),
             ControllerConfig {
                 num_partitions: config.num_partitions,
                 default_replication_factor: config.default_replication_factor,
             },
-        )?;
+        )
+        .context("opening the metadata log")?;
         let records = users
             .iter()
             .map(|u| {

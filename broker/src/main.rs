@@ -212,12 +212,28 @@ fn main() -> Result<()> {
 }
 
 async fn run_server(config: BrokerConfig) -> Result<()> {
+    if !config.is_broker() {
+        return run_controller_only(config).await;
+    }
     let broker = tokio::task::spawn_blocking(move || Broker::start(config)).await??;
     let server = Server::start(broker).await?;
     tracing::info!(addrs = ?server.local_addrs, "tern started");
     wait_for_signal().await?;
     tracing::info!("shutting down");
     server.shutdown().await?;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+/// `process.roles=controller`: a voter of the metadata quorum that serves no clients.
+async fn run_controller_only(config: BrokerConfig) -> Result<()> {
+    let (controller, cluster_id) =
+        tokio::task::spawn_blocking(move || tern_broker::broker::start_controller(&config))
+            .await??;
+    tracing::info!(%cluster_id, "tern controller started");
+    wait_for_signal().await?;
+    tracing::info!("shutting down");
+    tokio::task::spawn_blocking(move || drop(controller)).await?;
     tracing::info!("stopped");
     Ok(())
 }

@@ -16,17 +16,9 @@ pub struct MetaProperties {
     pub node_id: i32,
 }
 
-/// A Kafka-style cluster id: 16 random bytes, URL-safe base64 without padding (22 chars).
+/// A Kafka-style cluster id (22 URL-safe base64 characters, never starting with `-`).
 pub fn new_cluster_id() -> String {
-    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-    let bytes = uuid::Uuid::new_v4().into_bytes();
-    let mut bits: u128 = u128::from_be_bytes(bytes);
-    let mut out = Vec::with_capacity(22);
-    for _ in 0..22 {
-        out.push(ALPHABET[(bits & 63) as usize]);
-        bits >>= 6;
-    }
-    String::from_utf8_lossy(&out).into_owned()
+    tern_controller::new_cluster_id()
 }
 
 /// Whether `dir` holds a meta.properties.
@@ -46,6 +38,17 @@ pub fn load_or_format_as(
     node_id: i32,
     cluster_id: Option<&str>,
 ) -> Result<MetaProperties> {
+    let found = load_existing(log_dirs, node_id, cluster_id)?;
+    write_missing(log_dirs, node_id, found, cluster_id)
+}
+
+/// Reads meta.properties from the log dirs that have one (None if none has); all must agree
+/// with each other, with `node_id`, and with `cluster_id` if given.
+pub fn load_existing(
+    log_dirs: &[PathBuf],
+    node_id: i32,
+    cluster_id: Option<&str>,
+) -> Result<Option<MetaProperties>> {
     let mut found: Option<MetaProperties> = None;
     for dir in log_dirs {
         let path = dir.join("meta.properties");
@@ -84,6 +87,15 @@ pub fn load_or_format_as(
         }
         found = Some(meta);
     }
+    Ok(found)
+}
+
+fn write_missing(
+    log_dirs: &[PathBuf],
+    node_id: i32,
+    found: Option<MetaProperties>,
+    cluster_id: Option<&str>,
+) -> Result<MetaProperties> {
     let meta = found.unwrap_or_else(|| MetaProperties {
         cluster_id: cluster_id.map_or_else(new_cluster_id, str::to_string),
         node_id,

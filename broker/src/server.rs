@@ -56,6 +56,7 @@ impl Server {
             )));
         }
         tasks.push(broker.spawn_metadata_listener(shutdown_rx.clone()));
+        tasks.push(broker.spawn_heartbeats(shutdown_rx.clone()));
         broker.groups.spawn_ticker();
         tasks.push(tokio::spawn(
             broker.mirrors.clone().run(shutdown_rx.clone()),
@@ -74,6 +75,12 @@ impl Server {
 
     /// Stops accepting, waits for connection tasks to wind down, and closes the logs.
     pub async fn shutdown(mut self) -> Result<()> {
+        // In a cluster, hand partition leadership away before going quiet (a single node has
+        // nobody to hand it to).
+        if self.broker.config.is_multi_node() {
+            let broker = self.broker.clone();
+            let _ = tokio::task::spawn_blocking(move || broker.controlled_shutdown()).await;
+        }
         let _ = self.shutdown.send(true);
         for task in self.tasks.drain(..) {
             let _ = task.await;

@@ -170,7 +170,7 @@ pub struct AclBinding {
 }
 
 /// Matches ACL bindings (DescribeAcls, DeleteAcls); `None` fields match anything.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AclBindingFilter {
     /// Resource type, or ANY.
     pub resource_type: AclResourceType,

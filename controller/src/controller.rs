@@ -1,18 +1,30 @@
 //! The controller: validates admin commands, turns them into metadata records, makes them
-//! durable in the metadata log, applies them to the MetadataImage and publishes the new image.
+//! durable in the metadata quorum's log and answers once they are applied to the image.
+//!
+//! Every node has one. On the active controller (the quorum leader, once it has applied the
+//! log of earlier terms) a command runs here, one at a time; on any other node it is forwarded
+//! to the active controller over the controller listener, and the answer waits until this
+//! node's own image has applied the change, so a client that reads back sees it.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
+use serde::{Deserialize, Serialize};
 use tern_protocol::error::{ApiError, ResponseError};
 use tokio::sync::watch;
 use uuid::Uuid;
 
 use crate::acls::{validate_new_acl, AclBinding, AclBindingFilter, MAX_ACL_RECORDS_PER_OP};
+use crate::client::ControllerClient;
+use crate::commands::{
+    BrokerRegistration, Command, QuorumDescription, ReplicaDescription, Reply, WireError,
+};
 use crate::image::MetadataImage;
-use crate::metadata_log::MetadataLog;
+use crate::metadata_state::MetadataState;
 use crate::placement::assign_replicas;
+use crate::quorum::QuorumHandle;
 use crate::records::{ConfigResourceType, MetadataRecord};
 use crate::topic_configs::validate_topic_config;
 use crate::ControllerError;
@@ -21,9 +33,17 @@ use crate::ControllerError;
 const MAX_TOPIC_NAME_LEN: usize = 249;
 /// Producer ids handed out per metadata record (Kafka's block size).
 const PRODUCER_ID_BLOCK: i64 = 1000;
+/// How long a command may look for an active controller (Kafka's `request.timeout.ms`).
+const COMMAND_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a shutting-down broker looks for a controller to tell.
+const CONTROLLED_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(5);
+/// Pause between attempts to reach an active controller.
+const RETRY_BACKOFF: Duration = Duration::from_millis(100);
+/// Most attempts of a compare-and-set config change that keeps losing races.
+const MAX_CAS_ATTEMPTS: usize = 16;
 
 /// A request to create one topic.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct CreateTopic {
     /// Topic name.
     pub name: String,
@@ -48,16 +68,58 @@ pub struct ControllerConfig {
     pub default_replication_factor: i16,
 }
 
-struct Inner {
-    log: Box<dyn MetadataLog>,
-    image: MetadataImage,
+/// How long a broker may go without a heartbeat before it is fenced
+/// (`broker.session.timeout.ms`).
+pub const DEFAULT_BROKER_SESSION_TIMEOUT: Duration = Duration::from_millis(9_000);
+
+/// Heartbeats the active controller has seen (kept in memory, as Kafka's
+/// BrokerHeartbeatManager does: a new active controller starts everyone's clock anew).
+#[derive(Debug, Default)]
+struct Liveness {
+    /// When this node became the active controller.
+    active_since: Option<Instant>,
+    /// Last heartbeat or registration per broker, with its incarnation.
+    last_seen: HashMap<i32, (Uuid, Instant)>,
 }
 
-/// The cluster controller (one voter; the quorum log sits behind [`MetadataLog`]).
+/// The cluster controller of this node (see the module docs).
 pub struct Controller {
     config: ControllerConfig,
-    inner: Mutex<Inner>,
-    publisher: watch::Sender<Arc<MetadataImage>>,
+    state: Arc<MetadataState>,
+    /// The quorum driver, if this node is a voter.
+    quorum: Option<QuorumHandle>,
+    /// How to reach the voters, if there are others.
+    client: Option<ControllerClient>,
+    /// Commands run one at a time on the active controller.
+    command_lock: Mutex<()>,
+    liveness: Mutex<Liveness>,
+    session_timeout: Duration,
+    /// The cluster id this node was formatted with, if any.
+    configured_cluster_id: Option<String>,
+    /// The quorum driver's thread, stopped and joined on drop.
+    driver_thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+    /// Why another voter refused this one, if it did.
+    peer_refusal: Mutex<crate::quorum::transport::PeerRefusal>,
+}
+
+impl Drop for Controller {
+    fn drop(&mut self) {
+        if let Some(q) = &self.quorum {
+            q.shutdown();
+        }
+        if let Some(t) = self.driver_thread.lock().take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl std::fmt::Debug for Controller {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Controller")
+            .field("state", &self.state)
+            .field("quorum", &self.quorum)
+            .finish_non_exhaustive()
+    }
 }
 
 /// Checks a topic name against Kafka's rules.
@@ -85,79 +147,720 @@ pub fn validate_topic_name(name: &str) -> Result<(), ApiError> {
     Ok(())
 }
 
-impl Controller {
-    /// Replays the metadata log into an image and starts publishing it.
-    pub fn open(
-        mut log: Box<dyn MetadataLog>,
-        config: ControllerConfig,
-    ) -> Result<Self, ControllerError> {
-        let mut image = MetadataImage::default();
-        for record in log.replay()? {
-            image.apply(&record);
+/// Runs `f`, which may block on the network or the disk, without stalling a tokio worker:
+/// on a multi-threaded runtime the worker hands its other tasks away first.
+fn blocking<T>(f: impl FnOnce() -> T) -> T {
+    match tokio::runtime::Handle::try_current() {
+        Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(f)
         }
-        let (publisher, _) = watch::channel(Arc::new(image.clone()));
-        Ok(Controller {
+        _ => f(),
+    }
+}
+
+fn not_controller(message: impl Into<String>) -> ApiError {
+    ApiError::new(ResponseError::NotController, message)
+}
+
+impl Controller {
+    /// A controller over `state`, voting through `quorum` (if a voter) and reaching the
+    /// other voters through `client` (if there are others).
+    pub fn new(
+        config: ControllerConfig,
+        state: Arc<MetadataState>,
+        quorum: Option<QuorumHandle>,
+        client: Option<ControllerClient>,
+        session_timeout: Duration,
+        configured_cluster_id: Option<String>,
+    ) -> Self {
+        Controller {
             config,
-            inner: Mutex::new(Inner { log, image }),
-            publisher,
-        })
+            state,
+            quorum,
+            client,
+            command_lock: Mutex::new(()),
+            liveness: Mutex::new(Liveness::default()),
+            session_timeout,
+            configured_cluster_id,
+            driver_thread: Mutex::new(None),
+            peer_refusal: Mutex::new(Default::default()),
+        }
+    }
+
+    /// Shares where the raft transport records a peer's refusal.
+    pub fn set_peer_refusal(&self, refusal: crate::quorum::transport::PeerRefusal) {
+        *self.peer_refusal.lock() = refusal;
+    }
+
+    /// Why another voter refused to talk to this one (another quorum or cluster), if it did.
+    pub fn peer_refusal(&self) -> Option<String> {
+        self.peer_refusal.lock().lock().clone()
+    }
+
+    /// Hands over the quorum driver's thread, to be stopped and joined when this is dropped.
+    pub fn set_driver_thread(&self, thread: std::thread::JoinHandle<()>) {
+        *self.driver_thread.lock() = Some(thread);
     }
 
     /// The current image.
     pub fn image(&self) -> Arc<MetadataImage> {
-        self.publisher.borrow().clone()
+        self.state.image()
     }
 
     /// A receiver that sees every new image.
     pub fn subscribe(&self) -> watch::Receiver<Arc<MetadataImage>> {
-        self.publisher.subscribe()
+        self.state.subscribe()
     }
 
-    fn commit(&self, inner: &mut Inner, records: Vec<MetadataRecord>) -> Result<(), ApiError> {
+    /// The applied metadata state.
+    pub fn state(&self) -> &Arc<MetadataState> {
+        &self.state
+    }
+
+    /// The quorum driver, if this node votes.
+    pub fn quorum(&self) -> Option<&QuorumHandle> {
+        self.quorum.as_ref()
+    }
+
+    /// Whether this node is the active controller now.
+    pub fn is_active(&self) -> bool {
+        self.quorum
+            .as_ref()
+            .is_some_and(QuorumHandle::is_ready_leader)
+    }
+
+    /// The node id of the active controller, if known.
+    pub fn active_controller_id(&self) -> Option<i32> {
+        let status = self.quorum.as_ref()?.status();
+        status.leader.map(|raft_id| raft_id as i32 - 1)
+    }
+
+    fn cluster_id_hint(&self) -> Option<String> {
+        self.image()
+            .cluster_id
+            .clone()
+            .or_else(|| self.configured_cluster_id.clone())
+    }
+
+    /// Appends records and waits until they are applied here.
+    fn commit(&self, records: Vec<MetadataRecord>) -> Result<(), ApiError> {
         if records.is_empty() {
             return Ok(());
         }
-        inner.log.append(&records).map_err(|e| {
+        let Some(quorum) = &self.quorum else {
+            return Err(not_controller("this node is not a controller"));
+        };
+        let data = serde_json::to_vec(&records).map_err(|e| {
             ApiError::new(
                 ResponseError::UnknownServerError,
-                format!("metadata log: {e}"),
+                format!("encode records: {e}"),
             )
         })?;
-        for record in &records {
-            inner.image.apply(record);
-        }
-        self.publisher.send_replace(Arc::new(inner.image.clone()));
-        Ok(())
+        quorum.propose(data).map_err(|e| match e {
+            ControllerError::NotLeader { .. } => {
+                not_controller("this node stopped being the active controller")
+            }
+            e => ApiError::new(
+                ResponseError::UnknownServerError,
+                format!("metadata log: {e}"),
+            ),
+        })
     }
 
-    /// Registers a broker (idempotent when nothing changed).
-    pub fn register_broker(
+    /// Runs `command` here if this node is the active controller, else forwards it to the one
+    /// that is, retrying while there is none, for up to [`COMMAND_TIMEOUT`].
+    fn submit(&self, command: Command) -> Result<Reply, ApiError> {
+        self.submit_within(command, COMMAND_TIMEOUT)
+    }
+
+    /// As [`Controller::submit`], looking for an active controller for up to `timeout`.
+    fn submit_within(&self, command: Command, timeout: Duration) -> Result<Reply, ApiError> {
+        blocking(|| self.submit_blocking(&command, timeout))
+    }
+
+    fn submit_blocking(&self, command: &Command, timeout: Duration) -> Result<Reply, ApiError> {
+        let deadline = Instant::now() + timeout;
+        let mut last = not_controller("no active controller");
+        let mut next_voter = 0usize;
+        loop {
+            if self.is_active() {
+                match self.execute(command) {
+                    Err(e) if e.error == ResponseError::NotController => last = e,
+                    other => return other,
+                }
+            } else if let Some(client) = &self.client {
+                let voters = client.voter_ids();
+                let leader = self.quorum.as_ref().and_then(|q| q.status().leader);
+                let own = self.quorum.as_ref().map(|q| q.status().id);
+                let target = match leader {
+                    Some(l) if Some(l) != own => l,
+                    _ => {
+                        next_voter = (next_voter + 1) % voters.len().max(1);
+                        voters[next_voter % voters.len().max(1)]
+                    }
+                };
+                if Some(target) != own {
+                    match client.forward(target, self.cluster_id_hint(), command) {
+                        Ok(response) => {
+                            let wait = deadline.saturating_duration_since(Instant::now());
+                            if !self.state.wait_for_offset(response.image_offset, wait) {
+                                return Err(ApiError::new(
+                                    ResponseError::RequestTimedOut,
+                                    "the change was made but this node has not applied it yet",
+                                ));
+                            }
+                            match response.result {
+                                Err(e) if e.code == ResponseError::NotController.code() => {
+                                    last = e.into();
+                                }
+                                other => return other.map_err(ApiError::from),
+                            }
+                        }
+                        Err(e) => {
+                            tracing::debug!(voter = target, error = %e, command = command.name(), "forwarding to a controller failed");
+                            last = not_controller(format!("controller unreachable: {e}"));
+                        }
+                    }
+                }
+            } else if self.quorum.is_none() {
+                return Err(not_controller("no controller to forward to"));
+            }
+            if Instant::now() >= deadline {
+                return Err(last);
+            }
+            std::thread::sleep(RETRY_BACKOFF);
+        }
+    }
+
+    /// Runs a command on this node, which must be the active controller (NOT_CONTROLLER
+    /// otherwise). The controller listener calls this for forwarded commands.
+    pub fn execute(&self, command: &Command) -> Result<Reply, ApiError> {
+        let _one_at_a_time = self.command_lock.lock();
+        if !self.is_active() {
+            return Err(not_controller("this node is not the active controller"));
+        }
+        let done = |r: Result<(), ApiError>| r.map(|()| Reply::Done);
+        match command {
+            Command::RegisterBroker(r) => done(self.do_register_broker(r)),
+            Command::BrokerHeartbeat {
+                broker_id,
+                incarnation_id,
+            } => done(self.do_heartbeat(*broker_id, *incarnation_id)),
+            Command::ControlledShutdown {
+                broker_id,
+                incarnation_id,
+            } => done(self.do_controlled_shutdown(*broker_id, *incarnation_id)),
+            Command::CreateTopic {
+                request,
+                validate_only,
+            } => self.do_create_topic(request, *validate_only).map(Reply::Id),
+            Command::DeleteTopic { name } => self.do_delete_topic(name).map(Reply::Id),
+            Command::CreatePartitions {
+                name,
+                count,
+                assignments,
+                validate_only,
+            } => done(self.do_create_partitions(name, *count, assignments, *validate_only)),
+            Command::AlterTopicConfigs {
+                name,
+                changes,
+                replace_all,
+                validate_only,
+            } => done(self.do_alter_topic_configs(name, changes, *replace_all, *validate_only)),
+            Command::CompareAndSetTopicConfig {
+                topic,
+                key,
+                expected,
+                new,
+            } => done(self.do_compare_and_set(topic, key, expected.as_deref(), new.clone())),
+            Command::CreateMirror {
+                name,
+                configs,
+                validate_only,
+            } => self
+                .do_create_mirror(name, configs.clone(), *validate_only)
+                .map(Reply::Id),
+            Command::DeleteMirror { name } => done(self.do_delete_mirror(name)),
+            Command::AlterScramCredentials { records } => done(self.commit(records.clone())),
+            Command::CreateAcls { acls } => Ok(Reply::CreatedAcls(
+                self.do_create_acls(acls)
+                    .into_iter()
+                    .map(|r| r.map_err(WireError::from))
+                    .collect(),
+            )),
+            Command::DeleteAcls { filters } => Ok(Reply::DeletedAcls(
+                self.do_delete_acls(filters)
+                    .into_iter()
+                    .map(|r| r.map_err(WireError::from))
+                    .collect(),
+            )),
+            Command::EnsureProducerIdFloor { floor } => {
+                done(self.do_ensure_producer_id_floor(*floor))
+            }
+            Command::AllocateProducerIds => self
+                .do_allocate_producer_ids()
+                .map(|(first, count)| Reply::ProducerIds(first, count)),
+            Command::DescribeQuorum => Ok(Reply::Quorum(self.do_describe_quorum())),
+        }
+    }
+
+    /// Registers a broker (idempotent when nothing changed). Refused with
+    /// DUPLICATE_BROKER_REGISTRATION while another live process holds the same node id.
+    pub fn register_broker(&self, registration: BrokerRegistration) -> Result<(), ApiError> {
+        self.submit(Command::RegisterBroker(registration))
+            .map(|_| ())
+    }
+
+    /// A live broker's heartbeat; STALE_BROKER_EPOCH means it must register again.
+    pub fn broker_heartbeat(&self, broker_id: i32, incarnation_id: Uuid) -> Result<(), ApiError> {
+        self.submit(Command::BrokerHeartbeat {
+            broker_id,
+            incarnation_id,
+        })
+        .map(|_| ())
+    }
+
+    /// A broker shutting down: fenced at once, its partition leaderships given away. Tries for
+    /// a few seconds only: the last node of a cluster has no controller to tell.
+    pub fn controlled_shutdown(
         &self,
         broker_id: i32,
-        host: &str,
-        port: u16,
-        rack: Option<String>,
+        incarnation_id: Uuid,
     ) -> Result<(), ApiError> {
-        let mut inner = self.inner.lock();
-        if let Some(b) = inner.image.brokers.get(&broker_id) {
-            if b.host == host && b.port == port && b.rack == rack {
-                return Ok(());
-            }
-        }
-        let record = MetadataRecord::RegisterBroker {
-            broker_id,
-            host: host.to_string(),
-            port,
-            rack,
-        };
-        self.commit(&mut inner, vec![record])
+        self.submit_within(
+            Command::ControlledShutdown {
+                broker_id,
+                incarnation_id,
+            },
+            CONTROLLED_SHUTDOWN_TIMEOUT,
+        )
+        .map(|_| ())
     }
 
     /// Creates a topic, or with `validate_only` just checks that it could be. Returns its id.
     pub fn create_topic(&self, req: &CreateTopic, validate_only: bool) -> Result<Uuid, ApiError> {
         validate_topic_name(&req.name)?;
-        let mut inner = self.inner.lock();
-        if inner.image.topic(&req.name).is_some() {
+        match self.submit(Command::CreateTopic {
+            request: req.clone(),
+            validate_only,
+        })? {
+            Reply::Id(id) => Ok(id),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    /// Deletes a topic by name.
+    pub fn delete_topic(&self, name: &str) -> Result<Uuid, ApiError> {
+        match self.submit(Command::DeleteTopic {
+            name: name.to_string(),
+        })? {
+            Reply::Id(id) => Ok(id),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    /// Grows a topic to `count` partitions.
+    pub fn create_partitions(
+        &self,
+        name: &str,
+        count: i32,
+        assignments: &[Vec<i32>],
+        validate_only: bool,
+    ) -> Result<(), ApiError> {
+        self.submit(Command::CreatePartitions {
+            name: name.to_string(),
+            count,
+            assignments: assignments.to_vec(),
+            validate_only,
+        })
+        .map(|_| ())
+    }
+
+    /// Sets (`Some`) or removes (`None`) topic configs. With `replace_all` (the legacy
+    /// AlterConfigs) every config not named is reset to its default.
+    pub fn alter_topic_configs(
+        &self,
+        name: &str,
+        changes: &[(String, Option<String>)],
+        replace_all: bool,
+        validate_only: bool,
+    ) -> Result<(), ApiError> {
+        self.submit(Command::AlterTopicConfigs {
+            name: name.to_string(),
+            changes: changes.to_vec(),
+            replace_all,
+            validate_only,
+        })
+        .map(|_| ())
+    }
+
+    /// Reads a topic config and sets it from what `decide` returns, atomically with respect to
+    /// every other metadata change (mirror start, stop, pause and resume race otherwise).
+    /// `decide` gets the current value and answers the new one (`None` removes it); the change
+    /// is a compare-and-set on the active controller, retried when another change won.
+    pub fn update_topic_config(
+        &self,
+        topic: &str,
+        key: &str,
+        decide: impl Fn(Option<&str>) -> Result<Option<String>, ApiError>,
+    ) -> Result<(), ApiError> {
+        let mut last = None;
+        for _ in 0..MAX_CAS_ATTEMPTS {
+            let image = self.image();
+            if image.topic(topic).is_none() {
+                return Err(ApiError::new(
+                    ResponseError::UnknownTopicOrPartition,
+                    format!("Topic {topic} does not exist"),
+                ));
+            }
+            let current = image.topic_configs(topic).get(key).cloned();
+            let new = decide(current.as_deref())?;
+            if new == current {
+                return Ok(());
+            }
+            match self.submit(Command::CompareAndSetTopicConfig {
+                topic: topic.to_string(),
+                key: key.to_string(),
+                expected: current,
+                new,
+            }) {
+                Err(e) if e.error == ResponseError::ConcurrentTransactions => {
+                    last = Some(e);
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                other => return other.map(|_| ()),
+            }
+        }
+        Err(last.unwrap_or_else(|| not_controller("config change kept losing races")))
+    }
+
+    /// Defines a cluster mirror with already validated configs.
+    pub fn create_mirror(
+        &self,
+        name: &str,
+        configs: BTreeMap<String, String>,
+        validate_only: bool,
+    ) -> Result<Uuid, ApiError> {
+        match self.submit(Command::CreateMirror {
+            name: name.to_string(),
+            configs,
+            validate_only,
+        })? {
+            Reply::Id(id) => Ok(id),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    /// Deletes a cluster mirror that mirrors no topic any more.
+    pub fn delete_mirror(&self, name: &str) -> Result<(), ApiError> {
+        self.submit(Command::DeleteMirror {
+            name: name.to_string(),
+        })
+        .map(|_| ())
+    }
+
+    /// Commits SCRAM credential changes (`ScramCredential` / `RemoveScramCredential` records,
+    /// validated by the caller) as one metadata log entry.
+    pub fn alter_scram_credentials(&self, records: Vec<MetadataRecord>) -> Result<(), ApiError> {
+        debug_assert!(records.iter().all(|r| matches!(
+            r,
+            MetadataRecord::ScramCredential { .. } | MetadataRecord::RemoveScramCredential { .. }
+        )));
+        self.submit(Command::AlterScramCredentials { records })
+            .map(|_| ())
+    }
+
+    /// Creates ACLs, answering once they are committed: one result per binding, in order.
+    /// An ACL that exists already (or twice in the request) succeeds without a new record, as
+    /// in Kafka's AclControlManager.
+    pub fn create_acls(&self, acls: &[AclBinding]) -> Vec<Result<(), ApiError>> {
+        match self.submit(Command::CreateAcls {
+            acls: acls.to_vec(),
+        }) {
+            Ok(Reply::CreatedAcls(results)) => results
+                .into_iter()
+                .map(|r| r.map_err(ApiError::from))
+                .collect(),
+            Ok(other) => acls
+                .iter()
+                .map(|_| Err(unexpected(other.clone())))
+                .collect(),
+            Err(e) => acls.iter().map(|_| Err(e.clone())).collect(),
+        }
+    }
+
+    /// Deletes every ACL matching each filter, atomically, answering once committed: per
+    /// filter, the ACLs it matched (an ACL matched by two filters is listed under both).
+    pub fn delete_acls(
+        &self,
+        filters: &[AclBindingFilter],
+    ) -> Vec<Result<Vec<AclBinding>, ApiError>> {
+        match self.submit(Command::DeleteAcls {
+            filters: filters.to_vec(),
+        }) {
+            Ok(Reply::DeletedAcls(results)) => results
+                .into_iter()
+                .map(|r| r.map_err(ApiError::from))
+                .collect(),
+            Ok(other) => filters
+                .iter()
+                .map(|_| Err(unexpected(other.clone())))
+                .collect(),
+            Err(e) => filters.iter().map(|_| Err(e.clone())).collect(),
+        }
+    }
+
+    /// Makes sure no producer id below `floor` is handed out from now on (mirrored data
+    /// carries the source cluster's producer ids; ours must not collide with them).
+    pub fn ensure_producer_id_floor(&self, floor: i64) -> Result<(), ApiError> {
+        if self.image().next_producer_id >= floor {
+            return Ok(());
+        }
+        self.submit(Command::EnsureProducerIdFloor { floor })
+            .map(|_| ())
+    }
+
+    /// Hands out a block of producer ids; returns (first id, count).
+    pub fn allocate_producer_ids(&self) -> Result<(i64, i64), ApiError> {
+        match self.submit(Command::AllocateProducerIds)? {
+            Reply::ProducerIds(first, count) => Ok((first, count)),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    /// The quorum as the active controller sees it.
+    pub fn describe_quorum(&self) -> Result<QuorumDescription, ApiError> {
+        match self.submit(Command::DescribeQuorum)? {
+            Reply::Quorum(q) => Ok(q),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    // ---- On the active controller: validate against the image, then commit. ----
+
+    fn do_describe_quorum(&self) -> QuorumDescription {
+        let Some(status) = self.quorum.as_ref().map(QuorumHandle::status) else {
+            // Only the active controller executes commands, and it votes.
+            return QuorumDescription {
+                leader_id: -1,
+                leader_epoch: -1,
+                high_watermark: -1,
+                voters: Vec::new(),
+                observers: Vec::new(),
+            };
+        };
+        let now = Instant::now();
+        let now_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as i64);
+        let at = |t: Option<Instant>| {
+            t.map_or(-1, |t| {
+                now_ms - now.saturating_duration_since(t).as_millis() as i64
+            })
+        };
+        let voters = status
+            .progress
+            .iter()
+            .map(|p| {
+                let contact = at(p.last_contact);
+                ReplicaDescription {
+                    node_id: p.id as i32 - 1,
+                    log_end_offset: p.matched as i64,
+                    last_fetch_timestamp: contact,
+                    last_caught_up_timestamp: if p.matched >= status.commit_index {
+                        contact
+                    } else {
+                        -1
+                    },
+                }
+            })
+            .collect();
+        let voter_ids: Vec<i32> = status.voters.iter().map(|v| *v as i32 - 1).collect();
+        let fetched = self.state.observers();
+        let observers = self
+            .image()
+            .brokers
+            .keys()
+            .filter(|id| !voter_ids.contains(id))
+            .map(|id| {
+                let (index, ts) = fetched
+                    .get(id)
+                    .copied()
+                    .map_or((-1, -1), |(i, t)| (i as i64, t));
+                ReplicaDescription {
+                    node_id: *id,
+                    log_end_offset: index,
+                    last_fetch_timestamp: ts,
+                    last_caught_up_timestamp: if index >= status.commit_index as i64 {
+                        ts
+                    } else {
+                        -1
+                    },
+                }
+            })
+            .collect();
+        QuorumDescription {
+            leader_id: status.id as i32 - 1,
+            leader_epoch: status.term as i32,
+            high_watermark: status.commit_index as i64,
+            voters,
+            observers,
+        }
+    }
+
+    fn do_register_broker(&self, r: &BrokerRegistration) -> Result<(), ApiError> {
+        let image = self.image();
+        let now = Instant::now();
+        if let Some(b) = image.brokers.get(&r.broker_id) {
+            // Only a process that has heartbeated to this active controller within its session
+            // counts, as in Kafka: after a controller change (or a restart of a single node)
+            // the new registration wins.
+            let heard = self
+                .liveness
+                .lock()
+                .last_seen
+                .get(&r.broker_id)
+                .is_some_and(|(inc, t)| {
+                    *inc != r.incarnation_id
+                        && now.saturating_duration_since(*t) < self.session_timeout
+                });
+            let live_elsewhere =
+                !b.fenced && b.incarnation_id.is_some_and(|i| i != r.incarnation_id) && heard;
+            if live_elsewhere {
+                return Err(ApiError::new(
+                    ResponseError::DuplicateBrokerRegistration,
+                    format!(
+                        "Another broker is registered with node id {} and still heartbeats",
+                        r.broker_id
+                    ),
+                ));
+            }
+        }
+        let first = r.endpoints.first();
+        let unchanged = image.brokers.get(&r.broker_id).is_some_and(|b| {
+            !b.fenced
+                && b.endpoints == r.endpoints
+                && b.rack == r.rack
+                && b.incarnation_id == Some(r.incarnation_id)
+        });
+        self.liveness
+            .lock()
+            .last_seen
+            .insert(r.broker_id, (r.incarnation_id, now));
+        if unchanged {
+            return Ok(());
+        }
+        let mut records = vec![MetadataRecord::RegisterBroker {
+            broker_id: r.broker_id,
+            host: first.map(|e| e.host.clone()).unwrap_or_default(),
+            port: first.map(|e| e.port).unwrap_or(0),
+            rack: r.rack.clone(),
+            endpoints: r.endpoints.clone(),
+            incarnation_id: Some(r.incarnation_id),
+        }];
+        records.extend(elect_leaders_for_returning(&image, r.broker_id));
+        self.commit(records)
+    }
+
+    fn seen_within_session(&self, broker_id: i32, now: Instant) -> bool {
+        let l = self.liveness.lock();
+        let last = l
+            .last_seen
+            .get(&broker_id)
+            .map(|(_, t)| *t)
+            .or(l.active_since);
+        last.is_some_and(|t| now.saturating_duration_since(t) < self.session_timeout)
+    }
+
+    fn do_heartbeat(&self, broker_id: i32, incarnation_id: Uuid) -> Result<(), ApiError> {
+        let image = self.image();
+        let Some(b) = image.brokers.get(&broker_id) else {
+            return Err(ApiError::new(
+                ResponseError::StaleBrokerEpoch,
+                format!("Broker {broker_id} is not registered"),
+            ));
+        };
+        if b.incarnation_id != Some(incarnation_id) {
+            return Err(ApiError::new(
+                ResponseError::StaleBrokerEpoch,
+                format!("Broker {broker_id} registered again with another incarnation"),
+            ));
+        }
+        self.liveness
+            .lock()
+            .last_seen
+            .insert(broker_id, (incarnation_id, Instant::now()));
+        if b.fenced {
+            let mut records = vec![MetadataRecord::UnfenceBroker { broker_id }];
+            records.extend(elect_leaders_for_returning(&image, broker_id));
+            self.commit(records)?;
+        }
+        Ok(())
+    }
+
+    fn do_controlled_shutdown(&self, broker_id: i32, incarnation_id: Uuid) -> Result<(), ApiError> {
+        let image = self.image();
+        let Some(b) = image.brokers.get(&broker_id) else {
+            return Ok(());
+        };
+        if b.incarnation_id != Some(incarnation_id) || b.fenced {
+            return Ok(());
+        }
+        self.liveness.lock().last_seen.remove(&broker_id);
+        self.commit(fence_records(&image, broker_id))
+    }
+
+    /// Active-controller housekeeping, run every few hundred milliseconds: writes the cluster
+    /// id once, and fences brokers whose heartbeats stopped.
+    pub fn maintain(&self) {
+        if !self.is_active() {
+            self.liveness.lock().active_since = None;
+            return;
+        }
+        let _one_at_a_time = self.command_lock.lock();
+        if !self.is_active() {
+            return;
+        }
+        let now = Instant::now();
+        self.liveness.lock().active_since.get_or_insert(now);
+        let image = self.image();
+        if image.cluster_id.is_none() {
+            let cluster_id = self
+                .configured_cluster_id
+                .clone()
+                .unwrap_or_else(crate::new_cluster_id);
+            match self.commit(vec![MetadataRecord::ClusterId {
+                cluster_id: cluster_id.clone(),
+            }]) {
+                Ok(()) => tracing::info!(%cluster_id, "wrote the cluster id"),
+                Err(e) => tracing::warn!(error = %e, "cannot write the cluster id"),
+            }
+        }
+        let image = self.image();
+        // This node's own broker is alive: this code runs in its process.
+        let own = self.quorum.as_ref().map(|q| q.status().id as i32 - 1);
+        for b in image
+            .brokers
+            .values()
+            .filter(|b| !b.fenced && Some(b.id) != own)
+        {
+            if !self.seen_within_session(b.id, now) {
+                tracing::warn!(
+                    broker = b.id,
+                    timeout_ms = self.session_timeout.as_millis() as u64,
+                    "broker missed its heartbeats; fencing it"
+                );
+                if let Err(e) = self.commit(fence_records(&self.image(), b.id)) {
+                    tracing::warn!(broker = b.id, error = %e, "cannot fence broker");
+                }
+            }
+        }
+    }
+
+    fn do_create_topic(&self, req: &CreateTopic, validate_only: bool) -> Result<Uuid, ApiError> {
+        validate_topic_name(&req.name)?;
+        let image = self.image();
+        if image.topic(&req.name).is_some() {
             return Err(ApiError::new(
                 ResponseError::TopicAlreadyExists,
                 format!("Topic '{}' already exists.", req.name),
@@ -165,8 +868,7 @@ impl Controller {
         }
         // '.' and '_' collide in metric names, so Kafka refuses names that differ only there.
         let folded = req.name.replace('.', "_");
-        if let Some(existing) = inner
-            .image
+        if let Some(existing) = image
             .topic_ids
             .keys()
             .find(|t| t.replace('.', "_") == folded)
@@ -180,7 +882,7 @@ impl Controller {
             ));
         }
         if let Some(id) = req.topic_id {
-            if inner.image.topics.contains_key(&id) {
+            if image.topics.contains_key(&id) {
                 return Err(ApiError::new(
                     ResponseError::TopicAlreadyExists,
                     format!("Topic id {id} already exists."),
@@ -191,7 +893,7 @@ impl Controller {
             validate_topic_config(name, value)
                 .map_err(|m| ApiError::new(ResponseError::InvalidConfig, m))?;
         }
-        let brokers: Vec<i32> = inner.image.brokers.keys().copied().collect();
+        let brokers = image.live_brokers();
         let assignments = if req.assignments.is_empty() {
             let partitions = if req.num_partitions == -1 {
                 self.config.num_partitions
@@ -224,6 +926,7 @@ impl Controller {
                     ),
                 ));
             }
+            check_unreplicated(rf as usize)?;
             assign_replicas(&brokers, 0, partitions, rf as usize)
         } else {
             if req.num_partitions != -1 || req.replication_factor != -1 {
@@ -232,7 +935,11 @@ impl Controller {
                     "Both numPartitions or replicationFactor and replicasAssignments were set. Both cannot be used at the same time.",
                 ));
             }
-            validate_assignments(&req.assignments, &brokers)?;
+            validate_assignments(
+                &req.assignments,
+                &image.brokers.keys().copied().collect::<Vec<_>>(),
+            )?;
+            check_unreplicated(req.assignments.first().map_or(0, Vec::len))?;
             req.assignments.clone()
         };
         let topic_id = req.topic_id.unwrap_or_else(Uuid::new_v4);
@@ -243,7 +950,7 @@ impl Controller {
             name: req.name.clone(),
             topic_id,
         }];
-        records.extend(partition_records(topic_id, 0, &assignments));
+        records.extend(partition_records(&image, topic_id, 0, &assignments));
         records.extend(
             req.configs
                 .iter()
@@ -254,33 +961,30 @@ impl Controller {
                     value: Some(value.clone()),
                 }),
         );
-        self.commit(&mut inner, records)?;
+        self.commit(records)?;
         Ok(topic_id)
     }
 
-    /// Deletes a topic by name.
-    pub fn delete_topic(&self, name: &str) -> Result<Uuid, ApiError> {
-        let mut inner = self.inner.lock();
-        let Some(topic_id) = inner.image.topic_ids.get(name).copied() else {
+    fn do_delete_topic(&self, name: &str) -> Result<Uuid, ApiError> {
+        let Some(topic_id) = self.image().topic_ids.get(name).copied() else {
             return Err(ApiError::new(
                 ResponseError::UnknownTopicOrPartition,
                 "This server does not host this topic-partition.",
             ));
         };
-        self.commit(&mut inner, vec![MetadataRecord::RemoveTopic { topic_id }])?;
+        self.commit(vec![MetadataRecord::RemoveTopic { topic_id }])?;
         Ok(topic_id)
     }
 
-    /// Grows a topic to `count` partitions.
-    pub fn create_partitions(
+    fn do_create_partitions(
         &self,
         name: &str,
         count: i32,
         assignments: &[Vec<i32>],
         validate_only: bool,
     ) -> Result<(), ApiError> {
-        let mut inner = self.inner.lock();
-        let Some(topic) = inner.image.topic(name).cloned() else {
+        let image = self.image();
+        let Some(topic) = image.topic(name).cloned() else {
             return Err(ApiError::new(
                 ResponseError::UnknownTopicOrPartition,
                 format!("The topic '{name}' does not exist."),
@@ -293,7 +997,7 @@ impl Controller {
                 format!("Topic currently has {current} partitions, which is higher than the requested {count}."),
             ));
         }
-        let brokers: Vec<i32> = inner.image.brokers.keys().copied().collect();
+        let brokers = image.live_brokers();
         let new = if assignments.is_empty() {
             let rf = topic
                 .partitions
@@ -301,6 +1005,12 @@ impl Controller {
                 .next()
                 .map(|p| p.replicas.len())
                 .unwrap_or(1);
+            if rf > brokers.len() {
+                return Err(ApiError::new(
+                    ResponseError::InvalidReplicationFactor,
+                    format!("The target replication factor of {rf} cannot be reached because only {} broker(s) are live.", brokers.len()),
+                ));
+            }
             assign_replicas(&brokers, current, count - current, rf)
         } else {
             if assignments.len() as i32 != count - current {
@@ -313,27 +1023,28 @@ impl Controller {
                     ),
                 ));
             }
-            validate_assignments(assignments, &brokers)?;
+            validate_assignments(
+                assignments,
+                &image.brokers.keys().copied().collect::<Vec<_>>(),
+            )?;
+            check_unreplicated(assignments.first().map_or(0, Vec::len))?;
             assignments.to_vec()
         };
         if validate_only {
             return Ok(());
         }
-        let records = partition_records(topic.id, current, &new);
-        self.commit(&mut inner, records)
+        self.commit(partition_records(&image, topic.id, current, &new))
     }
 
-    /// Sets (`Some`) or removes (`None`) topic configs. With `replace_all` (the legacy
-    /// AlterConfigs) every config not named is reset to its default.
-    pub fn alter_topic_configs(
+    fn do_alter_topic_configs(
         &self,
         name: &str,
         changes: &[(String, Option<String>)],
         replace_all: bool,
         validate_only: bool,
     ) -> Result<(), ApiError> {
-        let mut inner = self.inner.lock();
-        if inner.image.topic(name).is_none() {
+        let image = self.image();
+        if image.topic(name).is_none() {
             return Err(ApiError::new(
                 ResponseError::UnknownTopicOrPartition,
                 format!("Topic {name} does not exist"),
@@ -353,7 +1064,7 @@ impl Controller {
         }
         let mut records = Vec::new();
         if replace_all {
-            for key in inner.image.topic_configs(name).into_keys() {
+            for key in image.topic_configs(name).into_keys() {
                 // The mirror association is not a user config: a full replace keeps it.
                 if key == crate::topic_configs::MIRROR_NAME_CONFIG {
                     continue;
@@ -368,43 +1079,45 @@ impl Controller {
                 .iter()
                 .map(|(k, v)| config_record(name, k, v.clone())),
         );
-        self.commit(&mut inner, records)
+        self.commit(records)
     }
 
-    /// Reads a topic config and sets it from what `decide` returns, atomically with respect to
-    /// every other metadata change (mirror start, stop, pause and resume race otherwise).
-    /// `decide` gets the current value and answers the new one (`None` removes it).
-    pub fn update_topic_config(
+    fn do_compare_and_set(
         &self,
         topic: &str,
         key: &str,
-        decide: impl FnOnce(Option<&str>) -> Result<Option<String>, ApiError>,
+        expected: Option<&str>,
+        new: Option<String>,
     ) -> Result<(), ApiError> {
-        let mut inner = self.inner.lock();
-        if inner.image.topic(topic).is_none() {
+        let image = self.image();
+        if image.topic(topic).is_none() {
             return Err(ApiError::new(
                 ResponseError::UnknownTopicOrPartition,
                 format!("Topic {topic} does not exist"),
             ));
         }
-        let configs = inner.image.topic_configs(topic);
+        let configs = image.topic_configs(topic);
         let current = configs.get(key).map(String::as_str);
-        let new = decide(current)?;
+        if current != expected {
+            // Another change came first: the caller decides again from the new value.
+            return Err(ApiError::new(
+                ResponseError::ConcurrentTransactions,
+                format!("{key} of {topic} changed concurrently"),
+            ));
+        }
         if new.as_deref() == current {
             return Ok(());
         }
-        self.commit(&mut inner, vec![config_record(topic, key, new)])
+        self.commit(vec![config_record(topic, key, new)])
     }
 
-    /// Defines a cluster mirror with already validated configs.
-    pub fn create_mirror(
+    fn do_create_mirror(
         &self,
         name: &str,
         configs: BTreeMap<String, String>,
         validate_only: bool,
     ) -> Result<Uuid, ApiError> {
-        let mut inner = self.inner.lock();
-        if inner.image.mirrors.contains_key(name) {
+        if self.image().mirrors.contains_key(name) {
             return Err(ApiError::new(
                 tern_protocol::mirror::errors::CLUSTER_MIRROR_ALREADY_EXISTS,
                 format!("Cluster mirror {name} already exists"),
@@ -414,27 +1127,23 @@ impl Controller {
         if validate_only {
             return Ok(mirror_id);
         }
-        self.commit(
-            &mut inner,
-            vec![MetadataRecord::ClusterMirror {
-                name: name.to_string(),
-                mirror_id,
-                configs,
-            }],
-        )?;
+        self.commit(vec![MetadataRecord::ClusterMirror {
+            name: name.to_string(),
+            mirror_id,
+            configs,
+        }])?;
         Ok(mirror_id)
     }
 
-    /// Deletes a cluster mirror that mirrors no topic any more.
-    pub fn delete_mirror(&self, name: &str) -> Result<(), ApiError> {
-        let mut inner = self.inner.lock();
-        if !inner.image.mirrors.contains_key(name) {
+    fn do_delete_mirror(&self, name: &str) -> Result<(), ApiError> {
+        let image = self.image();
+        if !image.mirrors.contains_key(name) {
             return Err(ApiError::new(
                 tern_protocol::mirror::errors::UNKNOWN_CLUSTER_MIRROR,
                 format!("Cluster mirror {name} does not exist"),
             ));
         }
-        let topics = inner.image.mirror_topics(name);
+        let topics = image.mirror_topics(name);
         if !topics.is_empty() {
             return Err(ApiError::new(
                 tern_protocol::mirror::errors::CLUSTER_MIRROR_NOT_EMPTY,
@@ -445,31 +1154,14 @@ impl Controller {
                 ),
             ));
         }
-        self.commit(
-            &mut inner,
-            vec![MetadataRecord::RemoveClusterMirror {
-                name: name.to_string(),
-            }],
-        )
+        self.commit(vec![MetadataRecord::RemoveClusterMirror {
+            name: name.to_string(),
+        }])
     }
 
-    /// Commits SCRAM credential changes (`ScramCredential` / `RemoveScramCredential` records,
-    /// validated by the caller) as one metadata log entry.
-    pub fn alter_scram_credentials(&self, records: Vec<MetadataRecord>) -> Result<(), ApiError> {
-        debug_assert!(records.iter().all(|r| matches!(
-            r,
-            MetadataRecord::ScramCredential { .. } | MetadataRecord::RemoveScramCredential { .. }
-        )));
-        let mut inner = self.inner.lock();
-        self.commit(&mut inner, records)
-    }
-
-    /// Creates ACLs, answering once they are committed: one result per binding, in order.
-    /// An ACL that exists already (or twice in the request) succeeds without a new record, as
-    /// in Kafka's AclControlManager.
-    pub fn create_acls(&self, acls: &[AclBinding]) -> Vec<Result<(), ApiError>> {
-        let mut inner = self.inner.lock();
-        let existing: BTreeSet<&AclBinding> = inner.image.acls.values().collect();
+    fn do_create_acls(&self, acls: &[AclBinding]) -> Vec<Result<(), ApiError>> {
+        let image = self.image();
+        let existing: BTreeSet<&AclBinding> = image.acls.values().collect();
         let mut new: BTreeSet<&AclBinding> = BTreeSet::new();
         let mut records = Vec::new();
         let mut results = Vec::with_capacity(acls.len());
@@ -486,7 +1178,6 @@ impl Controller {
             }
             results.push(Ok(()));
         }
-        drop(existing);
         if records.len() > MAX_ACL_RECORDS_PER_OP {
             let e = ApiError::new(
                 ResponseError::InvalidRequest,
@@ -496,19 +1187,17 @@ impl Controller {
             );
             return acls.iter().map(|_| Err(e.clone())).collect();
         }
-        if let Err(e) = self.commit(&mut inner, records) {
+        if let Err(e) = self.commit(records) {
             return results.into_iter().map(|r| r.and(Err(e.clone()))).collect();
         }
         results
     }
 
-    /// Deletes every ACL matching each filter, atomically, answering once committed: per
-    /// filter, the ACLs it matched (an ACL matched by two filters is listed under both).
-    pub fn delete_acls(
+    fn do_delete_acls(
         &self,
         filters: &[AclBindingFilter],
     ) -> Vec<Result<Vec<AclBinding>, ApiError>> {
-        let mut inner = self.inner.lock();
+        let image = self.image();
         let mut removed: BTreeSet<Uuid> = BTreeSet::new();
         let mut results = Vec::with_capacity(filters.len());
         for filter in filters {
@@ -521,7 +1210,7 @@ impl Controller {
                 continue;
             }
             let mut matched = Vec::new();
-            for (id, acl) in &inner.image.acls {
+            for (id, acl) in &image.acls {
                 if filter.matches(acl) {
                     removed.insert(*id);
                     matched.push(acl.clone());
@@ -541,39 +1230,106 @@ impl Controller {
             .into_iter()
             .map(|id| MetadataRecord::RemoveAcl { id })
             .collect();
-        if let Err(e) = self.commit(&mut inner, records) {
+        if let Err(e) = self.commit(records) {
             return results.into_iter().map(|r| r.and(Err(e.clone()))).collect();
         }
         results
     }
 
-    /// Makes sure no producer id below `floor` is handed out from now on (mirrored data
-    /// carries the source cluster's producer ids; ours must not collide with them).
-    pub fn ensure_producer_id_floor(&self, floor: i64) -> Result<(), ApiError> {
-        let mut inner = self.inner.lock();
-        if inner.image.next_producer_id >= floor {
+    fn do_ensure_producer_id_floor(&self, floor: i64) -> Result<(), ApiError> {
+        if self.image().next_producer_id >= floor {
             return Ok(());
         }
-        self.commit(
-            &mut inner,
-            vec![MetadataRecord::ProducerIds {
-                next_producer_id: floor,
-            }],
-        )
+        self.commit(vec![MetadataRecord::ProducerIds {
+            next_producer_id: floor,
+        }])
     }
 
-    /// Hands out a block of producer ids; returns (first id, count).
-    pub fn allocate_producer_ids(&self) -> Result<(i64, i64), ApiError> {
-        let mut inner = self.inner.lock();
-        let first = inner.image.next_producer_id;
-        self.commit(
-            &mut inner,
-            vec![MetadataRecord::ProducerIds {
-                next_producer_id: first + PRODUCER_ID_BLOCK,
-            }],
-        )?;
+    fn do_allocate_producer_ids(&self) -> Result<(i64, i64), ApiError> {
+        let first = self.image().next_producer_id;
+        self.commit(vec![MetadataRecord::ProducerIds {
+            next_producer_id: first + PRODUCER_ID_BLOCK,
+        }])?;
         Ok((first, PRODUCER_ID_BLOCK))
     }
+}
+
+fn unexpected(reply: Reply) -> ApiError {
+    ApiError::new(
+        ResponseError::UnknownServerError,
+        format!("unexpected controller reply {reply:?}"),
+    )
+}
+
+/// Partition data is not replicated between brokers yet: a replication factor above one
+/// would promise copies that do not exist, so it is refused rather than silently kept.
+fn check_unreplicated(rf: usize) -> Result<(), ApiError> {
+    if rf > 1 {
+        return Err(ApiError::new(
+            ResponseError::InvalidReplicationFactor,
+            format!(
+                "Replication factor {rf}: Tern does not replicate partition data between \
+                 brokers yet, so every partition has one replica"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Fencing `broker_id`: the record, and each partition it leads handed to another live
+/// in-sync replica (none with one replica: the partition is offline until it returns).
+fn fence_records(image: &MetadataImage, broker_id: i32) -> Vec<MetadataRecord> {
+    let live: BTreeSet<i32> = image
+        .live_brokers()
+        .into_iter()
+        .filter(|b| *b != broker_id)
+        .collect();
+    let mut records = vec![MetadataRecord::FenceBroker { broker_id }];
+    for topic in image.topics.values() {
+        for (&partition, p) in &topic.partitions {
+            if p.leader != broker_id {
+                continue;
+            }
+            let leader = p
+                .isr
+                .iter()
+                .copied()
+                .find(|r| live.contains(r))
+                .unwrap_or(-1);
+            records.push(MetadataRecord::Partition {
+                topic_id: topic.id,
+                partition,
+                replicas: p.replicas.clone(),
+                isr: p.isr.clone(),
+                leader,
+                leader_epoch: p.leader_epoch + 1,
+                partition_epoch: p.partition_epoch + 1,
+            });
+        }
+    }
+    records
+}
+
+/// A broker is back: it leads again each partition that has no leader and lists it in its ISR.
+fn elect_leaders_for_returning(image: &MetadataImage, broker_id: i32) -> Vec<MetadataRecord> {
+    let mut records = Vec::new();
+    for topic in image.topics.values() {
+        for (&partition, p) in &topic.partitions {
+            if p.leader >= 0 || !p.isr.contains(&broker_id) {
+                continue;
+            }
+            records.push(MetadataRecord::Partition {
+                topic_id: topic.id,
+                partition,
+                replicas: p.replicas.clone(),
+                isr: p.isr.clone(),
+                leader: broker_id,
+                leader_epoch: p.leader_epoch + 1,
+                partition_epoch: p.partition_epoch + 1,
+            });
+        }
+    }
+    records
 }
 
 fn config_record(topic: &str, name: &str, value: Option<String>) -> MetadataRecord {
@@ -585,7 +1341,14 @@ fn config_record(topic: &str, name: &str, value: Option<String>) -> MetadataReco
     }
 }
 
-fn partition_records(topic_id: Uuid, first: i32, assignments: &[Vec<i32>]) -> Vec<MetadataRecord> {
+/// New partitions, each led by its first replica that is not fenced.
+fn partition_records(
+    image: &MetadataImage,
+    topic_id: Uuid,
+    first: i32,
+    assignments: &[Vec<i32>],
+) -> Vec<MetadataRecord> {
+    let live = image.live_brokers();
     assignments
         .iter()
         .enumerate()
@@ -594,7 +1357,11 @@ fn partition_records(topic_id: Uuid, first: i32, assignments: &[Vec<i32>]) -> Ve
             partition: first + i as i32,
             replicas: replicas.clone(),
             isr: replicas.clone(),
-            leader: replicas.first().copied().unwrap_or(-1),
+            leader: replicas
+                .iter()
+                .copied()
+                .find(|r| live.contains(r))
+                .unwrap_or(-1),
             leader_epoch: 0,
             partition_epoch: 0,
         })
@@ -630,15 +1397,13 @@ fn validate_assignments(assignments: &[Vec<i32>], brokers: &[i32]) -> Result<(),
 mod acl_tests {
     use super::*;
     use crate::acls::{AclOperation, AclPatternType, AclPermissionType, AclResourceType};
-    use crate::RaftMetadataLog;
 
-    fn open(dir: &std::path::Path) -> Controller {
-        let log = RaftMetadataLog::open_single_voter(dir, 0).unwrap();
+    fn open(dir: &std::path::Path) -> Arc<Controller> {
         let config = ControllerConfig {
             num_partitions: 1,
             default_replication_factor: 1,
         };
-        Controller::open(Box::new(log), config).unwrap()
+        crate::open_single_voter(dir, 0, config).unwrap()
     }
 
     fn acl(name: &str, pattern: AclPatternType, op: AclOperation) -> AclBinding {

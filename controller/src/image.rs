@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, HashMap};
 use uuid::Uuid;
 
 use crate::acls::AclBinding;
-use crate::records::{ConfigResourceType, MetadataRecord};
+use crate::records::{BrokerEndpoint, ConfigResourceType, MetadataRecord};
 pub use crate::topic_configs::{MIRROR_NAME_CONFIG, MIRROR_PAUSED_SUFFIX};
 
 /// A registered broker.
@@ -19,6 +19,23 @@ pub struct BrokerInfo {
     pub port: u16,
     /// Rack, if any.
     pub rack: Option<String>,
+    /// Every advertised listener (the first is `host:port`).
+    pub endpoints: Vec<BrokerEndpoint>,
+    /// The incarnation that registered last.
+    pub incarnation_id: Option<Uuid>,
+    /// Fenced: missed its heartbeats or shut down; leads nothing.
+    pub fenced: bool,
+}
+
+impl BrokerInfo {
+    /// The (host, port) of `listener`, or of the first listener if it has none of that name.
+    pub fn endpoint(&self, listener: &str) -> (&str, u16) {
+        self.endpoints
+            .iter()
+            .find(|e| e.listener == listener)
+            .map(|e| (e.host.as_str(), e.port))
+            .unwrap_or((self.host.as_str(), self.port))
+    }
 }
 
 /// Replicas, ISR and leadership of one partition.
@@ -50,8 +67,10 @@ pub struct TopicImage {
 /// The whole cluster metadata at one point of the metadata log.
 #[derive(Debug, Clone, Default)]
 pub struct MetadataImage {
-    /// Number of records applied; grows with every change.
+    /// Number of records applied; grows with every change, equal on every node.
     pub offset: u64,
+    /// The cluster id, once the first active controller wrote it.
+    pub cluster_id: Option<String>,
     /// Registered brokers by id.
     pub brokers: BTreeMap<i32, BrokerInfo>,
     /// Topic ids by name.
@@ -104,6 +123,8 @@ impl MetadataImage {
                 host,
                 port,
                 rack,
+                endpoints,
+                incarnation_id,
             } => {
                 self.brokers.insert(
                     *broker_id,
@@ -112,8 +133,26 @@ impl MetadataImage {
                         host: host.clone(),
                         port: *port,
                         rack: rack.clone(),
+                        endpoints: endpoints.clone(),
+                        incarnation_id: *incarnation_id,
+                        fenced: false,
                     },
                 );
+            }
+            MetadataRecord::FenceBroker { broker_id } => {
+                if let Some(b) = self.brokers.get_mut(broker_id) {
+                    b.fenced = true;
+                }
+            }
+            MetadataRecord::UnfenceBroker { broker_id } => {
+                if let Some(b) = self.brokers.get_mut(broker_id) {
+                    b.fenced = false;
+                }
+            }
+            MetadataRecord::ClusterId { cluster_id } => {
+                if self.cluster_id.is_none() {
+                    self.cluster_id = Some(cluster_id.clone());
+                }
             }
             MetadataRecord::Topic { name, topic_id } => {
                 self.topic_ids.insert(name.clone(), *topic_id);
@@ -227,6 +266,15 @@ impl MetadataImage {
                 self.acls.remove(id);
             }
         }
+    }
+
+    /// Ids of the brokers that are registered and not fenced, sorted.
+    pub fn live_brokers(&self) -> Vec<i32> {
+        self.brokers
+            .values()
+            .filter(|b| !b.fenced)
+            .map(|b| b.id)
+            .collect()
     }
 
     /// The topic of a name.

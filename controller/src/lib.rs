@@ -1,25 +1,50 @@
 //! Cluster metadata for Tern: metadata records, the durable metadata log, the MetadataImage
 //! that brokers apply, and the controller that validates admin commands.
 //!
-//! The metadata log is a Raft log (the `raft` crate, persisted in RocksDB) behind the
-//! [`MetadataLog`] trait: [`RaftMetadataLog`] drives a sans-I/O [`quorum::RaftNode`].
+//! The metadata log is a Raft log (the `raft` crate, persisted in RocksDB): a sans-I/O
+//! [`quorum::RaftNode`] moved by a driver thread, voters talking over the controller listener
+//! ([`server`], [`client`], [`wire`]), nodes without a vote following it ([`start`]).
 
 pub mod acls;
+pub mod client;
+pub mod commands;
 pub mod controller;
 pub mod image;
-pub mod metadata_log;
+pub mod metadata_state;
 pub mod placement;
 pub mod quorum;
 pub mod records;
+pub mod server;
+pub mod start;
 pub mod topic_configs;
+pub mod wire;
 
 pub use acls::{
     AclBinding, AclBindingFilter, AclOperation, AclPatternType, AclPermissionType, AclResourceType,
 };
+pub use commands::BrokerRegistration;
 pub use controller::{validate_topic_name, Controller, ControllerConfig, CreateTopic};
 pub use image::{BrokerInfo, MetadataImage, PartitionInfo, ScramCredentialImage, TopicImage};
-pub use metadata_log::{MetadataLog, RaftMetadataLog};
-pub use records::{ConfigResourceType, MetadataRecord};
+pub use metadata_state::MetadataState;
+pub use records::{BrokerEndpoint, ConfigResourceType, MetadataRecord};
+pub use start::{open_single_voter, raft_id, start, QuorumConfig};
+
+/// A Kafka-style cluster id: 16 random bytes, URL-safe base64 without padding (22 chars),
+/// never starting with `-` (command-line tools would read it as an option).
+pub fn new_cluster_id() -> String {
+    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    loop {
+        let mut bits: u128 = u128::from_be_bytes(uuid::Uuid::new_v4().into_bytes());
+        let mut out = String::with_capacity(22);
+        for _ in 0..22 {
+            out.push(ALPHABET[(bits & 63) as usize] as char);
+            bits >>= 6;
+        }
+        if !out.starts_with('-') {
+            return out;
+        }
+    }
+}
 
 /// Failures inside the controller.
 #[derive(Debug, thiserror::Error)]

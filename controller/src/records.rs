@@ -12,6 +12,17 @@ pub enum ConfigResourceType {
     Broker,
 }
 
+/// One advertised listener of a broker.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct BrokerEndpoint {
+    /// Listener name (PLAINTEXT, SASL_SSL, ...).
+    pub listener: String,
+    /// Advertised host.
+    pub host: String,
+    /// Advertised port.
+    pub port: u16,
+}
+
 /// One change to the cluster metadata.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum MetadataRecord {
@@ -25,6 +36,27 @@ pub enum MetadataRecord {
         port: u16,
         /// Rack, if configured.
         rack: Option<String>,
+        /// Every advertised listener (logs written before clusters existed have none).
+        #[serde(default)]
+        endpoints: Vec<BrokerEndpoint>,
+        /// The registering process's incarnation (none in older logs).
+        #[serde(default)]
+        incarnation_id: Option<Uuid>,
+    },
+    /// A broker missed its heartbeats or shut down: it leads nothing until it is back.
+    FenceBroker {
+        /// Node id.
+        broker_id: i32,
+    },
+    /// A fenced broker heartbeats again.
+    UnfenceBroker {
+        /// Node id.
+        broker_id: i32,
+    },
+    /// The cluster's id, written once by the first active controller.
+    ClusterId {
+        /// The cluster id.
+        cluster_id: String,
     },
     /// A topic was created.
     Topic {

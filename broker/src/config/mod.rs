@@ -127,6 +127,14 @@ pub struct BrokerConfig {
     pub fetch_session_eviction_ms: i64,
     /// `broker.rack`.
     pub rack: Option<String>,
+    /// `controller.quorum.voters` as (node id, host:port); empty: this node is the only voter.
+    pub quorum_voters: Vec<(i32, String)>,
+    /// This node's controller listener (the first of `controller.listener.names` in `listeners`).
+    pub controller_listener: Option<Listener>,
+    /// `broker.session.timeout.ms`: a broker silent this long is fenced.
+    pub broker_session_timeout_ms: u64,
+    /// `broker.heartbeat.interval.ms`.
+    pub broker_heartbeat_interval_ms: u64,
     /// Cluster mirroring (`mirror.state.topic.num.partitions`, `mirror.failed.retry.*`, ...).
     pub mirror: tern_mirror::BrokerMirrorConfig,
     /// The ACL authorizer (`authorizer.class.name`), or None: every request is allowed.
@@ -222,14 +230,29 @@ impl BrokerConfig {
                 .filter(|l| !controller_names.contains(&l.name))
                 .collect()
         };
+        let process_roles: Vec<String> = get("process.roles")
+            .unwrap_or("broker,controller")
+            .split(',')
+            .map(|s| s.trim().to_ascii_lowercase())
+            .filter(|s| !s.is_empty())
+            .collect();
+        let is_broker = process_roles.iter().any(|r| r == "broker");
+        let controller_listener = controller_names
+            .iter()
+            .find_map(|name| all_listeners.iter().find(|l| l.name == *name))
+            .cloned();
         let listeners = client_only(all_listeners);
-        if listeners.is_empty() {
+        if listeners.is_empty() && is_broker {
             bail!("no client listener in 'listeners'");
         }
         let advertised_listeners = client_only(all_advertised);
-        if advertised_listeners.is_empty() {
+        if advertised_listeners.is_empty() && is_broker {
             bail!("no client listener in 'advertised.listeners'");
         }
+        let quorum_voters = match get("controller.quorum.voters").filter(|v| !v.trim().is_empty()) {
+            Some(v) => policy::parse_voters(v).map_err(|e| anyhow!(e))?,
+            None => Vec::new(),
+        };
         let log_dirs: Vec<PathBuf> = get("log.dirs")
             .or(get("log.dir"))
             .unwrap_or("./data")
@@ -246,11 +269,7 @@ impl BrokerConfig {
         };
         Ok(BrokerConfig {
             node_id,
-            process_roles: get("process.roles")
-                .unwrap_or("broker,controller")
-                .split(',')
-                .map(|s| s.trim().to_string())
-                .collect(),
+            process_roles,
             listeners,
             listener_security,
             advertised_listeners,
@@ -294,6 +313,10 @@ impl BrokerConfig {
                 120_000,
             )?,
             rack: get("broker.rack").map(str::to_string),
+            quorum_voters,
+            controller_listener,
+            broker_session_timeout_ms: num(&props, "broker.session.timeout.ms", 9_000)?,
+            broker_heartbeat_interval_ms: num(&props, "broker.heartbeat.interval.ms", 2_000)?,
             mirror: tern_mirror::BrokerMirrorConfig {
                 state_topic_partitions: num(&props, "mirror.state.topic.num.partitions", 50)?,
                 metadata_refresh_interval: std::time::Duration::from_millis(num(
@@ -323,6 +346,40 @@ impl BrokerConfig {
     /// Kafka settings given that Tern does not read, to be logged once as ignored.
     pub fn ignored_settings(&self) -> Vec<String> {
         policy::ignored_settings(&self.properties)
+    }
+
+    /// Whether this node serves clients (`process.roles` includes `broker`).
+    pub fn is_broker(&self) -> bool {
+        self.process_roles.iter().any(|r| r == "broker")
+    }
+
+    /// Whether this node votes in the metadata quorum (`process.roles` includes `controller`).
+    pub fn is_controller(&self) -> bool {
+        self.process_roles.iter().any(|r| r == "controller")
+    }
+
+    /// How this node takes part in the metadata quorum.
+    pub fn quorum_config(&self, cluster_id: Option<String>) -> tern_controller::QuorumConfig {
+        tern_controller::QuorumConfig {
+            node_id: self.node_id,
+            voters: self.quorum_voters.clone(),
+            is_voter: self.is_controller(),
+            metadata_dir: self.metadata_dir(),
+            // Only a configured quorum opens the port: two single nodes on one machine with
+            // Kafka's sample settings must not fight over it.
+            listener: if self.quorum_voters.is_empty() {
+                None
+            } else {
+                self.controller_listener.as_ref().map(Listener::bind_addr)
+            },
+            cluster_id,
+            session_timeout: std::time::Duration::from_millis(self.broker_session_timeout_ms),
+        }
+    }
+
+    /// Whether other nodes share the metadata quorum (voters besides this node).
+    pub fn is_multi_node(&self) -> bool {
+        self.quorum_voters.iter().any(|(id, _)| *id != self.node_id) || !self.is_controller()
     }
 
     /// The advertised listener clients should use (the first).

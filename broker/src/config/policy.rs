@@ -78,6 +78,8 @@ const READ_KEYS: &[&str] = &[
     "max.incremental.fetch.session.cache.slots",
     "min.incremental.fetch.session.eviction.ms",
     "broker.rack",
+    "broker.session.timeout.ms",
+    "broker.heartbeat.interval.ms",
 ];
 
 fn is_set(value: &str) -> bool {
@@ -208,8 +210,33 @@ pub fn refused_settings(
     problems
 }
 
-/// A node configured as part of a larger quorum (or as a broker or controller alone) would
-/// silently form a cluster of its own: refuse it until the networked quorum exists.
+/// Parses `controller.quorum.voters` (`id@host:port,...`) into (node id, host:port).
+pub fn parse_voters(value: &str) -> Result<Vec<(i32, String)>, String> {
+    let mut voters: Vec<(i32, String)> = Vec::new();
+    for entry in value.split(',').map(str::trim).filter(|v| !v.is_empty()) {
+        let bad = || format!("controller.quorum.voters: '{entry}' is not id@host:port");
+        let (id, addr) = entry.split_once('@').ok_or_else(bad)?;
+        let id: i32 = id.trim().parse().map_err(|_| bad())?;
+        if id < 0 {
+            return Err(bad());
+        }
+        let (host, port) = addr.rsplit_once(':').ok_or_else(bad)?;
+        port.parse::<u16>().map_err(|_| bad())?;
+        if host.is_empty() {
+            return Err(bad());
+        }
+        if voters.iter().any(|(v, _)| *v == id) {
+            return Err(format!(
+                "controller.quorum.voters: node id {id} is listed twice"
+            ));
+        }
+        voters.push((id, addr.to_string()));
+    }
+    Ok(voters)
+}
+
+/// The quorum settings that Tern cannot honour: roles it does not know, a voters list that
+/// does not parse or leaves this node out, a controller listener that is missing or secured.
 fn quorum_problems(
     props: &BTreeMap<String, String>,
     node_id: i32,
@@ -217,51 +244,83 @@ fn quorum_problems(
     controller_names: &[String],
 ) -> Vec<String> {
     let mut problems = Vec::new();
-    if let Some(roles) = props.get("process.roles") {
-        let mut roles: Vec<String> = roles
-            .split(',')
-            .map(|r| r.trim().to_ascii_lowercase())
-            .filter(|r| !r.is_empty())
-            .collect();
-        roles.sort();
-        roles.dedup();
-        if roles != ["broker", "controller"] {
+    let mut roles: Vec<String> = props
+        .get("process.roles")
+        .map(String::as_str)
+        .unwrap_or("broker,controller")
+        .split(',')
+        .map(|r| r.trim().to_ascii_lowercase())
+        .filter(|r| !r.is_empty())
+        .collect();
+    roles.sort();
+    roles.dedup();
+    if roles.is_empty() || roles.iter().any(|r| r != "broker" && r != "controller") {
+        problems.push(format!(
+            "process.roles={}: the roles are broker, controller, or both",
+            roles.join(",")
+        ));
+    }
+    let is_controller = roles.iter().any(|r| r == "controller");
+    let voters = match props.get("controller.quorum.voters").filter(|v| is_set(v)) {
+        None => Vec::new(),
+        Some(v) => match parse_voters(v) {
+            Ok(v) => v,
+            Err(e) => {
+                problems.push(e);
+                Vec::new()
+            }
+        },
+    };
+    let own_controller_listeners: Vec<&Listener> = listeners
+        .iter()
+        .filter(|(key, _)| *key == "listeners")
+        .flat_map(|(_, list)| list.iter())
+        .filter(|l| controller_names.contains(&l.name))
+        .collect();
+    if voters.is_empty() {
+        if !is_controller {
+            problems.push(
+                "process.roles=broker needs controller.quorum.voters to find the controllers"
+                    .into(),
+            );
+        }
+    } else if is_controller {
+        if !voters.iter().any(|(id, _)| *id == node_id) {
             problems.push(format!(
-                "process.roles={}: Tern runs only combined broker,controller nodes so far (a \
-                 node with one role needs the networked quorum, not built yet)",
-                roles.join(",")
+                "controller.quorum.voters does not list this controller (node.id={node_id})"
             ));
         }
-    }
-    if let Some(voters) = props.get("controller.quorum.voters").filter(|v| is_set(v)) {
-        let entries: Vec<&str> = voters
-            .split(',')
-            .map(str::trim)
-            .filter(|v| !v.is_empty())
-            .collect();
-        let only_self = entries.len() == 1
-            && entries[0]
-                .split_once('@')
-                .and_then(|(id, _)| id.trim().parse::<i32>().ok())
-                == Some(node_id);
-        if !only_self {
+        if voters.len() > 1 && own_controller_listeners.is_empty() {
             problems.push(format!(
-                "controller.quorum.voters={voters}: Tern's quorum has one voter, this node \
-                 (node.id={node_id}); a multi-node quorum is not built yet"
+                "a controller of a quorum of several needs a listener named by \
+                 controller.listener.names ({}) in listeners",
+                controller_names.join(",")
             ));
+        }
+    } else if voters.iter().any(|(id, _)| *id == node_id) {
+        problems.push(format!(
+            "node.id={node_id} is a voter in controller.quorum.voters but process.roles has no controller"
+        ));
+    }
+    // Inter-node traffic is plaintext only so far: a secured controller listener is refused.
+    if let Ok(map) = protocol_map(props) {
+        for l in &own_controller_listeners {
+            if let Some(protocol) = protocol_of(&l.name, &map, controller_names) {
+                if protocol != "PLAINTEXT" {
+                    problems.push(format!(
+                        "controller listener {}: security protocol {protocol} between \
+                         controllers is not implemented yet (PLAINTEXT only)",
+                        l.name
+                    ));
+                }
+            }
         }
     }
     if let Some(servers) = props
         .get("controller.quorum.bootstrap.servers")
-        .filter(|v| is_set(v))
+        .filter(|v| is_set(v) && voters.is_empty())
     {
         // Kafka's sample server.properties points this at the node's own controller listener.
-        let own: Vec<(&str, u16)> = listeners
-            .iter()
-            .flat_map(|(_, list)| list.iter())
-            .filter(|l| controller_names.contains(&l.name))
-            .map(|l| (l.host.as_str(), l.port))
-            .collect();
         let is_local = |host: &str| {
             host == "localhost" || host == "::1" || host.starts_with("127.") || host.is_empty()
         };
@@ -275,14 +334,15 @@ fn quorum_problems(
                 };
                 let host = host.trim_start_matches('[').trim_end_matches(']');
                 port.parse::<u16>().is_ok_and(|p| {
-                    own.iter()
-                        .any(|(h, own_port)| *own_port == p && (*h == host || is_local(host)))
+                    own_controller_listeners
+                        .iter()
+                        .any(|l| l.port == p && (l.host == host || is_local(host)))
                 })
             });
         if !only_self {
             problems.push(format!(
-                "controller.quorum.bootstrap.servers={servers}: names a controller other than \
-                 this node's own controller listener; a multi-node quorum is not built yet"
+                "controller.quorum.bootstrap.servers={servers}: a dynamic quorum (KIP-853) is \
+                 not implemented; list the voters in controller.quorum.voters"
             ));
         }
     }
@@ -400,18 +460,77 @@ mod tests {
     }
 
     #[test]
-    fn a_multi_node_quorum_or_a_single_role_is_refused_until_it_exists() {
+    fn quorum_settings_that_cannot_work_are_refused_naming_them() {
+        // A controller of three without a controller listener.
         let e = refusal(&[("controller.quorum.voters", "1@a:9093,2@b:9093,3@c:9093")]);
-        assert!(e.contains("controller.quorum.voters"), "{e}");
+        assert!(e.contains("controller.listener.names"), "{e}");
+        // A controller that is not among the voters.
         let e = refusal(&[("node.id", "2"), ("controller.quorum.voters", "1@a:9093")]);
-        assert!(e.contains("controller.quorum.voters"), "{e}");
+        assert!(e.contains("does not list this controller"), "{e}");
+        // A broker with no way to find the controllers.
         let e = refusal(&[("process.roles", "broker")]);
         assert!(e.contains("process.roles=broker"), "{e}");
+        let e = refusal(&[("process.roles", "broker,zookeeper")]);
+        assert!(e.contains("process.roles"), "{e}");
+        // A broker-only node that claims a voter's id.
+        let e = refusal(&[
+            ("process.roles", "broker"),
+            ("node.id", "1"),
+            ("controller.quorum.voters", "1@a:9093"),
+        ]);
+        assert!(e.contains("no controller"), "{e}");
+        for bad in ["1@a", "x@a:9093", "1@a:9093,1@b:9093", "1@:9093", "-2@a:1"] {
+            let e = refusal(&[("controller.quorum.voters", bad)]);
+            assert!(e.contains("controller.quorum.voters"), "{bad}: {e}");
+        }
         let e = refusal(&[
             ("listeners", "PLAINTEXT://:9092,CONTROLLER://:9093"),
             ("controller.quorum.bootstrap.servers", "other:9093"),
         ]);
         assert!(e.contains("controller.quorum.bootstrap.servers"), "{e}");
+        let e = refusal(&[
+            ("listeners", "PLAINTEXT://:9092,CONTROLLER://:9093"),
+            (
+                "listener.security.protocol.map",
+                "PLAINTEXT:PLAINTEXT,CONTROLLER:SSL",
+            ),
+            ("controller.quorum.voters", "1@a:9093,2@b:9093,3@c:9093"),
+        ]);
+        assert!(e.contains("between controllers"), "{e}");
+    }
+
+    #[test]
+    fn three_voters_and_brokers_alone_are_accepted() {
+        let c = BrokerConfig::from_properties(props(&[
+            ("node.id", "2"),
+            (
+                "listeners",
+                "PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:19093",
+            ),
+            (
+                "controller.quorum.voters",
+                "1@127.0.0.1:19092,2@127.0.0.1:19093,3@127.0.0.1:19094",
+            ),
+        ]))
+        .unwrap();
+        assert_eq!(c.quorum_voters.len(), 3);
+        assert!(c.is_controller() && c.is_broker());
+        assert_eq!(c.controller_listener.as_ref().unwrap().port, 19093);
+        let b = BrokerConfig::from_properties(props(&[
+            ("node.id", "7"),
+            ("process.roles", "broker"),
+            ("controller.quorum.voters", "1@127.0.0.1:19092"),
+        ]))
+        .unwrap();
+        assert!(b.is_broker() && !b.is_controller());
+        let c = BrokerConfig::from_properties(props(&[
+            ("node.id", "1"),
+            ("process.roles", "controller"),
+            ("listeners", "CONTROLLER://127.0.0.1:19092"),
+            ("controller.quorum.voters", "1@127.0.0.1:19092"),
+        ]))
+        .unwrap();
+        assert!(!c.is_broker() && c.listeners.is_empty());
     }
 
     #[test]

@@ -19,12 +19,9 @@ pub fn handle(
     let brokers = image
         .brokers
         .values()
+        .filter(|b| !b.fenced)
         .map(|b| {
-            let (host, port) = if b.id == broker.config.node_id {
-                broker.endpoint_for(&ctx.listener)
-            } else {
-                (b.host.clone(), b.port)
-            };
+            let (host, port) = broker.endpoint_of(b, &ctx.listener);
             DescribeClusterBroker::default()
                 .with_broker_id(BrokerId(b.id))
                 .with_host(sb(host))
@@ -34,7 +31,7 @@ pub fn handle(
         .collect();
     let mut response = DescribeClusterResponse::default()
         .with_cluster_id(sb(broker.cluster_id.clone()))
-        .with_controller_id(BrokerId(broker.config.node_id))
+        .with_controller_id(BrokerId(broker.controller_id()))
         .with_brokers(brokers);
     if req.include_cluster_authorized_operations {
         let authz = ctx.authz(broker);

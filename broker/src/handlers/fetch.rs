@@ -82,7 +82,7 @@ fn read_pass(
                 pass.has_error = true;
                 pass.data.push(error_data(
                     item.partition,
-                    ResponseError::UnknownTopicOrPartition,
+                    broker.unhosted_partition_error(&item.topic, item.partition),
                 ));
                 continue;
             }

@@ -47,18 +47,43 @@ fn coordinator_for(
             .with_error_code(ResponseError::CoordinatorNotAvailable.code())
             .with_error_message(Some(sb("Transactions are not supported yet")));
     }
-    if let Err(e) = broker.groups.check_coordinator(key) {
-        let e = if e == ResponseError::NotCoordinator {
-            ResponseError::CoordinatorNotAvailable
-        } else {
-            e
-        };
-        return c.with_error_code(e.code());
+    if !broker.ensure_offsets_topic() {
+        return c.with_error_code(ResponseError::CoordinatorNotAvailable.code());
     }
-    let (host, port) = broker.endpoint_for(listener);
-    c.with_node_id(BrokerId(broker.config.node_id))
-        .with_host(sb(host))
-        .with_port(port as i32)
+    match broker.groups.check_coordinator(key) {
+        Ok(()) => {
+            let (host, port) = broker.endpoint_for(listener);
+            c.with_node_id(BrokerId(broker.config.node_id))
+                .with_host(sb(host))
+                .with_port(port as i32)
+        }
+        // In a cluster the coordinator is the leader of the group's offsets partition.
+        Err(e) => match group_partition_leader(broker, key) {
+            Some(b) if b.id != broker.config.node_id && !b.fenced => {
+                let (host, port) = broker.endpoint_of(&b, listener);
+                c.with_node_id(BrokerId(b.id))
+                    .with_host(sb(host))
+                    .with_port(port as i32)
+            }
+            _ => {
+                let e = if e == ResponseError::NotCoordinator {
+                    ResponseError::CoordinatorNotAvailable
+                } else {
+                    e
+                };
+                c.with_error_code(e.code())
+            }
+        },
+    }
+}
+
+/// The broker leading the `__consumer_offsets` partition of `group`, if any.
+fn group_partition_leader(broker: &Broker, group: &str) -> Option<tern_controller::BrokerInfo> {
+    let image = broker.controller.image();
+    let topic = image.topic(crate::group_coordinator::offsets_topic::OFFSETS_TOPIC)?;
+    let partition = broker.groups.partition_for(group);
+    let leader = topic.partitions.get(&partition)?.leader;
+    image.brokers.get(&leader).cloned()
 }
 
 /// Answers FindCoordinator (single key before v4, batched after).

@@ -49,8 +49,11 @@ pub fn handle(
                             return resp.with_error_code(ResponseError::NotLeaderOrFollower.code())
                         }
                         None => {
-                            return resp
-                                .with_error_code(ResponseError::UnknownTopicOrPartition.code())
+                            return resp.with_error_code(
+                                broker
+                                    .unhosted_partition_error(&name, p.partition_index)
+                                    .code(),
+                            )
                         }
                     };
                     if p.current_leader_epoch >= 0

@@ -120,7 +120,7 @@ pub fn handle(
     let mut response = MetadataResponse::default()
         .with_brokers(brokers(broker, &ctx.listener, &image))
         .with_cluster_id(Some(sb(broker.cluster_id.clone())))
-        .with_controller_id(BrokerId(broker.config.node_id))
+        .with_controller_id(BrokerId(broker.controller_id()))
         .with_topics(topics);
     if (8..=10).contains(&version) && req.include_cluster_authorized_operations {
         response.cluster_authorized_operations = if authz.cluster(AclOperation::Describe) {
@@ -136,12 +136,9 @@ fn brokers(broker: &Broker, listener: &str, image: &MetadataImage) -> Vec<Metada
     image
         .brokers
         .values()
+        .filter(|b| !b.fenced)
         .map(|b| {
-            let (host, port) = if b.id == broker.config.node_id {
-                broker.endpoint_for(listener)
-            } else {
-                (b.host.clone(), b.port)
-            };
+            let (host, port) = broker.endpoint_of(b, listener);
             MetadataResponseBroker::default()
                 .with_node_id(BrokerId(b.id))
                 .with_host(sb(host))

@@ -23,6 +23,7 @@ pub mod delete_topics;
 pub mod describe_client_quotas;
 pub mod describe_cluster;
 pub mod describe_configs;
+pub mod describe_quorum;
 pub mod describe_topic_partitions;
 pub mod fetch;
 pub mod group_admin;
@@ -53,6 +54,7 @@ pub const SUPPORTED_APIS: &[(ApiKey, i16, i16)] = &[
     (ApiKey::CreatePartitions, 0, 3),
     (ApiKey::IncrementalAlterConfigs, 0, 1),
     (ApiKey::DescribeCluster, 0, 1),
+    (ApiKey::DescribeQuorum, 0, 2),
     (ApiKey::FindCoordinator, 0, 6),
     (ApiKey::JoinGroup, 0, 9),
     (ApiKey::SyncGroup, 0, 5),
@@ -239,6 +241,9 @@ pub async fn handle(
         ),
         RequestKind::DescribeCluster(r) => {
             ResponseKind::DescribeCluster(describe_cluster::handle(broker, &ctx, r))
+        }
+        RequestKind::DescribeQuorum(r) => {
+            ResponseKind::DescribeQuorum(describe_quorum::handle(broker, &ctx, r, version))
         }
         RequestKind::FindCoordinator(r) => {
             ResponseKind::FindCoordinator(groups::find_coordinator(broker, &ctx, r, version))

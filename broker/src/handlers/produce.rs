@@ -111,7 +111,7 @@ pub async fn handle(
                 None => {
                     partitions.push(error_partition(
                         pd.index,
-                        ResponseError::UnknownTopicOrPartition.code(),
+                        broker.unhosted_partition_error(&name, pd.index).code(),
                         None,
                     ));
                     continue;

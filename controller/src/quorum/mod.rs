@@ -1,5 +1,6 @@
 //! The metadata quorum: raft-rs over RocksDB, as a sans-I/O [`RaftNode`] plus drivers.
 
+pub mod driver;
 pub mod node;
 pub mod storage;
 pub mod transport;
@@ -8,7 +9,8 @@ mod logging;
 #[cfg(test)]
 mod sim_tests;
 
+pub use driver::{QuorumDriver, QuorumHandle, QuorumStatus, Role};
 pub(crate) use logging::raft_logger;
 pub use node::{CommittedEntry, RaftNode, RaftNodeConfig};
 pub use storage::RaftStorage;
-pub use transport::{NoPeers, RaftTransport};
+pub use transport::{NoPeers, RaftTransport, TcpTransport};

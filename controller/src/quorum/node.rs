@@ -160,6 +160,44 @@ impl RaftNode {
         self.raw.raft.raft_log.committed
     }
 
+    /// Highest log index handed to the state machine.
+    pub fn applied_index(&self) -> u64 {
+        self.raw.raft.raft_log.applied
+    }
+
+    /// Last index in the local log.
+    pub fn last_index(&self) -> u64 {
+        self.raw.raft.raft_log.last_index()
+    }
+
+    /// Whether this voter is campaigning.
+    pub fn is_candidate(&self) -> bool {
+        matches!(
+            self.raw.raft.state,
+            StateRole::Candidate | StateRole::PreCandidate
+        )
+    }
+
+    /// The voters' raft ids, sorted.
+    pub fn voters(&self) -> Vec<u64> {
+        let mut v = self.storage().conf_state().voters.clone();
+        v.sort_unstable();
+        v
+    }
+
+    /// Leader only: each voter's highest replicated index, by raft id.
+    pub fn progress(&self) -> Vec<(u64, u64)> {
+        let mut p: Vec<(u64, u64)> = self
+            .raw
+            .raft
+            .prs()
+            .iter()
+            .map(|(id, pr)| (*id, pr.matched))
+            .collect();
+        p.sort_unstable();
+        p
+    }
+
     /// The persistent state.
     pub fn storage(&self) -> &RaftStorage {
         self.raw.store()

@@ -396,7 +396,7 @@ impl MirrorManager {
             self.controller
                 .update_topic_config(name, MIRROR_NAME_CONFIG, |cur| {
                     match cur.and_then(parse_mirror_name) {
-                        None | Some((_, DesiredState::Stopped)) => Ok(Some(mirror_owned)),
+                        None | Some((_, DesiredState::Stopped)) => Ok(Some(mirror_owned.clone())),
                         Some((m, _)) => Err(ApiError::new(
                             TOPIC_ALREADY_IN_CLUSTER_MIRROR,
                             format!("Topic {name} is already mirrored by cluster mirror {m}"),

@@ -715,7 +715,7 @@ impl MirrorManager {
             let stopped = format!("{}{MIRROR_REMOVED_SUFFIX}", key.mirror);
             let _ = self
                 .controller
-                .update_topic_config(&tp.0, MIRROR_NAME_CONFIG, |_| Ok(Some(stopped)));
+                .update_topic_config(&tp.0, MIRROR_NAME_CONFIG, |_| Ok(Some(stopped.clone())));
             return;
         };
         let Some(p) = topic.partitions.get(&tp.1).copied() else {

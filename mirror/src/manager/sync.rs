@@ -58,7 +58,7 @@ impl MirrorManager {
                 );
                 let _ = self
                     .controller
-                    .update_topic_config(topic, MIRROR_NAME_CONFIG, |_| Ok(Some(stopped)));
+                    .update_topic_config(topic, MIRROR_NAME_CONFIG, |_| Ok(Some(stopped.clone())));
                 continue;
             }
             let local = image.topic(topic).map(|t| t.partitions.len()).unwrap_or(0);

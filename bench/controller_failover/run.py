@@ -1,0 +1,144 @@
+"""Time to replace a killed active controller in a three-node Tern cluster.
+
+Starts three combined nodes (broker + controller) on loopback, then repeatedly kills the
+active controller with SIGKILL and measures, from the kill:
+  - elected: until a surviving node's DescribeCluster names a surviving node as controller;
+  - writable: until a CreateTopics sent to a surviving node succeeds (a new active controller
+    that has applied the log of earlier terms, so metadata operations continue).
+The killed node is restarted before the next round. Prints median and max over the rounds.
+
+    python bench/controller_failover/run.py --tern target/release/tern --rounds 20
+
+Needs confluent-kafka (tests/e2e/requirements.txt). Not a test: timing belongs here.
+"""
+
+import argparse
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+from confluent_kafka.admin import AdminClient, NewTopic
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Node:
+    def __init__(self, tern, node_id, data_dir, voters, port, controller_port):
+        self.tern, self.node_id, self.data_dir = tern, node_id, data_dir
+        self.voters, self.port, self.controller_port = voters, port, controller_port
+        self.proc = None
+
+    def start(self):
+        args = [
+            self.tern, "server",
+            "--override", f"node.id={self.node_id}",
+            "--override", f"listeners=PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}",
+            "--override", f"controller.quorum.voters={self.voters}",
+            "--override", f"log.dirs={self.data_dir}",
+        ]
+        log = open(os.path.join(self.data_dir, "..", f"node-{self.node_id}.log"), "ab")
+        self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
+
+    def wait_listening(self, timeout=90):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
+                    return
+            except OSError:
+                time.sleep(0.05)
+        raise RuntimeError(f"node {self.node_id} did not start")
+
+    def kill9(self):
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait()
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+
+    @property
+    def bootstrap(self):
+        return f"127.0.0.1:{self.port}"
+
+
+def controller_of(node):
+    admin = AdminClient({"bootstrap.servers": node.bootstrap, "socket.timeout.ms": 1000})
+    try:
+        return admin.describe_cluster(request_timeout=1).result(timeout=2).controller.id
+    except Exception:
+        return None
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--tern", default=os.environ.get("TERN_BIN", "target/release/tern"))
+    ap.add_argument("--rounds", type=int, default=20)
+    args = ap.parse_args()
+    root = tempfile.mkdtemp(prefix="tern-failover-")
+    cports = [free_port() for _ in range(3)]
+    voters = ",".join(f"{i}@127.0.0.1:{p}" for i, p in enumerate(cports))
+    nodes = []
+    for i in range(3):
+        d = os.path.join(root, f"data-{i}")
+        os.makedirs(d)
+        nodes.append(Node(args.tern, i, d, voters, free_port(), cports[i]))
+    for n in nodes:
+        n.start()
+    for n in nodes:
+        n.wait_listening()
+    elected, writable = [], []
+    try:
+        for r in range(args.rounds):
+            active = None
+            while active is None:
+                active = controller_of(nodes[0]) if nodes[0].proc.poll() is None else None
+                active = active if active is not None else controller_of(nodes[1])
+            victim = nodes[active]
+            survivors = [n for n in nodes if n is not victim]
+            t0 = time.monotonic()
+            victim.kill9()
+            t_elected = None
+            while t_elected is None:
+                for s in survivors:
+                    c = controller_of(s)
+                    if c is not None and c != victim.node_id:
+                        t_elected = time.monotonic() - t0
+                        break
+            admin = AdminClient({"bootstrap.servers": ",".join(s.bootstrap for s in survivors)})
+            while True:
+                f = admin.create_topics([NewTopic(f"round-{r}", 1, 1)], operation_timeout=5, request_timeout=5)
+                try:
+                    f[f"round-{r}"].result(timeout=10)
+                    break
+                except Exception:
+                    time.sleep(0.01)
+            t_writable = time.monotonic() - t0
+            elected.append(t_elected)
+            writable.append(t_writable)
+            print(f"round {r}: killed node {victim.node_id}; elected after {t_elected*1000:.0f} ms, "
+                  f"writable after {t_writable*1000:.0f} ms", flush=True)
+            victim.start()
+            victim.wait_listening()
+    finally:
+        for n in nodes:
+            n.stop()
+    ms = lambda xs: f"median {statistics.median(xs)*1000:.0f} ms, max {max(xs)*1000:.0f} ms"
+    print(f"{args.rounds} kills: new controller elected {ms(elected)}; metadata writable {ms(writable)}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
