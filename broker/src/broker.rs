@@ -108,6 +108,33 @@ pub fn start_controller(config: &BrokerConfig) -> Result<(Arc<Controller>, Strin
     Ok((controller, cluster_id))
 }
 
+/// Registers this broker. A process with the same node id that died a moment ago still
+/// holds its session: like Kafka's broker, retry until that session has expired, then give
+/// up (another live process really has the node id).
+fn register_at_start(
+    controller: &Controller,
+    registration: &BrokerRegistration,
+    session_timeout: std::time::Duration,
+) -> Result<()> {
+    let deadline = std::time::Instant::now() + session_timeout + session_timeout / 2;
+    loop {
+        match controller.register_broker(registration.clone()) {
+            Ok(()) => return Ok(()),
+            Err(e)
+                if e.error == ResponseError::DuplicateBrokerRegistration
+                    && std::time::Instant::now() < deadline =>
+            {
+                tracing::info!(
+                    node = registration.broker_id,
+                    "node id still registered by an earlier process; retrying until its session expires"
+                );
+                std::thread::sleep(std::time::Duration::from_millis(500));
+            }
+            Err(e) => return Err(anyhow::anyhow!("registering broker: {e}")),
+        }
+    }
+}
+
 /// The metadata log must belong to the cluster the log dirs were formatted for.
 fn check_cluster_id(controller: &Controller, cluster_id: &str) -> Result<()> {
     match controller.image().cluster_id.as_deref() {
@@ -240,9 +267,11 @@ impl Broker {
             .iter()
             .map(|l| (l.name.clone(), l.host.clone(), l.port))
             .collect();
-        controller
-            .register_broker(registration(&config, incarnation_id, &config_endpoints))
-            .map_err(|e| anyhow::anyhow!("registering broker: {e}"))?;
+        register_at_start(
+            &controller,
+            &registration(&config, incarnation_id, &config_endpoints),
+            std::time::Duration::from_millis(config.broker_session_timeout_ms),
+        )?;
         let replicas = Arc::new(ReplicaManager::new(
             config.node_id,
             logs.clone(),
@@ -313,7 +342,7 @@ impl Broker {
                     _ = shutdown.changed() => return,
                 }
                 let Some(b) = broker.upgrade() else { return };
-                let outcome = tokio::task::spawn_blocking(move || {
+                let beat = tokio::task::spawn_blocking(move || {
                     let beat = b
                         .controller
                         .broker_heartbeat(b.config.node_id, b.incarnation_id);
@@ -323,8 +352,12 @@ impl Broker {
                         }
                         other => other,
                     }
-                })
-                .await;
+                });
+                let outcome = tokio::select! {
+                    o = beat => o,
+                    // Shutting down: the heartbeat in flight does not hold the exit up.
+                    _ = shutdown.changed() => return,
+                };
                 if let Ok(Err(e)) = outcome {
                     tracing::warn!(error = %e, "broker heartbeat failed");
                 }

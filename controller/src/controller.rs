@@ -35,6 +35,8 @@ const MAX_TOPIC_NAME_LEN: usize = 249;
 const PRODUCER_ID_BLOCK: i64 = 1000;
 /// How long a command may look for an active controller (Kafka's `request.timeout.ms`).
 const COMMAND_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a heartbeat looks for an active controller.
+const HEARTBEAT_TIMEOUT: Duration = Duration::from_secs(3);
 /// How long a shutting-down broker looks for a controller to tell.
 const CONTROLLED_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(5);
 /// Pause between attempts to reach an active controller.
@@ -192,9 +194,15 @@ impl Controller {
         *self.peer_refusal.lock() = refusal;
     }
 
-    /// Why another voter refused to talk to this one (another quorum or cluster), if it did.
+    /// Why this node cannot take part in the quorum: another voter refused it (another
+    /// quorum or cluster), or its raft driver stopped after a failure.
     pub fn peer_refusal(&self) -> Option<String> {
-        self.peer_refusal.lock().lock().clone()
+        self.peer_refusal.lock().lock().clone().or_else(|| {
+            self.quorum
+                .as_ref()
+                .and_then(|q| q.status().failed)
+                .map(|why| format!("the metadata quorum driver failed: {why}"))
+        })
     }
 
     /// Hands over the quorum driver's thread, to be stopped and joined when this is dropped.
@@ -411,12 +419,16 @@ impl Controller {
             .map(|_| ())
     }
 
-    /// A live broker's heartbeat; STALE_BROKER_EPOCH means it must register again.
+    /// A live broker's heartbeat; STALE_BROKER_EPOCH means it must register again. Gives up
+    /// after a few seconds: the next heartbeat tries again.
     pub fn broker_heartbeat(&self, broker_id: i32, incarnation_id: Uuid) -> Result<(), ApiError> {
-        self.submit(Command::BrokerHeartbeat {
-            broker_id,
-            incarnation_id,
-        })
+        self.submit_within(
+            Command::BrokerHeartbeat {
+                broker_id,
+                incarnation_id,
+            },
+            HEARTBEAT_TIMEOUT,
+        )
         .map(|_| ())
     }
 

@@ -65,7 +65,7 @@ pub struct TopicImage {
 }
 
 /// The whole cluster metadata at one point of the metadata log.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct MetadataImage {
     /// Number of records applied; grows with every change, equal on every node.
     pub offset: u64,
@@ -268,6 +268,99 @@ impl MetadataImage {
         }
     }
 
+    /// Records that rebuild this image from an empty one (a snapshot's content); applying them
+    /// counts its own offset, which the snapshot carries separately.
+    pub fn to_records(&self) -> Vec<MetadataRecord> {
+        let mut records = Vec::new();
+        if let Some(cluster_id) = &self.cluster_id {
+            records.push(MetadataRecord::ClusterId {
+                cluster_id: cluster_id.clone(),
+            });
+        }
+        for b in self.brokers.values() {
+            records.push(MetadataRecord::RegisterBroker {
+                broker_id: b.id,
+                host: b.host.clone(),
+                port: b.port,
+                rack: b.rack.clone(),
+                endpoints: b.endpoints.clone(),
+                incarnation_id: b.incarnation_id,
+            });
+            if b.fenced {
+                records.push(MetadataRecord::FenceBroker { broker_id: b.id });
+            }
+        }
+        for id in self.topic_ids.values() {
+            let Some(topic) = self.topics.get(id) else {
+                continue;
+            };
+            records.push(MetadataRecord::Topic {
+                name: topic.name.clone(),
+                topic_id: topic.id,
+            });
+            for (&partition, p) in &topic.partitions {
+                records.push(MetadataRecord::Partition {
+                    topic_id: topic.id,
+                    partition,
+                    replicas: p.replicas.clone(),
+                    isr: p.isr.clone(),
+                    leader: p.leader,
+                    leader_epoch: p.leader_epoch,
+                    partition_epoch: p.partition_epoch,
+                });
+            }
+        }
+        for ((resource_type, resource_name), configs) in &self.configs {
+            for (name, value) in configs {
+                records.push(MetadataRecord::Config {
+                    resource_type: *resource_type,
+                    resource_name: resource_name.clone(),
+                    name: name.clone(),
+                    value: Some(value.clone()),
+                });
+            }
+        }
+        if self.next_producer_id != 0 {
+            records.push(MetadataRecord::ProducerIds {
+                next_producer_id: self.next_producer_id,
+            });
+        }
+        for m in self.mirrors.values() {
+            records.push(MetadataRecord::ClusterMirror {
+                name: m.name.clone(),
+                mirror_id: m.id,
+                configs: m.configs.clone(),
+            });
+        }
+        for ((user, mechanism), c) in &self.scram_credentials {
+            records.push(MetadataRecord::ScramCredential {
+                user: user.clone(),
+                mechanism: *mechanism,
+                salt: c.salt.clone(),
+                stored_key: c.stored_key.clone(),
+                server_key: c.server_key.clone(),
+                iterations: c.iterations,
+            });
+        }
+        for (id, acl) in &self.acls {
+            records.push(MetadataRecord::Acl {
+                id: *id,
+                acl: acl.clone(),
+            });
+        }
+        records
+    }
+
+    /// The image a snapshot's records and offset describe.
+    pub fn from_records(records: &[MetadataRecord], offset: u64) -> MetadataImage {
+        let mut image = MetadataImage::default();
+        for r in records {
+            image.apply(r);
+        }
+        image.offset = offset;
+        image
+    }
+
     /// Ids of the brokers that are registered and not fenced, sorted.
     pub fn live_brokers(&self) -> Vec<i32> {
         self.brokers
@@ -308,5 +401,97 @@ impl MetadataImage {
             .get(&(ConfigResourceType::Topic, name.to_string()))
             .cloned()
             .unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::acls::{
+        AclBinding, AclOperation, AclPatternType, AclPermissionType, AclResourceType,
+    };
+
+    #[test]
+    fn an_image_rebuilt_from_its_records_is_equal() {
+        let t = Uuid::new_v4();
+        let records = vec![
+            MetadataRecord::ClusterId {
+                cluster_id: "abc".into(),
+            },
+            MetadataRecord::RegisterBroker {
+                broker_id: 1,
+                host: "h".into(),
+                port: 9092,
+                rack: Some("r".into()),
+                endpoints: vec![BrokerEndpoint {
+                    listener: "PLAINTEXT".into(),
+                    host: "h".into(),
+                    port: 9092,
+                }],
+                incarnation_id: Some(Uuid::new_v4()),
+            },
+            MetadataRecord::RegisterBroker {
+                broker_id: 2,
+                host: "g".into(),
+                port: 9093,
+                rack: None,
+                endpoints: vec![],
+                incarnation_id: None,
+            },
+            MetadataRecord::FenceBroker { broker_id: 2 },
+            MetadataRecord::Topic {
+                name: "t".into(),
+                topic_id: t,
+            },
+            MetadataRecord::Partition {
+                topic_id: t,
+                partition: 0,
+                replicas: vec![1],
+                isr: vec![1],
+                leader: 1,
+                leader_epoch: 3,
+                partition_epoch: 4,
+            },
+            MetadataRecord::Config {
+                resource_type: ConfigResourceType::Topic,
+                resource_name: "t".into(),
+                name: "retention.ms".into(),
+                value: Some("5".into()),
+            },
+            MetadataRecord::ProducerIds {
+                next_producer_id: 2000,
+            },
+            MetadataRecord::ClusterMirror {
+                name: "m".into(),
+                mirror_id: Uuid::new_v4(),
+                configs: [("bootstrap.servers".to_string(), "x:1".to_string())].into(),
+            },
+            MetadataRecord::ScramCredential {
+                user: "u".into(),
+                mechanism: 2,
+                salt: vec![1],
+                stored_key: vec![2],
+                server_key: vec![3],
+                iterations: 4096,
+            },
+            MetadataRecord::Acl {
+                id: Uuid::new_v4(),
+                acl: AclBinding {
+                    resource_type: AclResourceType::Topic,
+                    resource_name: "t".into(),
+                    pattern_type: AclPatternType::Literal,
+                    principal: "User:a".into(),
+                    host: "*".into(),
+                    operation: AclOperation::Read,
+                    permission: AclPermissionType::Allow,
+                },
+            },
+        ];
+        let mut image = MetadataImage::default();
+        for r in &records {
+            image.apply(r);
+        }
+        let rebuilt = MetadataImage::from_records(&image.to_records(), image.offset);
+        assert_eq!(rebuilt, image);
     }
 }

@@ -23,12 +23,50 @@ pub struct LogEntry {
 /// What an observer last fetched: (raft index, when, ms since the epoch).
 pub type ObserverProgress = std::collections::BTreeMap<i32, (u64, i64)>;
 
+/// The image at one raft index, as a snapshot stores and sends it.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct SnapshotPayload {
+    /// Raft index of the last entry the snapshot covers.
+    pub index: u64,
+    /// The image's offset (records applied) at that index.
+    pub offset: u64,
+    /// Records that rebuild the image.
+    pub records: Vec<MetadataRecord>,
+}
+
+impl SnapshotPayload {
+    /// Encodes the payload for storage or the wire.
+    pub fn encode(&self) -> Result<Vec<u8>, ControllerError> {
+        serde_json::to_vec(self)
+            .map_err(|e| ControllerError::Corrupt(format!("encode snapshot: {e}")))
+    }
+
+    /// Decodes a payload; bytes that are not one are corrupt.
+    pub fn decode(bytes: &[u8]) -> Result<Self, ControllerError> {
+        serde_json::from_slice(bytes)
+            .map_err(|e| ControllerError::Corrupt(format!("metadata snapshot: {e}")))
+    }
+}
+
+/// What a fetching node gets: a snapshot if it is behind the retained entries, then entries.
+#[derive(Debug, Clone)]
+pub struct FetchAnswer {
+    /// The latest snapshot, if the fetcher is behind the first retained entry.
+    pub snapshot: Option<Arc<SnapshotPayload>>,
+    /// Entries with records, in log order.
+    pub entries: Vec<Arc<LogEntry>>,
+    /// The fetcher has seen everything up to this raft index.
+    pub seen: u64,
+}
+
 struct Applied {
     image: MetadataImage,
     /// Raft index of the last applied entry.
     index: u64,
-    /// Every applied entry with records, oldest first (until snapshots bound it).
+    /// Applied entries with records since the latest snapshot, oldest first.
     entries: Vec<Arc<LogEntry>>,
+    /// The latest snapshot (this node's or one installed from the leader).
+    snapshot: Option<Arc<SnapshotPayload>>,
 }
 
 /// The image as committed entries built it, published to subscribers after every entry.
@@ -64,6 +102,7 @@ impl MetadataState {
                 image: MetadataImage::default(),
                 index: 0,
                 entries: Vec::new(),
+                snapshot: None,
             }),
             advanced: Condvar::new(),
             publisher,
@@ -95,6 +134,42 @@ impl MetadataState {
             a.image.apply(record);
         }
         a.entries.push(Arc::new(entry));
+        let image = Arc::new(a.image.clone());
+        drop(a);
+        self.publisher.send_replace(image);
+        self.advanced.notify_all();
+    }
+
+    /// The image at the applied index as a snapshot payload.
+    pub fn snapshot(&self) -> SnapshotPayload {
+        let a = self.applied.lock();
+        SnapshotPayload {
+            index: a.index,
+            offset: a.image.offset,
+            records: a.image.to_records(),
+        }
+    }
+
+    /// The log up to the snapshot's index was replaced by it: entries up to there are dropped
+    /// and fetchers further behind get the snapshot.
+    pub fn compacted(&self, snapshot: SnapshotPayload) {
+        let mut a = self.applied.lock();
+        let index = snapshot.index;
+        a.entries.retain(|e| e.index > index);
+        a.snapshot = Some(Arc::new(snapshot));
+    }
+
+    /// Replaces the image by a snapshot's (installed from the leader, loaded at start, or
+    /// fetched by an observer); a snapshot not newer than the applied index is ignored.
+    pub fn restore(&self, snapshot: SnapshotPayload) {
+        let mut a = self.applied.lock();
+        if snapshot.index <= a.index && a.index > 0 {
+            return;
+        }
+        a.image = MetadataImage::from_records(&snapshot.records, snapshot.offset);
+        a.index = snapshot.index;
+        a.entries.clear();
+        a.snapshot = Some(Arc::new(snapshot));
         let image = Arc::new(a.image.clone());
         drop(a);
         self.publisher.send_replace(image);
@@ -151,12 +226,7 @@ impl MetadataState {
     /// Committed entries after raft index `after`, at most `max_records` records (at least one
     /// entry if there is one), waiting up to `wait` for the first; with the raft index the
     /// reader has seen everything up to (entries without records are not kept).
-    pub fn entries_after(
-        &self,
-        after: u64,
-        max_records: usize,
-        wait: Duration,
-    ) -> (Vec<Arc<LogEntry>>, u64) {
+    pub fn entries_after(&self, after: u64, max_records: usize, wait: Duration) -> FetchAnswer {
         let deadline = Instant::now() + wait;
         let mut a = self.applied.lock();
         while a.index <= after {
@@ -164,6 +234,8 @@ impl MetadataState {
                 break;
             }
         }
+        let snapshot = a.snapshot.clone().filter(|s| s.index > after);
+        let after = snapshot.as_ref().map_or(after, |s| s.index);
         let start = a.entries.partition_point(|e| e.index <= after);
         let mut out = Vec::new();
         let mut records = 0;
@@ -179,6 +251,10 @@ impl MetadataState {
         } else {
             out.last().map_or(after, |e| e.index)
         };
-        (out, seen)
+        FetchAnswer {
+            snapshot,
+            entries: out,
+            seen,
+        }
     }
 }

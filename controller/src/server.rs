@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::commands::{CommandRequest, CommandResponse, WireError};
 use crate::controller::Controller;
-use crate::metadata_state::{LogEntry, MetadataState};
+use crate::metadata_state::{LogEntry, MetadataState, SnapshotPayload};
 use crate::quorum::QuorumHandle;
 use crate::wire::{from_json, read_frame, to_json, write_frame, FrameKind, Hello};
 use crate::ControllerError;
@@ -46,12 +46,19 @@ pub struct FetchRequest {
 /// Committed entries for a fetching node.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct FetchResponse {
+    /// The latest snapshot, if the fetcher is behind the log the voter still keeps.
+    #[serde(default)]
+    pub snapshot: Option<SnapshotPayload>,
     /// Entries with records, in log order.
     pub entries: Vec<LogEntry>,
     /// The reader has seen everything up to this raft index.
     pub seen_index: u64,
     /// Set if the answer is refused (another cluster, a node that cannot serve it).
     pub error: Option<WireError>,
+    /// The quorum leader's raft id as the answering voter knows it: fetchers move there, so
+    /// that the leader sees their progress (DescribeQuorum's observers).
+    #[serde(default)]
+    pub leader: Option<u64>,
 }
 
 /// What the listener serves from.
@@ -236,6 +243,7 @@ fn serve_raft(
         return refuse(&mut stream, &why);
     }
     write_frame(&mut stream, FrameKind::HelloOk, &[])?;
+    quorum.peer_connected(hello.from, hello.last_index);
     // A leader sends at least a heartbeat every tick: a longer silence is a dead peer.
     stream.set_read_timeout(Some(Duration::from_secs(5)))?;
     loop {
@@ -287,23 +295,27 @@ fn answer_fetch(ctx: &ServerContext, payload: &[u8]) -> Result<Vec<u8>, Controll
     let request: FetchRequest = from_json(payload, "metadata fetch")?;
     if let Some(why) = ctx.cluster_mismatch(&request.cluster_id) {
         return to_json(&FetchResponse {
+            snapshot: None,
             entries: Vec::new(),
             seen_index: request.after_index,
             error: Some(WireError {
                 code: tern_protocol::error::ResponseError::InconsistentClusterId.code(),
                 message: why,
             }),
+            leader: None,
         });
     }
     ctx.state
         .note_observer(request.node_id, request.after_index);
     let wait = Duration::from_millis(request.max_wait_ms).min(MAX_FETCH_WAIT);
-    let (entries, seen_index) =
-        ctx.state
-            .entries_after(request.after_index, MAX_FETCH_RECORDS, wait);
+    let answer = ctx
+        .state
+        .entries_after(request.after_index, MAX_FETCH_RECORDS, wait);
     to_json(&FetchResponse {
-        entries: entries.iter().map(|e| (**e).clone()).collect(),
-        seen_index,
+        snapshot: answer.snapshot.map(|s| (*s).clone()),
+        entries: answer.entries.iter().map(|e| (**e).clone()).collect(),
+        seen_index: answer.seen,
         error: None,
+        leader: ctx.quorum.as_ref().and_then(|q| q.status().leader),
     })
 }

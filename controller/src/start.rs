@@ -8,10 +8,11 @@ use std::time::Duration;
 
 use crate::client::ControllerClient;
 use crate::controller::{Controller, ControllerConfig, DEFAULT_BROKER_SESSION_TIMEOUT};
-use crate::metadata_state::{LogEntry, MetadataState};
-use crate::quorum::driver::QuorumDriver;
+use crate::metadata_state::{LogEntry, MetadataState, SnapshotPayload};
+use crate::quorum::driver::{QuorumDriver, SnapshotPolicy, StateMachine};
 use crate::quorum::transport::{NoPeers, PeerRefusal, RaftTransport, TcpTransport};
 use crate::quorum::{raft_logger, RaftNode, RaftNodeConfig, RaftStorage};
+use crate::quorum::{CommittedEntry, InstalledSnapshot};
 use crate::server::{self, ServerContext};
 use crate::wire::Hello;
 use crate::ControllerError;
@@ -47,6 +48,8 @@ pub struct QuorumConfig {
     pub cluster_id: Option<String>,
     /// `broker.session.timeout.ms`.
     pub session_timeout: Duration,
+    /// When a voter snapshots and truncates its log.
+    pub snapshots: SnapshotPolicy,
 }
 
 impl QuorumConfig {
@@ -60,6 +63,7 @@ impl QuorumConfig {
             listener: None,
             cluster_id: None,
             session_timeout: DEFAULT_BROKER_SESSION_TIMEOUT,
+            snapshots: SnapshotPolicy::default(),
         }
     }
 
@@ -72,6 +76,46 @@ impl QuorumConfig {
             .iter()
             .map(|(id, addr)| Ok((raft_id(*id)?, addr.clone())))
             .collect()
+    }
+}
+
+/// The metadata image as the quorum driver's state machine.
+struct ImageMachine(Arc<MetadataState>);
+
+impl StateMachine for ImageMachine {
+    fn apply(&mut self, entry: &CommittedEntry) -> Result<(), ControllerError> {
+        let records = MetadataState::decode(entry.index, &entry.data)?;
+        self.0.apply(LogEntry {
+            index: entry.index,
+            records,
+        });
+        Ok(())
+    }
+
+    fn restore(&mut self, snapshot: &InstalledSnapshot) -> Result<(), ControllerError> {
+        let mut payload = SnapshotPayload::decode(&snapshot.data)?;
+        payload.index = snapshot.index;
+        self.0.restore(payload);
+        Ok(())
+    }
+
+    fn snapshot(&mut self, index: u64) -> Result<Vec<u8>, ControllerError> {
+        // Entries without records (a new leader's) change nothing: the image is the one at
+        // `index`.
+        self.0.advance_to(index);
+        let mut payload = self.0.snapshot();
+        payload.index = index;
+        payload.encode()
+    }
+
+    fn compacted(&mut self, index: u64, data: &[u8]) {
+        match SnapshotPayload::decode(data) {
+            Ok(mut payload) => {
+                payload.index = index;
+                self.0.compacted(payload);
+            }
+            Err(e) => tracing::error!(error = %e, "a snapshot this node wrote does not decode"),
+        }
     }
 }
 
@@ -119,7 +163,13 @@ pub fn start(
         storage,
         &raft_logger(),
     )?;
-    // What was committed before this start is applied from storage; raft hands out the rest.
+    // What was committed before this start is restored from the snapshot and applied from the
+    // entries after it; raft hands out the rest.
+    if let Some((index, data)) = node.storage().snapshot_state() {
+        let mut snapshot = SnapshotPayload::decode(data)?;
+        snapshot.index = index;
+        state.restore(snapshot);
+    }
     for entry in node.storage().committed_entries() {
         if entry.get_entry_type() != raft::eraftpb::EntryType::EntryNormal {
             return Err(ControllerError::Quorum(format!(
@@ -158,20 +208,13 @@ pub fn start(
                 cluster_id: quorum.cluster_id.clone(),
                 from: id,
                 voters: sorted,
+                last_index: node.last_index(),
             },
             refusal.clone(),
         )?)
     };
-    let apply_state = state.clone();
-    let apply = Box::new(move |entry: &crate::quorum::CommittedEntry| {
-        let records = MetadataState::decode(entry.index, &entry.data)?;
-        apply_state.apply(LogEntry {
-            index: entry.index,
-            records,
-        });
-        Ok(())
-    });
-    let (mut driver, handle) = QuorumDriver::new(node, transport, apply);
+    let machine = Box::new(ImageMachine(state.clone()));
+    let (mut driver, handle) = QuorumDriver::new(node, transport, machine, quorum.snapshots);
     if peers.is_empty() {
         // A single voter elects itself now, which also commits what a crash left uncommitted.
         driver.campaign()?;
@@ -291,10 +334,19 @@ fn observe(
                     continue;
                 }
                 last_error = None;
+                if let Some(snapshot) = response.snapshot {
+                    state.restore(snapshot);
+                }
                 for entry in response.entries {
                     state.apply(entry);
                 }
                 state.advance_to(response.seen_index);
+                if let Some(i) = response
+                    .leader
+                    .and_then(|l| voters.iter().position(|v| *v == l))
+                {
+                    next = i;
+                }
             }
             Err(e) => {
                 if last_error.as_deref() != Some(e.as_str()) {

@@ -62,6 +62,9 @@ pub struct Hello {
     pub from: u64,
     /// The voters the sender was configured with (raft ids, sorted).
     pub voters: Vec<u64>,
+    /// The sender's last log index when it started (a wiped voter says 0).
+    #[serde(default)]
+    pub last_index: u64,
 }
 
 /// Writes one frame.

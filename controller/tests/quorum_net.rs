@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tern_controller::commands::BrokerRegistration;
+use tern_controller::quorum::SnapshotPolicy;
 use tern_controller::wire::{read_frame, to_json, write_frame, FrameKind, Hello};
 use tern_controller::{
     BrokerEndpoint, Controller, ControllerConfig, CreateTopic, MetadataImage, QuorumConfig,
@@ -35,10 +36,19 @@ struct Cluster {
     voters: Vec<(i32, String)>,
     nodes: Vec<Option<Arc<Controller>>>,
     session_timeout: Duration,
+    snapshots: SnapshotPolicy,
 }
 
 impl Cluster {
     fn new(size: usize, session_timeout: Duration) -> Cluster {
+        Self::with_snapshots(size, session_timeout, SnapshotPolicy::default())
+    }
+
+    fn with_snapshots(
+        size: usize,
+        session_timeout: Duration,
+        snapshots: SnapshotPolicy,
+    ) -> Cluster {
         let voters: Vec<(i32, String)> = (0..size)
             .map(|i| (i as i32, format!("127.0.0.1:{}", free_port())))
             .collect();
@@ -47,6 +57,7 @@ impl Cluster {
             voters,
             nodes: (0..size).map(|_| None).collect(),
             session_timeout,
+            snapshots,
         };
         for i in 0..size {
             c.start(i);
@@ -63,6 +74,7 @@ impl Cluster {
             listener: Some(self.voters[i].1.clone()),
             cluster_id: None,
             session_timeout: self.session_timeout,
+            snapshots: self.snapshots,
         }
     }
 
@@ -304,6 +316,7 @@ fn an_observer_follows_the_log_and_forwards_its_commands() {
             listener: None,
             cluster_id: None,
             session_timeout: Duration::from_secs(60),
+            snapshots: SnapshotPolicy::default(),
         },
         ControllerConfig {
             num_partitions: 1,
@@ -400,6 +413,7 @@ fn the_controller_listener_refuses_other_quorums_clusters_and_garbage() {
         cluster_id: None,
         from: 2,
         voters: vec![1, 2],
+        last_index: 0,
     }));
     assert!(why.contains("voters disagree"), "{why}");
     // Another cluster.
@@ -407,6 +421,7 @@ fn the_controller_listener_refuses_other_quorums_clusters_and_garbage() {
         cluster_id: Some("AnotherClusterId012345".into()),
         from: 2,
         voters: vec![1, 2, 3],
+        last_index: 0,
     }));
     assert!(why.contains("cluster id"), "{why}");
     // A raft id that is not a voter, or this voter's own.
@@ -414,6 +429,7 @@ fn the_controller_listener_refuses_other_quorums_clusters_and_garbage() {
         cluster_id: None,
         from: 1,
         voters: vec![1, 2, 3],
+        last_index: 0,
     }));
     assert!(why.contains("not another voter"), "{why}");
     // Garbage: an oversized frame, an unknown kind. The connection closes; the node serves on.
@@ -427,4 +443,118 @@ fn the_controller_listener_refuses_other_quorums_clusters_and_garbage() {
         .node(1)
         .create_topic(&topic("still-serving"), false)
         .unwrap();
+}
+
+/// Snapshots every few kilobytes of records.
+fn small_snapshots() -> SnapshotPolicy {
+    SnapshotPolicy {
+        max_bytes_between: 4096,
+        max_interval: Duration::from_secs(3600),
+    }
+}
+
+fn first_index(c: &Controller) -> u64 {
+    c.quorum().unwrap().status().first_index
+}
+
+#[test]
+fn snapshots_truncate_the_log_and_a_wiped_voter_catches_up_from_one() {
+    let mut cluster = Cluster::with_snapshots(3, Duration::from_secs(60), small_snapshots());
+    cluster.wait_for_active();
+    cluster.register_brokers(3);
+    for i in 0..40 {
+        cluster
+            .node(i % 3)
+            .create_topic(&topic(&format!("t{i}")), false)
+            .unwrap();
+    }
+    let all = |i: &MetadataImage| (0..40).all(|t| i.topic(&format!("t{t}")).is_some());
+    cluster.wait_all("every topic", all);
+    wait_for(
+        "every voter to truncate its log",
+        Duration::from_secs(10),
+        || cluster.running().all(|(_, n)| first_index(n) > 20),
+    );
+    // A restart loads the snapshot and the entries after it.
+    let before = cluster.node(1).image();
+    cluster.kill(1);
+    cluster.start(1);
+    assert_eq!(*cluster.node(1).image(), *before);
+    // A voter whose data is gone gets the leader's snapshot, then the rest.
+    let victim = (0..3).find(|i| Some(*i) != cluster.active()).unwrap();
+    cluster.kill(victim);
+    let dir = cluster.dirs[victim].path().to_path_buf();
+    std::fs::remove_dir_all(&dir).unwrap();
+    for i in 40..50 {
+        let n = (0..3).find(|n| *n != victim).unwrap();
+        cluster
+            .node(n)
+            .create_topic(&topic(&format!("t{i}")), false)
+            .unwrap();
+    }
+    cluster.start(victim);
+    cluster.wait_all("the wiped voter caught up", |i| {
+        (0..50).all(|t| i.topic(&format!("t{t}")).is_some())
+    });
+    let images: Vec<Arc<MetadataImage>> = cluster.running().map(|(_, n)| n.image()).collect();
+    cluster.wait_all("equal images", |i| {
+        i.offset == images[0].offset.max(i.offset)
+    });
+    let images: Vec<Arc<MetadataImage>> = cluster.running().map(|(_, n)| n.image()).collect();
+    assert!(
+        images.iter().all(|i| **i == *images[0]),
+        "every voter's image is equal"
+    );
+    assert!(
+        first_index(cluster.node(victim)) > 1,
+        "it started from a snapshot"
+    );
+    // An observer that starts now begins from a snapshot too.
+    let odir = tempfile::tempdir().unwrap();
+    let observer = tern_controller::start(
+        &QuorumConfig {
+            node_id: 10,
+            voters: cluster.voters.clone(),
+            is_voter: false,
+            metadata_dir: odir.path().to_path_buf(),
+            listener: None,
+            cluster_id: None,
+            session_timeout: Duration::from_secs(60),
+            snapshots: small_snapshots(),
+        },
+        ControllerConfig {
+            num_partitions: 1,
+            default_replication_factor: 1,
+        },
+    )
+    .unwrap();
+    wait_for("the observer", Duration::from_secs(10), || {
+        (0..50).all(|t| observer.image().topic(&format!("t{t}")).is_some())
+    });
+}
+
+#[test]
+fn a_wiped_voter_catches_up_from_the_log_without_snapshots() {
+    let mut cluster = Cluster::new(3, Duration::from_secs(60));
+    cluster.wait_for_active();
+    cluster.register_brokers(3);
+    for i in 0..10 {
+        cluster
+            .node(i % 3)
+            .create_topic(&topic(&format!("w{i}")), false)
+            .unwrap();
+    }
+    let victim = (0..3).find(|i| Some(*i) != cluster.active()).unwrap();
+    cluster.wait_all("every topic", |i| i.topic("w9").is_some());
+    cluster.kill(victim);
+    std::fs::remove_dir_all(cluster.dirs[victim].path()).unwrap();
+    cluster.start(victim);
+    cluster.wait_all("the wiped voter caught up", |i| {
+        (0..10).all(|t| i.topic(&format!("w{t}")).is_some())
+    });
+    assert_eq!(
+        first_index(cluster.node(victim)),
+        1,
+        "no snapshot was needed"
+    );
 }

@@ -135,6 +135,9 @@ pub struct BrokerConfig {
     pub broker_session_timeout_ms: u64,
     /// `broker.heartbeat.interval.ms`.
     pub broker_heartbeat_interval_ms: u64,
+    /// `metadata.log.max.record.bytes.between.snapshots` and
+    /// `metadata.log.max.snapshot.interval.ms`.
+    pub snapshots: tern_controller::quorum::SnapshotPolicy,
     /// Cluster mirroring (`mirror.state.topic.num.partitions`, `mirror.failed.retry.*`, ...).
     pub mirror: tern_mirror::BrokerMirrorConfig,
     /// The ACL authorizer (`authorizer.class.name`), or None: every request is allowed.
@@ -317,6 +320,18 @@ impl BrokerConfig {
             controller_listener,
             broker_session_timeout_ms: num(&props, "broker.session.timeout.ms", 9_000)?,
             broker_heartbeat_interval_ms: num(&props, "broker.heartbeat.interval.ms", 2_000)?,
+            snapshots: tern_controller::quorum::SnapshotPolicy {
+                max_bytes_between: num(
+                    &props,
+                    "metadata.log.max.record.bytes.between.snapshots",
+                    20_971_520,
+                )?,
+                max_interval: std::time::Duration::from_millis(num(
+                    &props,
+                    "metadata.log.max.snapshot.interval.ms",
+                    3_600_000,
+                )?),
+            },
             mirror: tern_mirror::BrokerMirrorConfig {
                 state_topic_partitions: num(&props, "mirror.state.topic.num.partitions", 50)?,
                 metadata_refresh_interval: std::time::Duration::from_millis(num(
@@ -374,6 +389,7 @@ impl BrokerConfig {
             },
             cluster_id,
             session_timeout: std::time::Duration::from_millis(self.broker_session_timeout_ms),
+            snapshots: self.snapshots,
         }
     }
 

@@ -80,6 +80,8 @@ const READ_KEYS: &[&str] = &[
     "broker.rack",
     "broker.session.timeout.ms",
     "broker.heartbeat.interval.ms",
+    "metadata.log.max.record.bytes.between.snapshots",
+    "metadata.log.max.snapshot.interval.ms",
 ];
 
 fn is_set(value: &str) -> bool {

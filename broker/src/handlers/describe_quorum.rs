@@ -81,14 +81,12 @@ pub fn handle(
                     .controller_listener
                     .as_ref()
                     .map_or("CONTROLLER".to_string(), |l| l.name.clone());
-                Some(
-                    Node::default()
-                        .with_node_id(BrokerId(*id))
-                        .with_listeners(vec![Listener::default()
+                Some(Node::default().with_node_id(BrokerId(*id)).with_listeners(
+                    vec![Listener::default()
                             .with_name(sb(listener))
                             .with_host(sb(host.trim_start_matches('[').trim_end_matches(']')))
-                            .with_port(port)]),
-                )
+                            .with_port(port)],
+                ))
             })
             .collect();
     }

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 use raft::eraftpb::Message;
 
-use crate::quorum::node::{CommittedEntry, RaftNode};
+use crate::quorum::node::{CommittedEntry, InstalledSnapshot, RaftNode};
 use crate::quorum::transport::RaftTransport;
 use crate::ControllerError;
 
@@ -28,8 +28,37 @@ const INPUTS_PER_ROUND: usize = 256;
 /// How long a proposal waits for its entry to commit (Kafka's `request.timeout.ms` default).
 pub const PROPOSAL_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// Applies committed entries to the state machine, in log order; an error stops the driver.
-pub type ApplyFn = Box<dyn FnMut(&CommittedEntry) -> Result<(), ControllerError> + Send>;
+/// What the driver drives: committed entries go in, in log order; snapshots come out of it
+/// and go back into it. An error stops the driver.
+pub trait StateMachine: Send {
+    /// Applies one committed entry.
+    fn apply(&mut self, entry: &CommittedEntry) -> Result<(), ControllerError>;
+    /// Replaces the state by a snapshot the leader sent (its state at `snapshot.index`).
+    fn restore(&mut self, snapshot: &InstalledSnapshot) -> Result<(), ControllerError>;
+    /// The state at `index` (everything up to it is applied) as snapshot bytes.
+    fn snapshot(&mut self, index: u64) -> Result<Vec<u8>, ControllerError>;
+    /// The log up to `index` was replaced by the snapshot `data`.
+    fn compacted(&mut self, index: u64, data: &[u8]);
+}
+
+/// When a voter snapshots its state and truncates its log (Kafka's
+/// `metadata.log.max.record.bytes.between.snapshots` and `metadata.log.max.snapshot.interval.ms`).
+#[derive(Debug, Clone, Copy)]
+pub struct SnapshotPolicy {
+    /// Bytes of entries applied since the last snapshot that call for a new one.
+    pub max_bytes_between: u64,
+    /// Longest time between snapshots while anything new was applied.
+    pub max_interval: Duration,
+}
+
+impl Default for SnapshotPolicy {
+    fn default() -> Self {
+        SnapshotPolicy {
+            max_bytes_between: 20 * 1024 * 1024,
+            max_interval: Duration::from_secs(3600),
+        }
+    }
+}
 
 /// What the driver is fed.
 pub enum Input {
@@ -41,6 +70,13 @@ pub enum Input {
         data: Vec<u8>,
         /// Where the outcome goes.
         reply: SyncSender<Result<(), ControllerError>>,
+    },
+    /// A peer opened a raft stream; its log ends at `last_index`.
+    PeerConnected {
+        /// Its raft id.
+        id: u64,
+        /// Its last log index when it started.
+        last_index: u64,
     },
     /// Stop the driver.
     Shutdown,
@@ -85,6 +121,8 @@ pub struct QuorumStatus {
     pub applied_index: u64,
     /// Last index in the local log.
     pub last_index: u64,
+    /// First index still in the local log (everything before is in the latest snapshot).
+    pub first_index: u64,
     /// Leader only: all entries of earlier terms are applied, so commands may be validated.
     pub leader_ready: bool,
     /// The voters' raft ids.
@@ -132,6 +170,13 @@ impl QuorumHandle {
         }
     }
 
+    /// Tells the driver a peer opened a raft stream with a log ending at `last_index`.
+    pub fn peer_connected(&self, id: u64, last_index: u64) {
+        let _ = self
+            .inputs
+            .try_send(Input::PeerConnected { id, last_index });
+    }
+
     /// Appends `data` as one entry; returns once it is committed and applied on this voter.
     pub fn propose(&self, data: Vec<u8>) -> Result<(), ControllerError> {
         let (reply, outcome) = mpsc::sync_channel(1);
@@ -165,7 +210,11 @@ struct Pending {
 pub struct QuorumDriver {
     node: RaftNode,
     transport: Box<dyn RaftTransport>,
-    apply: ApplyFn,
+    machine: Box<dyn StateMachine>,
+    policy: SnapshotPolicy,
+    /// Entry bytes applied since the last snapshot, and when that was.
+    bytes_since_snapshot: u64,
+    last_snapshot: Instant,
     inputs: Receiver<Input>,
     status: Arc<Mutex<QuorumStatus>>,
     pending: BTreeMap<u64, Pending>,
@@ -182,7 +231,8 @@ impl QuorumDriver {
     pub fn new(
         node: RaftNode,
         transport: Box<dyn RaftTransport>,
-        apply: ApplyFn,
+        machine: Box<dyn StateMachine>,
+        policy: SnapshotPolicy,
     ) -> (QuorumDriver, QuorumHandle) {
         let (tx, rx) = mpsc::sync_channel(INPUT_QUEUE);
         let status = Arc::new(Mutex::new(QuorumStatus {
@@ -193,6 +243,7 @@ impl QuorumDriver {
             commit_index: node.commit_index(),
             applied_index: node.applied_index(),
             last_index: node.last_index(),
+            first_index: node.first_index(),
             leader_ready: false,
             voters: node.voters(),
             progress: Vec::new(),
@@ -201,7 +252,10 @@ impl QuorumDriver {
         let driver = QuorumDriver {
             node,
             transport,
-            apply,
+            machine,
+            policy,
+            bytes_since_snapshot: 0,
+            last_snapshot: Instant::now(),
             inputs: rx,
             status: status.clone(),
             pending: BTreeMap::new(),
@@ -306,6 +360,7 @@ impl QuorumDriver {
                     }
                 }
             }
+            Input::PeerConnected { id, last_index } => self.node.peer_log_end(id, last_index),
             Input::Shutdown => return Ok(false),
         }
         Ok(true)
@@ -315,8 +370,18 @@ impl QuorumDriver {
     fn round(&mut self) -> Result<(), ControllerError> {
         self.node.handle_ready()?;
         self.transport.send(self.node.take_messages());
+        if let Some(snapshot) = self.node.take_installed_snapshot() {
+            tracing::info!(
+                index = snapshot.index,
+                "installing a metadata snapshot from the leader"
+            );
+            self.machine.restore(&snapshot)?;
+            self.bytes_since_snapshot = 0;
+            self.last_snapshot = Instant::now();
+        }
         for entry in self.node.take_committed() {
-            (self.apply)(&entry)?;
+            self.machine.apply(&entry)?;
+            self.bytes_since_snapshot += entry.data.len() as u64;
             if let Some(p) = self.pending.remove(&entry.index) {
                 let outcome = if p.term == entry.term {
                     Ok(())
@@ -354,7 +419,30 @@ impl QuorumDriver {
                 self.fail_pending(|| ControllerError::NotLeader { leader: None });
             }
         }
+        self.maybe_snapshot()?;
         self.publish_status();
+        Ok(())
+    }
+
+    /// Snapshots the state and truncates the log when the policy says so.
+    fn maybe_snapshot(&mut self) -> Result<(), ControllerError> {
+        let due = self.bytes_since_snapshot >= self.policy.max_bytes_between
+            || (self.bytes_since_snapshot > 0
+                && self.last_snapshot.elapsed() >= self.policy.max_interval);
+        if !due {
+            return Ok(());
+        }
+        let index = self.node.applied_index();
+        let data = self.machine.snapshot(index)?;
+        self.node.compact(index, data.clone())?;
+        self.machine.compacted(index, &data);
+        tracing::info!(
+            index,
+            bytes = data.len(),
+            "metadata log truncated after a snapshot"
+        );
+        self.bytes_since_snapshot = 0;
+        self.last_snapshot = Instant::now();
         Ok(())
     }
 
@@ -390,6 +478,7 @@ impl QuorumDriver {
         s.commit_index = node.commit_index();
         s.applied_index = node.applied_index();
         s.last_index = node.last_index();
+        s.first_index = node.first_index();
         s.leader_ready = node.is_leader()
             && self
                 .leader_ready_index

@@ -9,8 +9,8 @@ mod logging;
 #[cfg(test)]
 mod sim_tests;
 
-pub use driver::{QuorumDriver, QuorumHandle, QuorumStatus, Role};
+pub use driver::{QuorumDriver, QuorumHandle, QuorumStatus, Role, SnapshotPolicy, StateMachine};
 pub(crate) use logging::raft_logger;
-pub use node::{CommittedEntry, RaftNode, RaftNodeConfig};
+pub use node::{CommittedEntry, InstalledSnapshot, RaftNode, RaftNodeConfig};
 pub use storage::RaftStorage;
 pub use transport::{NoPeers, RaftTransport, TcpTransport};

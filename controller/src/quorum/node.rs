@@ -6,8 +6,8 @@
 //! messages for peers ([`RaftNode::take_messages`]) and committed entries for the state
 //! machine ([`RaftNode::take_committed`]). A driver moves messages and drives the clock.
 
-use raft::eraftpb::{Entry, EntryType, Message};
-use raft::{Config, RawNode, StateRole};
+use raft::eraftpb::{Entry, EntryType, Message, MessageType};
+use raft::{Config, RawNode, SnapshotStatus, StateRole};
 
 use crate::quorum::storage::RaftStorage;
 use crate::ControllerError;
@@ -62,11 +62,22 @@ pub struct CommittedEntry {
     pub data: Vec<u8>,
 }
 
+/// A snapshot received from the leader and installed in storage: the state machine must be
+/// restored from `data` (its state at `index`) before later entries are applied.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InstalledSnapshot {
+    /// Raft index the snapshot is at.
+    pub index: u64,
+    /// The state machine's bytes.
+    pub data: Vec<u8>,
+}
+
 /// One voter of the metadata quorum (see the module docs).
 pub struct RaftNode {
     raw: RawNode<RaftStorage>,
     outbox: Vec<Message>,
     committed: Vec<CommittedEntry>,
+    installed: Option<InstalledSnapshot>,
     /// Set by the first persistence or apply failure; the node then refuses to go on.
     failed: Option<String>,
 }
@@ -128,6 +139,7 @@ impl RaftNode {
             raw,
             outbox: Vec::new(),
             committed: Vec::new(),
+            installed: None,
             failed: None,
         })
     }
@@ -170,6 +182,11 @@ impl RaftNode {
         self.raw.raft.raft_log.last_index()
     }
 
+    /// First index still in the local log.
+    pub fn first_index(&self) -> u64 {
+        self.raw.raft.raft_log.first_index()
+    }
+
     /// Whether this voter is campaigning.
     pub fn is_candidate(&self) -> bool {
         matches!(
@@ -183,6 +200,27 @@ impl RaftNode {
         let mut v = self.storage().conf_state().voters.clone();
         v.sort_unstable();
         v
+    }
+
+    /// A peer (re)connected with a log ending at `last_index`. If this leader believed it had
+    /// more (its data was wiped or lost), the belief is dropped and the peer probed again;
+    /// raft-rs would otherwise ignore the peer's rejections as stale and never catch it up.
+    pub fn peer_log_end(&mut self, id: u64, last_index: u64) {
+        if !self.is_leader() || id == self.id() {
+            return;
+        }
+        if let Some(pr) = self.raw.raft.mut_prs().get_mut(id) {
+            if pr.matched > last_index {
+                tracing::warn!(
+                    peer = id,
+                    believed = pr.matched,
+                    last_index,
+                    "a voter's log is shorter than it was; replicating to it anew"
+                );
+                pr.matched = last_index;
+                pr.become_probe();
+            }
+        }
     }
 
     /// Leader only: each voter's highest replicated index, by raft id.
@@ -230,8 +268,15 @@ impl RaftNode {
     }
 
     /// Feeds one message from a peer.
-    pub fn step(&mut self, message: Message) -> Result<(), ControllerError> {
+    pub fn step(&mut self, mut message: Message) -> Result<(), ControllerError> {
         self.check_failed()?;
+        // A leader tells a voter whose data was wiped the commit index that voter had reached
+        // before; raft-rs panics on a commit beyond the log end. The commit index is only an
+        // upper bound: clamped, the heartbeat is answered, and the leader then finds out how
+        // short the log is and sends entries or a snapshot.
+        if message.get_msg_type() == MessageType::MsgHeartbeat {
+            message.commit = message.commit.min(self.last_index());
+        }
         self.raw.step(message)?;
         Ok(())
     }
@@ -274,9 +319,16 @@ impl RaftNode {
             // such messages here and the rest in `persisted_messages`.
             self.outbox.extend(ready.take_messages());
             if !ready.snapshot().is_empty() {
-                return Err(ControllerError::Quorum(
-                    "received a raft snapshot; snapshot install is not supported yet".into(),
-                ));
+                // The leader's state replaces this voter's log; the state machine restores it
+                // before any later committed entry is applied.
+                let snapshot = ready.snapshot().clone();
+                self.raw.mut_store().apply_snapshot(&snapshot)?;
+                let index = snapshot.get_metadata().index;
+                self.committed.retain(|e| e.index > index);
+                self.installed = Some(InstalledSnapshot {
+                    index,
+                    data: snapshot.data.to_vec(),
+                });
             }
             // Committed entries in a Ready are already persisted here.
             let committed = ready.take_committed_entries();
@@ -320,11 +372,42 @@ impl RaftNode {
 
     /// Messages for peers, in the order raft produced them.
     pub fn take_messages(&mut self) -> Vec<Message> {
-        std::mem::take(&mut self.outbox)
+        let messages = std::mem::take(&mut self.outbox);
+        // Delivery is best effort, so a snapshot is reported sent as it leaves (as etcd does
+        // once its stream accepted it): the leader then probes the follower, and one that did
+        // not get it is sent a snapshot again, instead of waiting for an answer forever.
+        for m in &messages {
+            if m.get_msg_type() == MessageType::MsgSnapshot {
+                self.raw.report_snapshot(m.to, SnapshotStatus::Finish);
+            }
+        }
+        messages
     }
 
-    /// Newly committed entries with data, in log order.
+    /// Newly committed entries with data, in log order (after any installed snapshot).
     pub fn take_committed(&mut self) -> Vec<CommittedEntry> {
         std::mem::take(&mut self.committed)
+    }
+
+    /// A snapshot installed since the last call, to restore before [`RaftNode::take_committed`].
+    pub fn take_installed_snapshot(&mut self) -> Option<InstalledSnapshot> {
+        self.installed.take()
+    }
+
+    /// Replaces the log up to `index` (at most the applied index) with `data`, the state
+    /// machine at that index; followers further behind then get the snapshot.
+    pub fn compact(&mut self, index: u64, data: Vec<u8>) -> Result<(), ControllerError> {
+        self.check_failed()?;
+        if index > self.applied_index() {
+            return Err(ControllerError::Quorum(format!(
+                "snapshot at {index} beyond the applied index {}",
+                self.applied_index()
+            )));
+        }
+        let result = self.raw.mut_store().compact(index, data);
+        if let Err(e) = &result {
+            self.failed = Some(e.to_string());
+        }
+        result
     }
 }

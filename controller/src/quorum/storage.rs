@@ -4,7 +4,7 @@
 //!
 //! - `raft_log`: key = entry index as 8 big-endian bytes, value = the `eraftpb::Entry` protobuf.
 //! - `raft_state`: keys `format_version` (u32 big-endian), `hard_state`, `conf_state` and
-//!   `snapshot_metadata` (protobufs).
+//!   `snapshot_metadata` (protobufs), and `snapshot_data` (the state machine's snapshot bytes).
 //!
 //! Everything one raft `Ready` asks to persist (new entries, the log suffix they replace, the
 //! HardState) goes into one `WriteBatch` written with `sync`, so a crash leaves either all of it
@@ -15,7 +15,10 @@
 //! On open everything is read back and checked (contiguous indexes, terms that never go down,
 //! a commit index inside the log) and then served from memory, so that the raft core, which
 //! treats most storage errors as fatal, never meets a read error or a bad byte.
-//! The whole log therefore lives in memory; snapshots and log compaction do not exist yet.
+//! The log after the latest snapshot therefore lives in memory. A snapshot (taken by this node
+//! with [`RaftStorage::compact`], or received from the leader and installed with
+//! [`RaftStorage::apply_snapshot`]) replaces every entry up to its index, in one synced batch
+//! with its data and metadata, so restart time and disk use follow the state, not its history.
 
 use std::path::Path;
 
@@ -31,6 +34,7 @@ const KEY_FORMAT_VERSION: &[u8] = b"format_version";
 const KEY_HARD_STATE: &[u8] = b"hard_state";
 const KEY_CONF_STATE: &[u8] = b"conf_state";
 const KEY_SNAPSHOT_METADATA: &[u8] = b"snapshot_metadata";
+const KEY_SNAPSHOT_DATA: &[u8] = b"snapshot_data";
 const FORMAT_VERSION: u32 = 1;
 
 /// Raft's persistent state: in memory, and in RocksDB unless built with [`RaftStorage::in_memory`].
@@ -39,6 +43,8 @@ pub struct RaftStorage {
     conf_state: ConfState,
     /// Index and term just before the first entry: (0, 0) until log compaction exists.
     snapshot_metadata: SnapshotMetadata,
+    /// The state machine at `snapshot_metadata.index` (empty before the first snapshot).
+    snapshot_data: Vec<u8>,
     /// `entries[i].index == snapshot_metadata.index + 1 + i`.
     entries: Vec<Entry>,
     db: Option<DB>,
@@ -81,6 +87,7 @@ impl RaftStorage {
             hard_state: HardState::default(),
             conf_state: ConfState::default(),
             snapshot_metadata: SnapshotMetadata::default(),
+            snapshot_data: Vec::new(),
             entries: Vec::new(),
             db: None,
         }
@@ -140,6 +147,9 @@ impl RaftStorage {
         }
         if let Some(v) = db.get_cf(cf_state, KEY_SNAPSHOT_METADATA)? {
             self.snapshot_metadata = decode(&v, "raft snapshot metadata")?;
+        }
+        if let Some(v) = db.get_cf(cf_state, KEY_SNAPSHOT_DATA)? {
+            self.snapshot_data = v;
         }
         let mut prev_term = self.snapshot_metadata.term;
         for item in db.iterator_cf(cf_log, IteratorMode::Start) {
@@ -282,7 +292,77 @@ impl RaftStorage {
         Ok(())
     }
 
-    /// The committed entries, oldest first.
+    /// The latest snapshot's index and data, if there is one.
+    pub fn snapshot_state(&self) -> Option<(u64, &[u8])> {
+        (self.snapshot_metadata.index > 0)
+            .then_some((self.snapshot_metadata.index, self.snapshot_data.as_slice()))
+    }
+
+    /// Replaces the log up to `index` (committed, applied by the caller) with `data`, the
+    /// state machine at that index. Durable on return.
+    pub fn compact(&mut self, index: u64, data: Vec<u8>) -> Result<(), ControllerError> {
+        if index <= self.snapshot_metadata.index {
+            return Ok(());
+        }
+        if index > self.hard_state.commit {
+            return Err(ControllerError::Quorum(format!(
+                "snapshot at {index} beyond the commit index {}",
+                self.hard_state.commit
+            )));
+        }
+        let term = self.entries[(index - self.first()) as usize].term;
+        let metadata = SnapshotMetadata {
+            conf_state: Some(self.conf_state.clone()).into(),
+            index,
+            term,
+            ..SnapshotMetadata::default()
+        };
+        if let Some(db) = &self.db {
+            let (cf_log, cf_state) = cfs(db)?;
+            let mut batch = WriteBatch::default();
+            batch.put_cf(cf_state, KEY_SNAPSHOT_METADATA, encode(&metadata)?);
+            batch.put_cf(cf_state, KEY_SNAPSHOT_DATA, &data);
+            batch.delete_range_cf(cf_log, index_key(self.first()), index_key(index + 1));
+            write(db, batch, true)?;
+        }
+        self.entries.drain(..(index + 1 - self.first()) as usize);
+        self.snapshot_metadata = metadata;
+        self.snapshot_data = data;
+        Ok(())
+    }
+
+    /// Installs a snapshot the leader sent: the whole log is replaced by it, and the commit
+    /// index is at least its index. Durable on return.
+    pub fn apply_snapshot(&mut self, snapshot: &Snapshot) -> Result<(), ControllerError> {
+        let metadata = snapshot.get_metadata().clone();
+        if metadata.index <= self.snapshot_metadata.index {
+            return Ok(());
+        }
+        let mut hard_state = self.hard_state.clone();
+        hard_state.commit = hard_state.commit.max(metadata.index);
+        hard_state.term = hard_state.term.max(metadata.term);
+        let conf_state = metadata.get_conf_state().clone();
+        if let Some(db) = &self.db {
+            let (cf_log, cf_state) = cfs(db)?;
+            let mut batch = WriteBatch::default();
+            batch.put_cf(cf_state, KEY_SNAPSHOT_METADATA, encode(&metadata)?);
+            batch.put_cf(cf_state, KEY_SNAPSHOT_DATA, &snapshot.data);
+            batch.put_cf(cf_state, KEY_HARD_STATE, encode(&hard_state)?);
+            batch.put_cf(cf_state, KEY_CONF_STATE, encode(&conf_state)?);
+            if !self.entries.is_empty() {
+                batch.delete_range_cf(cf_log, index_key(self.first()), index_key(self.last() + 1));
+            }
+            write(db, batch, true)?;
+        }
+        self.entries.clear();
+        self.snapshot_data = snapshot.data.to_vec();
+        self.snapshot_metadata = metadata;
+        self.hard_state = hard_state;
+        self.conf_state = conf_state;
+        Ok(())
+    }
+
+    /// The committed entries after the latest snapshot, oldest first.
     pub fn committed_entries(&self) -> &[Entry] {
         let committed = (self.hard_state.commit - self.snapshot_metadata.index) as usize;
         &self.entries[..committed.min(self.entries.len())]
@@ -359,12 +439,18 @@ impl Storage for RaftStorage {
         Ok(self.last())
     }
 
-    fn snapshot(&self, _request_index: u64, _to: u64) -> raft::Result<Snapshot> {
-        // The log is never compacted, so a follower can always be caught up from entries;
-        // raft retries later on this error instead of failing.
-        Err(raft::Error::Store(
-            StorageError::SnapshotTemporarilyUnavailable,
-        ))
+    fn snapshot(&self, request_index: u64, _to: u64) -> raft::Result<Snapshot> {
+        // Only a follower behind the compacted log asks; without a snapshot (none yet) raft
+        // retries later on this error instead of failing.
+        if self.snapshot_metadata.index == 0 || self.snapshot_metadata.index < request_index {
+            return Err(raft::Error::Store(
+                StorageError::SnapshotTemporarilyUnavailable,
+            ));
+        }
+        let mut snapshot = Snapshot::default();
+        snapshot.set_metadata(self.snapshot_metadata.clone());
+        snapshot.data = self.snapshot_data.clone().into();
+        Ok(snapshot)
     }
 }
 
