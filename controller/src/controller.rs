@@ -6,9 +6,9 @@
 //! to the active controller over the controller listener, and the answer waits until this
 //! node's own image has applied the change, so a client that reads back sees it.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
@@ -18,9 +18,7 @@ use uuid::Uuid;
 
 use crate::acls::{validate_new_acl, AclBinding, AclBindingFilter, MAX_ACL_RECORDS_PER_OP};
 use crate::client::ControllerClient;
-use crate::commands::{
-    BrokerRegistration, Command, QuorumDescription, ReplicaDescription, Reply, WireError,
-};
+use crate::commands::{BrokerRegistration, Command, Reply, WireError};
 use crate::image::MetadataImage;
 use crate::metadata_state::MetadataState;
 use crate::placement::assign_replicas;
@@ -28,6 +26,11 @@ use crate::quorum::QuorumHandle;
 use crate::records::{ConfigResourceType, MetadataRecord};
 use crate::topic_configs::validate_topic_config;
 use crate::ControllerError;
+
+mod brokers;
+mod forward;
+
+use brokers::Liveness;
 
 /// Longest topic name Kafka accepts.
 const MAX_TOPIC_NAME_LEN: usize = 249;
@@ -73,16 +76,6 @@ pub struct ControllerConfig {
 /// How long a broker may go without a heartbeat before it is fenced
 /// (`broker.session.timeout.ms`).
 pub const DEFAULT_BROKER_SESSION_TIMEOUT: Duration = Duration::from_millis(9_000);
-
-/// Heartbeats the active controller has seen (kept in memory, as Kafka's
-/// BrokerHeartbeatManager does: a new active controller starts everyone's clock anew).
-#[derive(Debug, Default)]
-struct Liveness {
-    /// When this node became the active controller.
-    active_since: Option<Instant>,
-    /// Last heartbeat or registration per broker, with its incarnation.
-    last_seen: HashMap<i32, (Uuid, Instant)>,
-}
 
 /// The cluster controller of this node (see the module docs).
 pub struct Controller {
@@ -147,17 +140,6 @@ pub fn validate_topic_name(name: &str) -> Result<(), ApiError> {
         ));
     }
     Ok(())
-}
-
-/// Runs `f`, which may block on the network or the disk, without stalling a tokio worker:
-/// on a multi-threaded runtime the worker hands its other tasks away first.
-fn blocking<T>(f: impl FnOnce() -> T) -> T {
-    match tokio::runtime::Handle::try_current() {
-        Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
-            tokio::task::block_in_place(f)
-        }
-        _ => f(),
-    }
 }
 
 fn not_controller(message: impl Into<String>) -> ApiError {
@@ -273,71 +255,6 @@ impl Controller {
                 format!("metadata log: {e}"),
             ),
         })
-    }
-
-    /// Runs `command` here if this node is the active controller, else forwards it to the one
-    /// that is, retrying while there is none, for up to [`COMMAND_TIMEOUT`].
-    fn submit(&self, command: Command) -> Result<Reply, ApiError> {
-        self.submit_within(command, COMMAND_TIMEOUT)
-    }
-
-    /// As [`Controller::submit`], looking for an active controller for up to `timeout`.
-    fn submit_within(&self, command: Command, timeout: Duration) -> Result<Reply, ApiError> {
-        blocking(|| self.submit_blocking(&command, timeout))
-    }
-
-    fn submit_blocking(&self, command: &Command, timeout: Duration) -> Result<Reply, ApiError> {
-        let deadline = Instant::now() + timeout;
-        let mut last = not_controller("no active controller");
-        let mut next_voter = 0usize;
-        loop {
-            if self.is_active() {
-                match self.execute(command) {
-                    Err(e) if e.error == ResponseError::NotController => last = e,
-                    other => return other,
-                }
-            } else if let Some(client) = &self.client {
-                let voters = client.voter_ids();
-                let leader = self.quorum.as_ref().and_then(|q| q.status().leader);
-                let own = self.quorum.as_ref().map(|q| q.status().id);
-                let target = match leader {
-                    Some(l) if Some(l) != own => l,
-                    _ => {
-                        next_voter = (next_voter + 1) % voters.len().max(1);
-                        voters[next_voter % voters.len().max(1)]
-                    }
-                };
-                if Some(target) != own {
-                    match client.forward(target, self.cluster_id_hint(), command) {
-                        Ok(response) => {
-                            let wait = deadline.saturating_duration_since(Instant::now());
-                            if !self.state.wait_for_offset(response.image_offset, wait) {
-                                return Err(ApiError::new(
-                                    ResponseError::RequestTimedOut,
-                                    "the change was made but this node has not applied it yet",
-                                ));
-                            }
-                            match response.result {
-                                Err(e) if e.code == ResponseError::NotController.code() => {
-                                    last = e.into();
-                                }
-                                other => return other.map_err(ApiError::from),
-                            }
-                        }
-                        Err(e) => {
-                            tracing::debug!(voter = target, error = %e, command = command.name(), "forwarding to a controller failed");
-                            last = not_controller(format!("controller unreachable: {e}"));
-                        }
-                    }
-                }
-            } else if self.quorum.is_none() {
-                return Err(not_controller("no controller to forward to"));
-            }
-            if Instant::now() >= deadline {
-                return Err(last);
-            }
-            std::thread::sleep(RETRY_BACKOFF);
-        }
     }
 
     /// Runs a command on this node, which must be the active controller (NOT_CONTROLLER
@@ -586,19 +503,13 @@ impl Controller {
     /// An ACL that exists already (or twice in the request) succeeds without a new record, as
     /// in Kafka's AclControlManager.
     pub fn create_acls(&self, acls: &[AclBinding]) -> Vec<Result<(), ApiError>> {
-        match self.submit(Command::CreateAcls {
+        let reply = self.submit(Command::CreateAcls {
             acls: acls.to_vec(),
-        }) {
-            Ok(Reply::CreatedAcls(results)) => results
-                .into_iter()
-                .map(|r| r.map_err(ApiError::from))
-                .collect(),
-            Ok(other) => acls
-                .iter()
-                .map(|_| Err(unexpected(other.clone())))
-                .collect(),
-            Err(e) => acls.iter().map(|_| Err(e.clone())).collect(),
-        }
+        });
+        per_item(acls.len(), reply, |r| match r {
+            Reply::CreatedAcls(results) => Ok(results),
+            other => Err(other),
+        })
     }
 
     /// Deletes every ACL matching each filter, atomically, answering once committed: per
@@ -607,19 +518,13 @@ impl Controller {
         &self,
         filters: &[AclBindingFilter],
     ) -> Vec<Result<Vec<AclBinding>, ApiError>> {
-        match self.submit(Command::DeleteAcls {
+        let reply = self.submit(Command::DeleteAcls {
             filters: filters.to_vec(),
-        }) {
-            Ok(Reply::DeletedAcls(results)) => results
-                .into_iter()
-                .map(|r| r.map_err(ApiError::from))
-                .collect(),
-            Ok(other) => filters
-                .iter()
-                .map(|_| Err(unexpected(other.clone())))
-                .collect(),
-            Err(e) => filters.iter().map(|_| Err(e.clone())).collect(),
-        }
+        });
+        per_item(filters.len(), reply, |r| match r {
+            Reply::DeletedAcls(results) => Ok(results),
+            other => Err(other),
+        })
     }
 
     /// Makes sure no producer id below `floor` is handed out from now on (mirrored data
@@ -640,234 +545,7 @@ impl Controller {
         }
     }
 
-    /// The quorum as the active controller sees it.
-    pub fn describe_quorum(&self) -> Result<QuorumDescription, ApiError> {
-        match self.submit(Command::DescribeQuorum)? {
-            Reply::Quorum(q) => Ok(q),
-            other => Err(unexpected(other)),
-        }
-    }
-
     // ---- On the active controller: validate against the image, then commit. ----
-
-    fn do_describe_quorum(&self) -> QuorumDescription {
-        let Some(status) = self.quorum.as_ref().map(QuorumHandle::status) else {
-            // Only the active controller executes commands, and it votes.
-            return QuorumDescription {
-                leader_id: -1,
-                leader_epoch: -1,
-                high_watermark: -1,
-                voters: Vec::new(),
-                observers: Vec::new(),
-            };
-        };
-        let now = Instant::now();
-        let now_ms = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis() as i64);
-        let at = |t: Option<Instant>| {
-            t.map_or(-1, |t| {
-                now_ms - now.saturating_duration_since(t).as_millis() as i64
-            })
-        };
-        let voters = status
-            .progress
-            .iter()
-            .map(|p| {
-                let contact = at(p.last_contact);
-                ReplicaDescription {
-                    node_id: p.id as i32 - 1,
-                    log_end_offset: p.matched as i64,
-                    last_fetch_timestamp: contact,
-                    last_caught_up_timestamp: if p.matched >= status.commit_index {
-                        contact
-                    } else {
-                        -1
-                    },
-                }
-            })
-            .collect();
-        let voter_ids: Vec<i32> = status.voters.iter().map(|v| *v as i32 - 1).collect();
-        let fetched = self.state.observers();
-        let observers = self
-            .image()
-            .brokers
-            .keys()
-            .filter(|id| !voter_ids.contains(id))
-            .map(|id| {
-                let (index, ts) = fetched
-                    .get(id)
-                    .copied()
-                    .map_or((-1, -1), |(i, t)| (i as i64, t));
-                ReplicaDescription {
-                    node_id: *id,
-                    log_end_offset: index,
-                    last_fetch_timestamp: ts,
-                    last_caught_up_timestamp: if index >= status.commit_index as i64 {
-                        ts
-                    } else {
-                        -1
-                    },
-                }
-            })
-            .collect();
-        QuorumDescription {
-            leader_id: status.id as i32 - 1,
-            leader_epoch: status.term as i32,
-            high_watermark: status.commit_index as i64,
-            voters,
-            observers,
-        }
-    }
-
-    fn do_register_broker(&self, r: &BrokerRegistration) -> Result<(), ApiError> {
-        let image = self.image();
-        let now = Instant::now();
-        if let Some(b) = image.brokers.get(&r.broker_id) {
-            // Only a process that has heartbeated to this active controller within its session
-            // counts, as in Kafka: after a controller change (or a restart of a single node)
-            // the new registration wins.
-            let heard = self
-                .liveness
-                .lock()
-                .last_seen
-                .get(&r.broker_id)
-                .is_some_and(|(inc, t)| {
-                    *inc != r.incarnation_id
-                        && now.saturating_duration_since(*t) < self.session_timeout
-                });
-            let live_elsewhere =
-                !b.fenced && b.incarnation_id.is_some_and(|i| i != r.incarnation_id) && heard;
-            if live_elsewhere {
-                return Err(ApiError::new(
-                    ResponseError::DuplicateBrokerRegistration,
-                    format!(
-                        "Another broker is registered with node id {} and still heartbeats",
-                        r.broker_id
-                    ),
-                ));
-            }
-        }
-        let first = r.endpoints.first();
-        let unchanged = image.brokers.get(&r.broker_id).is_some_and(|b| {
-            !b.fenced
-                && b.endpoints == r.endpoints
-                && b.rack == r.rack
-                && b.incarnation_id == Some(r.incarnation_id)
-        });
-        self.liveness
-            .lock()
-            .last_seen
-            .insert(r.broker_id, (r.incarnation_id, now));
-        if unchanged {
-            return Ok(());
-        }
-        let mut records = vec![MetadataRecord::RegisterBroker {
-            broker_id: r.broker_id,
-            host: first.map(|e| e.host.clone()).unwrap_or_default(),
-            port: first.map(|e| e.port).unwrap_or(0),
-            rack: r.rack.clone(),
-            endpoints: r.endpoints.clone(),
-            incarnation_id: Some(r.incarnation_id),
-        }];
-        records.extend(elect_leaders_for_returning(&image, r.broker_id));
-        self.commit(records)
-    }
-
-    fn seen_within_session(&self, broker_id: i32, now: Instant) -> bool {
-        let l = self.liveness.lock();
-        let last = l
-            .last_seen
-            .get(&broker_id)
-            .map(|(_, t)| *t)
-            .or(l.active_since);
-        last.is_some_and(|t| now.saturating_duration_since(t) < self.session_timeout)
-    }
-
-    fn do_heartbeat(&self, broker_id: i32, incarnation_id: Uuid) -> Result<(), ApiError> {
-        let image = self.image();
-        let Some(b) = image.brokers.get(&broker_id) else {
-            return Err(ApiError::new(
-                ResponseError::StaleBrokerEpoch,
-                format!("Broker {broker_id} is not registered"),
-            ));
-        };
-        if b.incarnation_id != Some(incarnation_id) {
-            return Err(ApiError::new(
-                ResponseError::StaleBrokerEpoch,
-                format!("Broker {broker_id} registered again with another incarnation"),
-            ));
-        }
-        self.liveness
-            .lock()
-            .last_seen
-            .insert(broker_id, (incarnation_id, Instant::now()));
-        if b.fenced {
-            let mut records = vec![MetadataRecord::UnfenceBroker { broker_id }];
-            records.extend(elect_leaders_for_returning(&image, broker_id));
-            self.commit(records)?;
-        }
-        Ok(())
-    }
-
-    fn do_controlled_shutdown(&self, broker_id: i32, incarnation_id: Uuid) -> Result<(), ApiError> {
-        let image = self.image();
-        let Some(b) = image.brokers.get(&broker_id) else {
-            return Ok(());
-        };
-        if b.incarnation_id != Some(incarnation_id) || b.fenced {
-            return Ok(());
-        }
-        self.liveness.lock().last_seen.remove(&broker_id);
-        self.commit(fence_records(&image, broker_id))
-    }
-
-    /// Active-controller housekeeping, run every few hundred milliseconds: writes the cluster
-    /// id once, and fences brokers whose heartbeats stopped.
-    pub fn maintain(&self) {
-        if !self.is_active() {
-            self.liveness.lock().active_since = None;
-            return;
-        }
-        let _one_at_a_time = self.command_lock.lock();
-        if !self.is_active() {
-            return;
-        }
-        let now = Instant::now();
-        self.liveness.lock().active_since.get_or_insert(now);
-        let image = self.image();
-        if image.cluster_id.is_none() {
-            let cluster_id = self
-                .configured_cluster_id
-                .clone()
-                .unwrap_or_else(crate::new_cluster_id);
-            match self.commit(vec![MetadataRecord::ClusterId {
-                cluster_id: cluster_id.clone(),
-            }]) {
-                Ok(()) => tracing::info!(%cluster_id, "wrote the cluster id"),
-                Err(e) => tracing::warn!(error = %e, "cannot write the cluster id"),
-            }
-        }
-        let image = self.image();
-        // This node's own broker is alive: this code runs in its process.
-        let own = self.quorum.as_ref().map(|q| q.status().id as i32 - 1);
-        for b in image
-            .brokers
-            .values()
-            .filter(|b| !b.fenced && Some(b.id) != own)
-        {
-            if !self.seen_within_session(b.id, now) {
-                tracing::warn!(
-                    broker = b.id,
-                    timeout_ms = self.session_timeout.as_millis() as u64,
-                    "broker missed its heartbeats; fencing it"
-                );
-                if let Err(e) = self.commit(fence_records(&self.image(), b.id)) {
-                    tracing::warn!(broker = b.id, error = %e, "cannot fence broker");
-                }
-            }
-        }
-    }
 
     fn do_create_topic(&self, req: &CreateTopic, validate_only: bool) -> Result<Uuid, ApiError> {
         validate_topic_name(&req.name)?;
@@ -1266,6 +944,26 @@ impl Controller {
     }
 }
 
+/// The per-item outcomes of a batch command's reply (picked out by `pick`), or the whole
+/// command's error (or an unexpected reply) for each of the `n` items.
+fn per_item<T>(
+    n: usize,
+    reply: Result<Reply, ApiError>,
+    pick: impl FnOnce(Reply) -> Result<Vec<Result<T, WireError>>, Reply>,
+) -> Vec<Result<T, ApiError>> {
+    let error = match reply.map(pick) {
+        Ok(Ok(results)) => {
+            return results
+                .into_iter()
+                .map(|r| r.map_err(ApiError::from))
+                .collect()
+        }
+        Ok(Err(other)) => unexpected(other),
+        Err(e) => e,
+    };
+    (0..n).map(|_| Err(error.clone())).collect()
+}
+
 fn unexpected(reply: Reply) -> ApiError {
     ApiError::new(
         ResponseError::UnknownServerError,
@@ -1286,62 +984,6 @@ fn check_unreplicated(rf: usize) -> Result<(), ApiError> {
         ));
     }
     Ok(())
-}
-
-/// Fencing `broker_id`: the record, and each partition it leads handed to another live
-/// in-sync replica (none with one replica: the partition is offline until it returns).
-fn fence_records(image: &MetadataImage, broker_id: i32) -> Vec<MetadataRecord> {
-    let live: BTreeSet<i32> = image
-        .live_brokers()
-        .into_iter()
-        .filter(|b| *b != broker_id)
-        .collect();
-    let mut records = vec![MetadataRecord::FenceBroker { broker_id }];
-    for topic in image.topics.values() {
-        for (&partition, p) in &topic.partitions {
-            if p.leader != broker_id {
-                continue;
-            }
-            let leader = p
-                .isr
-                .iter()
-                .copied()
-                .find(|r| live.contains(r))
-                .unwrap_or(-1);
-            records.push(MetadataRecord::Partition {
-                topic_id: topic.id,
-                partition,
-                replicas: p.replicas.clone(),
-                isr: p.isr.clone(),
-                leader,
-                leader_epoch: p.leader_epoch + 1,
-                partition_epoch: p.partition_epoch + 1,
-            });
-        }
-    }
-    records
-}
-
-/// A broker is back: it leads again each partition that has no leader and lists it in its ISR.
-fn elect_leaders_for_returning(image: &MetadataImage, broker_id: i32) -> Vec<MetadataRecord> {
-    let mut records = Vec::new();
-    for topic in image.topics.values() {
-        for (&partition, p) in &topic.partitions {
-            if p.leader >= 0 || !p.isr.contains(&broker_id) {
-                continue;
-            }
-            records.push(MetadataRecord::Partition {
-                topic_id: topic.id,
-                partition,
-                replicas: p.replicas.clone(),
-                isr: p.isr.clone(),
-                leader: broker_id,
-                leader_epoch: p.leader_epoch + 1,
-                partition_epoch: p.partition_epoch + 1,
-            });
-        }
-    }
-    records
 }
 
 fn config_record(topic: &str, name: &str, value: Option<String>) -> MetadataRecord {

@@ -1,0 +1,319 @@
+//! Brokers' lifecycle on the active controller: registration (a second live process with a
+//! node id is refused), heartbeats, fencing after `broker.session.timeout.ms` or at a
+//! controlled shutdown (partition leaderships handed to other live in-sync replicas), the
+//! cluster id, and DescribeQuorum's view.
+
+use std::collections::{BTreeSet, HashMap};
+use std::time::Instant;
+
+use tern_protocol::error::{ApiError, ResponseError};
+use uuid::Uuid;
+
+use super::{unexpected, Controller};
+use crate::commands::{BrokerRegistration, Command, QuorumDescription, ReplicaDescription, Reply};
+use crate::image::MetadataImage;
+use crate::quorum::QuorumHandle;
+use crate::records::MetadataRecord;
+
+/// Heartbeats the active controller has seen (kept in memory, as Kafka's
+/// BrokerHeartbeatManager does: a new active controller starts everyone's clock anew).
+#[derive(Debug, Default)]
+pub(super) struct Liveness {
+    /// When this node became the active controller.
+    pub(super) active_since: Option<Instant>,
+    /// Last heartbeat or registration per broker, with its incarnation.
+    pub(super) last_seen: HashMap<i32, (Uuid, Instant)>,
+}
+
+impl Controller {
+    /// The quorum as the active controller sees it.
+    pub fn describe_quorum(&self) -> Result<QuorumDescription, ApiError> {
+        match self.submit(Command::DescribeQuorum)? {
+            Reply::Quorum(q) => Ok(q),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    pub(super) fn do_describe_quorum(&self) -> QuorumDescription {
+        let Some(status) = self.quorum.as_ref().map(QuorumHandle::status) else {
+            // Only the active controller executes commands, and it votes.
+            return QuorumDescription {
+                leader_id: -1,
+                leader_epoch: -1,
+                high_watermark: -1,
+                voters: Vec::new(),
+                observers: Vec::new(),
+            };
+        };
+        let now = Instant::now();
+        let now_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as i64);
+        let at = |t: Option<Instant>| {
+            t.map_or(-1, |t| {
+                now_ms - now.saturating_duration_since(t).as_millis() as i64
+            })
+        };
+        let voters = status
+            .progress
+            .iter()
+            .map(|p| {
+                let contact = at(p.last_contact);
+                ReplicaDescription {
+                    node_id: p.id as i32 - 1,
+                    log_end_offset: p.matched as i64,
+                    last_fetch_timestamp: contact,
+                    last_caught_up_timestamp: if p.matched >= status.commit_index {
+                        contact
+                    } else {
+                        -1
+                    },
+                }
+            })
+            .collect();
+        let voter_ids: Vec<i32> = status.voters.iter().map(|v| *v as i32 - 1).collect();
+        let fetched = self.state.observers();
+        let observers = self
+            .image()
+            .brokers
+            .keys()
+            .filter(|id| !voter_ids.contains(id))
+            .map(|id| {
+                let (index, ts) = fetched
+                    .get(id)
+                    .copied()
+                    .map_or((-1, -1), |(i, t)| (i as i64, t));
+                ReplicaDescription {
+                    node_id: *id,
+                    log_end_offset: index,
+                    last_fetch_timestamp: ts,
+                    last_caught_up_timestamp: if index >= status.commit_index as i64 {
+                        ts
+                    } else {
+                        -1
+                    },
+                }
+            })
+            .collect();
+        QuorumDescription {
+            leader_id: status.id as i32 - 1,
+            leader_epoch: status.term as i32,
+            high_watermark: status.commit_index as i64,
+            voters,
+            observers,
+        }
+    }
+
+    pub(super) fn do_register_broker(&self, r: &BrokerRegistration) -> Result<(), ApiError> {
+        let image = self.image();
+        let now = Instant::now();
+        if let Some(b) = image.brokers.get(&r.broker_id) {
+            // Only a process that has heartbeated to this active controller within its session
+            // counts, as in Kafka: after a controller change (or a restart of a single node)
+            // the new registration wins.
+            let heard = self
+                .liveness
+                .lock()
+                .last_seen
+                .get(&r.broker_id)
+                .is_some_and(|(inc, t)| {
+                    *inc != r.incarnation_id
+                        && now.saturating_duration_since(*t) < self.session_timeout
+                });
+            let live_elsewhere =
+                !b.fenced && b.incarnation_id.is_some_and(|i| i != r.incarnation_id) && heard;
+            if live_elsewhere {
+                return Err(ApiError::new(
+                    ResponseError::DuplicateBrokerRegistration,
+                    format!(
+                        "Another broker is registered with node id {} and still heartbeats",
+                        r.broker_id
+                    ),
+                ));
+            }
+        }
+        let first = r.endpoints.first();
+        let unchanged = image.brokers.get(&r.broker_id).is_some_and(|b| {
+            !b.fenced
+                && b.endpoints == r.endpoints
+                && b.rack == r.rack
+                && b.incarnation_id == Some(r.incarnation_id)
+        });
+        self.liveness
+            .lock()
+            .last_seen
+            .insert(r.broker_id, (r.incarnation_id, now));
+        if unchanged {
+            return Ok(());
+        }
+        let mut records = vec![MetadataRecord::RegisterBroker {
+            broker_id: r.broker_id,
+            host: first.map(|e| e.host.clone()).unwrap_or_default(),
+            port: first.map(|e| e.port).unwrap_or(0),
+            rack: r.rack.clone(),
+            endpoints: r.endpoints.clone(),
+            incarnation_id: Some(r.incarnation_id),
+        }];
+        records.extend(elect_leaders_for_returning(&image, r.broker_id));
+        self.commit(records)
+    }
+
+    fn seen_within_session(&self, broker_id: i32, now: Instant) -> bool {
+        let l = self.liveness.lock();
+        let last = l
+            .last_seen
+            .get(&broker_id)
+            .map(|(_, t)| *t)
+            .or(l.active_since);
+        last.is_some_and(|t| now.saturating_duration_since(t) < self.session_timeout)
+    }
+
+    pub(super) fn do_heartbeat(
+        &self,
+        broker_id: i32,
+        incarnation_id: Uuid,
+    ) -> Result<(), ApiError> {
+        let image = self.image();
+        let Some(b) = image.brokers.get(&broker_id) else {
+            return Err(ApiError::new(
+                ResponseError::StaleBrokerEpoch,
+                format!("Broker {broker_id} is not registered"),
+            ));
+        };
+        if b.incarnation_id != Some(incarnation_id) {
+            return Err(ApiError::new(
+                ResponseError::StaleBrokerEpoch,
+                format!("Broker {broker_id} registered again with another incarnation"),
+            ));
+        }
+        self.liveness
+            .lock()
+            .last_seen
+            .insert(broker_id, (incarnation_id, Instant::now()));
+        if b.fenced {
+            let mut records = vec![MetadataRecord::UnfenceBroker { broker_id }];
+            records.extend(elect_leaders_for_returning(&image, broker_id));
+            self.commit(records)?;
+        }
+        Ok(())
+    }
+
+    pub(super) fn do_controlled_shutdown(
+        &self,
+        broker_id: i32,
+        incarnation_id: Uuid,
+    ) -> Result<(), ApiError> {
+        let image = self.image();
+        let Some(b) = image.brokers.get(&broker_id) else {
+            return Ok(());
+        };
+        if b.incarnation_id != Some(incarnation_id) || b.fenced {
+            return Ok(());
+        }
+        self.liveness.lock().last_seen.remove(&broker_id);
+        self.commit(fence_records(&image, broker_id))
+    }
+
+    /// Active-controller housekeeping, run every few hundred milliseconds: writes the cluster
+    /// id once, and fences brokers whose heartbeats stopped.
+    pub fn maintain(&self) {
+        if !self.is_active() {
+            self.liveness.lock().active_since = None;
+            return;
+        }
+        let _one_at_a_time = self.command_lock.lock();
+        if !self.is_active() {
+            return;
+        }
+        let now = Instant::now();
+        self.liveness.lock().active_since.get_or_insert(now);
+        let image = self.image();
+        if image.cluster_id.is_none() {
+            let cluster_id = self
+                .configured_cluster_id
+                .clone()
+                .unwrap_or_else(crate::new_cluster_id);
+            match self.commit(vec![MetadataRecord::ClusterId {
+                cluster_id: cluster_id.clone(),
+            }]) {
+                Ok(()) => tracing::info!(%cluster_id, "wrote the cluster id"),
+                Err(e) => tracing::warn!(error = %e, "cannot write the cluster id"),
+            }
+        }
+        let image = self.image();
+        // This node's own broker is alive: this code runs in its process.
+        let own = self.quorum.as_ref().map(|q| q.status().id as i32 - 1);
+        for b in image
+            .brokers
+            .values()
+            .filter(|b| !b.fenced && Some(b.id) != own)
+        {
+            if !self.seen_within_session(b.id, now) {
+                tracing::warn!(
+                    broker = b.id,
+                    timeout_ms = self.session_timeout.as_millis() as u64,
+                    "broker missed its heartbeats; fencing it"
+                );
+                if let Err(e) = self.commit(fence_records(&self.image(), b.id)) {
+                    tracing::warn!(broker = b.id, error = %e, "cannot fence broker");
+                }
+            }
+        }
+    }
+}
+
+/// Fencing `broker_id`: the record, and each partition it leads handed to another live
+/// in-sync replica (none with one replica: the partition is offline until it returns).
+fn fence_records(image: &MetadataImage, broker_id: i32) -> Vec<MetadataRecord> {
+    let live: BTreeSet<i32> = image
+        .live_brokers()
+        .into_iter()
+        .filter(|b| *b != broker_id)
+        .collect();
+    let mut records = vec![MetadataRecord::FenceBroker { broker_id }];
+    for topic in image.topics.values() {
+        for (&partition, p) in &topic.partitions {
+            if p.leader != broker_id {
+                continue;
+            }
+            let leader = p
+                .isr
+                .iter()
+                .copied()
+                .find(|r| live.contains(r))
+                .unwrap_or(-1);
+            records.push(MetadataRecord::Partition {
+                topic_id: topic.id,
+                partition,
+                replicas: p.replicas.clone(),
+                isr: p.isr.clone(),
+                leader,
+                leader_epoch: p.leader_epoch + 1,
+                partition_epoch: p.partition_epoch + 1,
+            });
+        }
+    }
+    records
+}
+
+/// A broker is back: it leads again each partition that has no leader and lists it in its ISR.
+fn elect_leaders_for_returning(image: &MetadataImage, broker_id: i32) -> Vec<MetadataRecord> {
+    let mut records = Vec::new();
+    for topic in image.topics.values() {
+        for (&partition, p) in &topic.partitions {
+            if p.leader >= 0 || !p.isr.contains(&broker_id) {
+                continue;
+            }
+            records.push(MetadataRecord::Partition {
+                topic_id: topic.id,
+                partition,
+                replicas: p.replicas.clone(),
+                isr: p.isr.clone(),
+                leader: broker_id,
+                leader_epoch: p.leader_epoch + 1,
+                partition_epoch: p.partition_epoch + 1,
+            });
+        }
+    }
+    records
+}
