@@ -94,6 +94,7 @@ class Node:
         self.port = ports() if "broker" in roles.split(",") else None
         self.controller_port = ports() if "controller" in roles.split(",") else None
         self.voters = ""
+        self.extra = {}
         self.proc = None
 
     @property
@@ -112,6 +113,7 @@ class Node:
             "listeners": ",".join(listeners),
             "controller.quorum.voters": self.voters,
             "log.dirs": str(self.data_dir),
+            **self.extra,
         }
 
     def overrides(self):
@@ -206,10 +208,12 @@ class Node:
 class Cluster:
     """Nodes sharing one `controller.quorum.voters` (every node with the controller role)."""
 
-    def __init__(self, root, roles):
+    def __init__(self, root, roles, extra=None):
         self.root = Path(root)
         self._ports = set()
         self.nodes = {n: Node(root, n, r, self.new_port) for n, r in sorted(roles.items())}
+        for node in self.nodes.values():
+            node.extra = dict(extra or {})
         self.voters = ",".join(
             f"{n}@127.0.0.1:{node.controller_port}"
             for n, node in self.nodes.items() if node.controller_port
@@ -274,8 +278,8 @@ def make_cluster(tmp_path):
     logs are printed there: pytest shows them when the test failed)."""
     clusters = []
 
-    def make(roles):
-        c = Cluster(tmp_path, roles)
+    def make(roles, extra=None):
+        c = Cluster(tmp_path, roles, extra)
         clusters.append(c)
         try:
             return c.start()
@@ -290,8 +294,8 @@ def make_cluster(tmp_path):
         c.report()
 
 
-def three_combined(make_cluster):
-    return make_cluster({0: COMBINED, 1: COMBINED, 2: COMBINED})
+def three_combined(make_cluster, extra=None):
+    return make_cluster({0: COMBINED, 1: COMBINED, 2: COMBINED}, extra)
 
 
 # -- Metadata, one node at a time ----------------------------------------------------------------------
@@ -821,10 +825,13 @@ def test_node_killed_and_restarted_at_once_rejoins(make_cluster, quorum):
 @pytest.mark.timeout(170)
 def test_node_with_wiped_data_dir_rejoins(make_cluster, quorum):
     """A follower voter is stopped, its data dir deleted, and started again with the same config:
-    it takes the cluster's id (meta.properties written again), lists every topic created before,
-    and serves produce for the partitions it leads (records read back through it at their
-    acknowledged offsets), while records on the other brokers' partitions are still all there."""
-    cluster = three_combined(make_cluster)
+    it takes the cluster's id (meta.properties written again), catches up from the leader's
+    metadata snapshot (the voters snapshot every 2000 bytes of records here, so the leader's log
+    no longer starts at 1), lists every topic created before, and serves produce for the
+    partitions it leads (records read back through it at their acknowledged offsets), while
+    records on the other brokers' partitions are still all there."""
+    cluster = three_combined(
+        make_cluster, {"metadata.log.max.record.bytes.between.snapshots": "2000"})
     mds = wait_brokers_everywhere(cluster)
     cluster_id = mds[0].cluster_id
 
@@ -844,6 +851,8 @@ def test_node_with_wiped_data_dir_rejoins(make_cluster, quorum):
     except RuntimeError as e:
         pytest.fail(f"node {victim} with a wiped data dir did not start: {e}")
 
+    restarted = node.tail(400).split(f"node.id={victim} ")[-1]
+    assert "installing a metadata snapshot from the leader" in restarted, node.tail()
     meta = dict(re.findall(r"^([\w.]+)=(.*)$", (node.data_dir / "meta.properties").read_text(), re.M))
     assert meta.get("cluster.id") == cluster_id, meta
     assert meta.get("node.id") == str(victim), meta
