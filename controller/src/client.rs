@@ -13,7 +13,23 @@ use crate::wire::{from_json, read_frame, to_json, write_frame, FrameKind};
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 /// A command waits for its entry to commit (30 s at most) on the other side.
-const COMMAND_READ_TIMEOUT: Duration = Duration::from_secs(35);
+pub const COMMAND_READ_TIMEOUT: Duration = Duration::from_secs(35);
+
+/// How one request failed.
+enum Failure {
+    /// The connection was closed before an answer: the request did not run.
+    Closed(String),
+    /// Anything else (a timeout may mean it ran).
+    Other(String),
+}
+
+impl Failure {
+    fn into_message(self) -> String {
+        match self {
+            Failure::Closed(m) | Failure::Other(m) => m,
+        }
+    }
+}
 
 /// Connections to the voters, one cached per voter.
 pub struct ControllerClient {
@@ -72,44 +88,71 @@ impl ControllerClient {
         read_timeout: Duration,
     ) -> Result<Vec<u8>, String> {
         let cached = self.idle.lock().remove(&voter);
-        // A cached connection may have been closed by the peer: retry once on a new one.
-        let attempts: Vec<Option<TcpStream>> = match cached {
-            Some(s) => vec![Some(s), None],
-            None => vec![None],
+        let reused = cached.is_some();
+        let mut stream = match cached {
+            Some(s) => s,
+            None => self.connect(voter)?,
         };
-        let mut last = String::new();
-        for stream in attempts {
-            let mut stream = match stream {
-                Some(s) => s,
-                None => self.connect(voter)?,
-            };
-            stream.set_read_timeout(Some(read_timeout)).ok();
-            stream.set_write_timeout(Some(Duration::from_secs(5))).ok();
-            if let Err(e) = write_frame(&mut stream, kind, payload) {
-                last = e.to_string();
-                continue;
+        match self.exchange(&mut stream, kind, payload, answer, read_timeout) {
+            Ok(body) => {
+                self.idle.lock().insert(voter, stream);
+                Ok(body)
             }
-            match read_frame(&mut stream) {
-                Ok(Some((k, body))) if k == answer => {
-                    self.idle.lock().insert(voter, stream);
-                    return Ok(body);
-                }
-                Ok(Some((FrameKind::Refused, why))) => {
-                    return Err(format!("refused: {}", String::from_utf8_lossy(&why)))
-                }
-                Ok(other) => last = format!("unexpected answer {:?}", other.map(|(k, _)| k)),
-                Err(e) => last = e.to_string(),
+            // A cached connection the peer closed in the meantime fails at once (end of
+            // stream, reset): the request never reached it, so it is sent again on a new one.
+            // A timeout is not retried: the request may have been executed.
+            Err(Failure::Closed(_)) if reused => {
+                let mut stream = self.connect(voter)?;
+                let body = self
+                    .exchange(&mut stream, kind, payload, answer, read_timeout)
+                    .map_err(Failure::into_message)?;
+                self.idle.lock().insert(voter, stream);
+                Ok(body)
             }
+            Err(e) => Err(e.into_message()),
         }
-        Err(last)
     }
 
-    /// Sends `command` to `voter`; the answer says whether it was the active controller.
+    fn exchange(
+        &self,
+        stream: &mut TcpStream,
+        kind: FrameKind,
+        payload: &[u8],
+        answer: FrameKind,
+        read_timeout: Duration,
+    ) -> Result<Vec<u8>, Failure> {
+        stream.set_read_timeout(Some(read_timeout)).ok();
+        stream.set_write_timeout(Some(Duration::from_secs(5))).ok();
+        write_frame(stream, kind, payload).map_err(|e| Failure::Closed(e.to_string()))?;
+        match read_frame(stream) {
+            Ok(Some((k, body))) if k == answer => Ok(body),
+            Ok(Some((FrameKind::Refused, why))) => Err(Failure::Other(format!(
+                "refused: {}",
+                String::from_utf8_lossy(&why)
+            ))),
+            Ok(Some((k, _))) => Err(Failure::Other(format!("unexpected answer {k:?}"))),
+            Ok(None) => Err(Failure::Closed("connection closed".into())),
+            Err(crate::ControllerError::Io(e))
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::ConnectionReset | std::io::ErrorKind::BrokenPipe
+                ) =>
+            {
+                Err(Failure::Closed(e.to_string()))
+            }
+            Err(e) => Err(Failure::Other(e.to_string())),
+        }
+    }
+
+    /// Sends `command` to `voter` and waits up to `timeout` for the answer, which says
+    /// whether it was the active controller. A short `timeout` (heartbeats) keeps a call to a
+    /// controller that became unreachable from outliving the broker's session.
     pub fn forward(
         &self,
         voter: u64,
         cluster_id: Option<String>,
         command: &Command,
+        timeout: Duration,
     ) -> Result<CommandResponse, String> {
         let payload = to_json(&CommandRequest {
             cluster_id,
@@ -121,7 +164,7 @@ impl ControllerClient {
             FrameKind::CommandRequest,
             &payload,
             FrameKind::CommandResponse,
-            COMMAND_READ_TIMEOUT,
+            timeout.min(COMMAND_READ_TIMEOUT),
         )?;
         from_json(&body, "command response").map_err(|e| e.to_string())
     }

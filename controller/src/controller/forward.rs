@@ -57,7 +57,12 @@ impl Controller {
                     }
                 };
                 if Some(target) != own {
-                    match client.forward(target, self.cluster_id_hint(), command) {
+                    // The answer comes within the deadline or not at all (a connection to a
+                    // controller cut off by a partition must not hold the caller longer).
+                    let wait = deadline
+                        .saturating_duration_since(Instant::now())
+                        .max(Duration::from_millis(500));
+                    match client.forward(target, self.cluster_id_hint(), command, wait) {
                         Ok(response) => {
                             let wait = deadline.saturating_duration_since(Instant::now());
                             if !self.state.wait_for_offset(response.image_offset, wait) {
