@@ -107,6 +107,9 @@ impl RaftStorage {
         opts.set_bottommost_compression_type(DBCompressionType::None);
         opts.set_log_level(LogLevel::Warn);
         opts.set_keep_log_file_num(2);
+        // The state column family is written on every ready and never fills a memtable, so
+        // without a bound it would pin every write-ahead log file, history included.
+        opts.set_max_total_wal_size(4 << 20);
         opts.set_max_log_file_size(1 << 20);
         let db = DB::open_cf(&opts, dir, [CF_LOG, CF_STATE])?;
         let mut storage = RaftStorage::in_memory();
@@ -324,6 +327,9 @@ impl RaftStorage {
             batch.put_cf(cf_state, KEY_SNAPSHOT_DATA, &data);
             batch.delete_range_cf(cf_log, index_key(self.first()), index_key(index + 1));
             write(db, batch, true)?;
+            // A range deletion only hides the entries; compacting the range frees their space,
+            // so disk use and the next start's read follow the state, not its history.
+            db.compact_range_cf(cf_log, None::<&[u8]>, Some(&index_key(index + 1)[..]));
         }
         self.entries.drain(..(index + 1 - self.first()) as usize);
         self.snapshot_metadata = metadata;
