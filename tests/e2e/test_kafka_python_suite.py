@@ -94,8 +94,6 @@ KNOWN_TERN_GAPS = {
         "DescribeLogDirs (35) is not served",
     "test_admin_integration.py::test_alter_replica_log_dirs":
         "DescribeLogDirs (35) and AlterReplicaLogDirs (34) are not served",
-    "test_admin_integration.py::test_describe_metadata_quorum":
-        "DescribeQuorum (55) is not served: the controller's Raft quorum is not exposed",
     "test_admin_integration.py::test_alter_partition_reassignments":
         "AlterPartitionReassignments (45) is not served (no replica reassignment)",
     "test_admin_integration.py::test_list_partition_reassignments":
