@@ -424,13 +424,13 @@ impl Broker {
         (host.to_string(), port)
     }
 
-    /// The node id clients are told is the controller: the active one if known (KRaft brokers
-    /// answer with a broker; clients only use it for the old admin routing).
+    /// The node id clients are told is the controller: this broker, as KRaft brokers answer
+    /// with a live broker rather than the quorum leader. Every broker forwards controller
+    /// requests, so an admin client never waits on a controller that has just died (librdkafka
+    /// would keep sending to the dead one until its metadata refresh, minutes later); the
+    /// quorum's leader is what DescribeQuorum shows.
     pub fn controller_id(&self) -> i32 {
-        self.controller
-            .active_controller_id()
-            .filter(|id| self.controller.image().brokers.contains_key(id))
-            .unwrap_or(self.config.node_id)
+        self.config.node_id
     }
 
     /// Creates `__consumer_offsets` if it does not exist yet (the first FindCoordinator of a
