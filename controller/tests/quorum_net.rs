@@ -558,3 +558,57 @@ fn a_wiped_voter_catches_up_from_the_log_without_snapshots() {
         "no snapshot was needed"
     );
 }
+
+#[test]
+fn a_node_configured_with_other_voters_learns_it_is_refused() {
+    let cluster = Cluster::new(3, Duration::from_secs(60));
+    cluster.wait_for_active();
+    let dir = tempfile::tempdir().unwrap();
+    // Node 1 of a two-voter quorum whose other voter is node 0 of the running cluster.
+    let stranger = tern_controller::start(
+        &QuorumConfig {
+            node_id: 1,
+            voters: vec![
+                (0, cluster.voters[0].1.clone()),
+                (1, format!("127.0.0.1:{}", free_port())),
+            ],
+            is_voter: true,
+            metadata_dir: dir.path().to_path_buf(),
+            listener: None,
+            cluster_id: None,
+            session_timeout: Duration::from_secs(60),
+            snapshots: SnapshotPolicy::default(),
+        },
+        ControllerConfig {
+            num_partitions: 1,
+            default_replication_factor: 1,
+        },
+    );
+    // Without a listener a voter of two cannot even start.
+    let err = stranger.unwrap_err();
+    assert!(err.to_string().contains("controller listener"), "{err}");
+    let listener = format!("127.0.0.1:{}", free_port());
+    let stranger = tern_controller::start(
+        &QuorumConfig {
+            node_id: 1,
+            voters: vec![(0, cluster.voters[0].1.clone()), (1, listener.clone())],
+            is_voter: true,
+            metadata_dir: dir.path().to_path_buf(),
+            listener: Some(listener),
+            cluster_id: None,
+            session_timeout: Duration::from_secs(60),
+            snapshots: SnapshotPolicy::default(),
+        },
+        ControllerConfig {
+            num_partitions: 1,
+            default_replication_factor: 1,
+        },
+    )
+    .unwrap();
+    wait_for("the refusal", Duration::from_secs(10), || {
+        stranger
+            .peer_refusal()
+            .is_some_and(|why| why.contains("voters disagree"))
+    });
+    assert!(stranger.image().cluster_id.is_none(), "it applied nothing");
+}
