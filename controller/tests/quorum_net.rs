@@ -67,22 +67,20 @@ impl Cluster {
 
     fn quorum_config(&self, i: usize) -> QuorumConfig {
         QuorumConfig {
-            node_id: i as i32,
-            voters: self.voters.clone(),
-            is_voter: true,
-            metadata_dir: self.dirs[i].path().to_path_buf(),
-            listener: Some(self.voters[i].1.clone()),
-            cluster_id: None,
             session_timeout: self.session_timeout,
-            snapshots: self.snapshots,
+            ..node_config(
+                i as i32,
+                self.voters.clone(),
+                true,
+                self.dirs[i].path(),
+                Some(self.voters[i].1.clone()),
+                self.snapshots,
+            )
         }
     }
 
     fn start(&mut self, i: usize) {
-        let config = ControllerConfig {
-            num_partitions: 1,
-            default_replication_factor: 1,
-        };
+        let config = controller_config();
         // The previous incarnation's port may take a moment to be released.
         let deadline = Instant::now() + Duration::from_secs(10);
         let node = loop {
@@ -149,6 +147,35 @@ impl Cluster {
         wait_for(what, Duration::from_secs(20), || {
             self.running().all(|(_, n)| ok(&n.image()))
         });
+    }
+}
+
+/// The controller defaults every test node uses.
+fn controller_config() -> ControllerConfig {
+    ControllerConfig {
+        num_partitions: 1,
+        default_replication_factor: 1,
+    }
+}
+
+/// Node `node_id` of a quorum of `voters`, keeping its log in `dir`.
+fn node_config(
+    node_id: i32,
+    voters: Vec<(i32, String)>,
+    is_voter: bool,
+    dir: &std::path::Path,
+    listener: Option<String>,
+    snapshots: SnapshotPolicy,
+) -> QuorumConfig {
+    QuorumConfig {
+        node_id,
+        voters,
+        is_voter,
+        metadata_dir: dir.to_path_buf(),
+        listener,
+        cluster_id: None,
+        session_timeout: Duration::from_secs(60),
+        snapshots,
     }
 }
 
@@ -308,20 +335,15 @@ fn an_observer_follows_the_log_and_forwards_its_commands() {
     cluster.wait_for_active();
     let dir = tempfile::tempdir().unwrap();
     let observer = tern_controller::start(
-        &QuorumConfig {
-            node_id: 10,
-            voters: cluster.voters.clone(),
-            is_voter: false,
-            metadata_dir: dir.path().to_path_buf(),
-            listener: None,
-            cluster_id: None,
-            session_timeout: Duration::from_secs(60),
-            snapshots: SnapshotPolicy::default(),
-        },
-        ControllerConfig {
-            num_partitions: 1,
-            default_replication_factor: 1,
-        },
+        &node_config(
+            10,
+            cluster.voters.clone(),
+            false,
+            dir.path(),
+            None,
+            SnapshotPolicy::default(),
+        ),
+        controller_config(),
     )
     .unwrap();
     assert!(!observer.is_active());
@@ -512,20 +534,15 @@ fn snapshots_truncate_the_log_and_a_wiped_voter_catches_up_from_one() {
     // An observer that starts now begins from a snapshot too.
     let odir = tempfile::tempdir().unwrap();
     let observer = tern_controller::start(
-        &QuorumConfig {
-            node_id: 10,
-            voters: cluster.voters.clone(),
-            is_voter: false,
-            metadata_dir: odir.path().to_path_buf(),
-            listener: None,
-            cluster_id: None,
-            session_timeout: Duration::from_secs(60),
-            snapshots: small_snapshots(),
-        },
-        ControllerConfig {
-            num_partitions: 1,
-            default_replication_factor: 1,
-        },
+        &node_config(
+            10,
+            cluster.voters.clone(),
+            false,
+            odir.path(),
+            None,
+            small_snapshots(),
+        ),
+        controller_config(),
     )
     .unwrap();
     wait_for("the observer", Duration::from_secs(10), || {
@@ -566,43 +583,33 @@ fn a_node_configured_with_other_voters_learns_it_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     // Node 1 of a two-voter quorum whose other voter is node 0 of the running cluster.
     let stranger = tern_controller::start(
-        &QuorumConfig {
-            node_id: 1,
-            voters: vec![
+        &node_config(
+            1,
+            vec![
                 (0, cluster.voters[0].1.clone()),
                 (1, format!("127.0.0.1:{}", free_port())),
             ],
-            is_voter: true,
-            metadata_dir: dir.path().to_path_buf(),
-            listener: None,
-            cluster_id: None,
-            session_timeout: Duration::from_secs(60),
-            snapshots: SnapshotPolicy::default(),
-        },
-        ControllerConfig {
-            num_partitions: 1,
-            default_replication_factor: 1,
-        },
+            true,
+            dir.path(),
+            None,
+            SnapshotPolicy::default(),
+        ),
+        controller_config(),
     );
     // Without a listener a voter of two cannot even start.
     let err = stranger.unwrap_err();
     assert!(err.to_string().contains("controller listener"), "{err}");
     let listener = format!("127.0.0.1:{}", free_port());
     let stranger = tern_controller::start(
-        &QuorumConfig {
-            node_id: 1,
-            voters: vec![(0, cluster.voters[0].1.clone()), (1, listener.clone())],
-            is_voter: true,
-            metadata_dir: dir.path().to_path_buf(),
-            listener: Some(listener),
-            cluster_id: None,
-            session_timeout: Duration::from_secs(60),
-            snapshots: SnapshotPolicy::default(),
-        },
-        ControllerConfig {
-            num_partitions: 1,
-            default_replication_factor: 1,
-        },
+        &node_config(
+            1,
+            vec![(0, cluster.voters[0].1.clone()), (1, listener.clone())],
+            true,
+            dir.path(),
+            Some(listener),
+            SnapshotPolicy::default(),
+        ),
+        controller_config(),
     )
     .unwrap();
     wait_for("the refusal", Duration::from_secs(10), || {
