@@ -222,7 +222,7 @@ impl Controller {
     /// The node id of the active controller, if known.
     pub fn active_controller_id(&self) -> Option<i32> {
         let status = self.quorum.as_ref()?.status();
-        status.leader.map(|raft_id| raft_id as i32 - 1)
+        status.leader.map(crate::start::node_id)
     }
 
     fn cluster_id_hint(&self) -> Option<String> {

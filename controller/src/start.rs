@@ -31,6 +31,11 @@ pub fn raft_id(node_id: i32) -> Result<u64, ControllerError> {
         .map_err(|_| ControllerError::Quorum(format!("node.id {node_id} is negative")))
 }
 
+/// The Kafka `node.id` of a raft id (the inverse of [`raft_id`]).
+pub fn node_id(raft_id: u64) -> i32 {
+    raft_id as i32 - 1
+}
+
 /// How this node takes part in the metadata quorum.
 #[derive(Debug, Clone)]
 pub struct QuorumConfig {

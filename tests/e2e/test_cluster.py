@@ -574,6 +574,22 @@ def check_exactly_once(msgs, expected, key_of=None):
     assert not missing, f"{len(missing)} acknowledged records never read, e.g. {missing[:10]}"
 
 
+def drain(c, expected, timeout):
+    """Consumes until `expected` records came, then one more second (to see that nothing else
+    does), or until `timeout`; returns the records."""
+    msgs = []
+    deadline = time.time() + timeout
+    extra_until = None
+    while time.time() < deadline and (extra_until is None or time.time() < extra_until):
+        for m in c.consume(num_messages=1000, timeout=0.2):
+            if m.error():
+                raise KafkaException(m.error())
+            msgs.append(m)
+        if extra_until is None and len(msgs) >= expected:
+            extra_until = time.time() + 1
+    return msgs
+
+
 def consume_group(bootstrap, topic, group, expected, timeout=60):
     """Reads `topic` as a member of `group` until `expected` records came (then one more second,
     to see that nothing else does); commits and returns (records, committed {partition: offset})."""
@@ -587,16 +603,7 @@ def consume_group(bootstrap, topic, group, expected, timeout=60):
     })
     try:
         c.subscribe([topic])
-        msgs = []
-        deadline = time.time() + timeout
-        extra_until = None
-        while time.time() < deadline and (extra_until is None or time.time() < extra_until):
-            for m in c.consume(num_messages=1000, timeout=0.2):
-                if m.error():
-                    raise KafkaException(m.error())
-                msgs.append(m)
-            if extra_until is None and len(msgs) >= expected:
-                extra_until = time.time() + 1
+        msgs = drain(c, expected, timeout)
         c.commit(asynchronous=False)
         parts = [TopicPartition(topic, p) for p in sorted({m.partition() for m in msgs})]
         committed = {tp.partition: tp.offset for tp in c.committed(parts, timeout=10)}
@@ -615,16 +622,7 @@ def consume_assigned(bootstrap, topic, partitions, expected, timeout=60):
     })
     try:
         c.assign([TopicPartition(topic, p, 0) for p in partitions])
-        msgs = []
-        deadline = time.time() + timeout
-        extra_until = None
-        while time.time() < deadline and (extra_until is None or time.time() < extra_until):
-            for m in c.consume(num_messages=1000, timeout=0.2):
-                if m.error():
-                    raise KafkaException(m.error())
-                msgs.append(m)
-            if extra_until is None and len(msgs) >= expected:
-                extra_until = time.time() + 1
+        msgs = drain(c, expected, timeout)
         return msgs
     finally:
         c.close()

@@ -14,6 +14,7 @@ use crate::commands::{BrokerRegistration, Command, QuorumDescription, ReplicaDes
 use crate::image::MetadataImage;
 use crate::quorum::QuorumHandle;
 use crate::records::MetadataRecord;
+use crate::start::node_id;
 
 /// Heartbeats the active controller has seen (kept in memory, as Kafka's
 /// BrokerHeartbeatManager does: a new active controller starts everyone's clock anew).
@@ -60,7 +61,7 @@ impl Controller {
             .map(|p| {
                 let contact = at(p.last_contact);
                 ReplicaDescription {
-                    node_id: p.id as i32 - 1,
+                    node_id: node_id(p.id),
                     log_end_offset: p.matched as i64,
                     last_fetch_timestamp: contact,
                     last_caught_up_timestamp: if p.matched >= status.commit_index {
@@ -71,7 +72,7 @@ impl Controller {
                 }
             })
             .collect();
-        let voter_ids: Vec<i32> = status.voters.iter().map(|v| *v as i32 - 1).collect();
+        let voter_ids: Vec<i32> = status.voters.iter().copied().map(node_id).collect();
         let fetched = self.state.observers();
         let observers = self
             .image()
@@ -96,7 +97,7 @@ impl Controller {
             })
             .collect();
         QuorumDescription {
-            leader_id: status.id as i32 - 1,
+            leader_id: node_id(status.id),
             leader_epoch: status.term as i32,
             high_watermark: status.commit_index as i64,
             voters,
@@ -242,7 +243,7 @@ impl Controller {
         }
         let image = self.image();
         // This node's own broker is alive: this code runs in its process.
-        let own = self.quorum.as_ref().map(|q| q.status().id as i32 - 1);
+        let own = self.quorum.as_ref().map(|q| node_id(q.status().id));
         for b in image
             .brokers
             .values()
