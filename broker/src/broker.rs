@@ -13,6 +13,8 @@ use crate::group_coordinator::offsets_topic::OFFSETS_TOPIC;
 use crate::group_coordinator::GroupCoordinator;
 use crate::meta_properties::{load_existing, load_or_format, load_or_format_as};
 use crate::replica_manager::ReplicaManager;
+use crate::replication::fetcher_manager::ReplicaFetcherManager;
+use crate::replication::replica_fetcher::FetcherContext;
 
 /// Everything a request handler needs.
 pub struct Broker {
@@ -39,6 +41,8 @@ pub struct Broker {
     endpoints: parking_lot::RwLock<Vec<(String, String, u16)>>,
     /// Random per process start: tells this process apart from another with the same node id.
     incarnation_id: uuid::Uuid,
+    /// Followers' fetchers.
+    pub fetchers: Arc<ReplicaFetcherManager>,
 }
 
 /// How long a node of a larger cluster waits for the quorum to elect an active controller
@@ -177,6 +181,15 @@ pub fn default_log_config(config: &BrokerConfig) -> Result<LogConfig> {
     Ok(log_config)
 }
 
+/// The replication factor of an internal topic: `offsets.topic.replication.factor` capped at
+/// the live brokers, so that one node needs no configuration.
+fn internal_replication_factor(controller: &Controller, config: &BrokerConfig) -> i16 {
+    let live = controller.image().live_brokers().len().max(1);
+    config
+        .offsets_topic_replication_factor
+        .clamp(1, live.min(i16::MAX as usize) as i16)
+}
+
 /// Creates `__consumer_offsets` (compacted, `offsets.topic.num.partitions`) if missing.
 fn ensure_offsets_topic(controller: &Controller, config: &BrokerConfig) -> Result<()> {
     if controller.image().topic(OFFSETS_TOPIC).is_some() {
@@ -185,7 +198,7 @@ fn ensure_offsets_topic(controller: &Controller, config: &BrokerConfig) -> Resul
     let request = tern_controller::CreateTopic {
         name: OFFSETS_TOPIC.to_string(),
         num_partitions: config.coordinator.offsets_partitions,
-        replication_factor: config.offsets_topic_replication_factor,
+        replication_factor: internal_replication_factor(controller, config),
         configs: vec![
             ("cleanup.policy".into(), "compact".into()),
             ("segment.bytes".into(), "104857600".into()),
@@ -214,7 +227,7 @@ fn ensure_mirror_state_topic(controller: &Controller, config: &BrokerConfig) -> 
     let request = tern_controller::CreateTopic {
         name: tern_mirror::MIRROR_STATE_TOPIC.to_string(),
         num_partitions: config.mirror.state_topic_partitions,
-        replication_factor: config.offsets_topic_replication_factor,
+        replication_factor: internal_replication_factor(controller, config),
         configs: vec![
             ("cleanup.policy".into(), "compact".into()),
             ("compression.type".into(), "producer".into()),
@@ -272,10 +285,17 @@ impl Broker {
             &registration(&config, incarnation_id, &config_endpoints),
             std::time::Duration::from_millis(config.broker_session_timeout_ms),
         )?;
+        let fetchers = Arc::new(ReplicaFetcherManager::new(FetcherContext {
+            node_id: config.node_id,
+            config: config.replication.clone(),
+            controller: controller.clone(),
+            listener: config.inter_broker_listener(),
+        }));
         let replicas = Arc::new(ReplicaManager::new(
             config.node_id,
             logs.clone(),
             default_log_config.clone(),
+            fetchers.clone(),
         ));
         // In a cluster it is created at the first FindCoordinator, once brokers have joined
         // to spread its partitions over (as Kafka does).
@@ -289,6 +309,7 @@ impl Broker {
             replicas.clone(),
         ));
         groups.load();
+        groups.follow_leadership();
         let producer_ids = Arc::new(Mutex::new((0, 0)));
         let mirrors = tern_mirror::MirrorManager::new(
             Arc::new(crate::mirror_host::BrokerMirrorHost {
@@ -319,6 +340,7 @@ impl Broker {
             producer_ids,
             endpoints: parking_lot::RwLock::new(config_endpoints),
             incarnation_id,
+            fetchers,
         }))
     }
 

@@ -28,6 +28,8 @@ pub struct FetchItem {
     pub max_bytes: i32,
     /// Leader epoch the client believes in, or -1.
     pub current_leader_epoch: i32,
+    /// A follower's epoch of its last fetched batch (Fetch v12+), or -1.
+    pub last_fetched_epoch: i32,
 }
 
 /// What the client was last told of a partition, to detect changes.
@@ -212,6 +214,7 @@ mod tests {
             fetch_offset: offset,
             max_bytes: 1024,
             current_leader_epoch: -1,
+            last_fetched_epoch: -1,
         }
     }
 

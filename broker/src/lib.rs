@@ -13,5 +13,6 @@ pub mod mirror_host;
 pub mod mirrors_cli;
 pub mod produce_validation;
 pub mod replica_manager;
+pub mod replication;
 pub mod security;
 pub mod server;

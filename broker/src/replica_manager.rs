@@ -1,19 +1,27 @@
-//! The ReplicaManager: the partitions this broker hosts, their logs, leadership and high
-//! watermarks, kept in step with the metadata image.
+//! The ReplicaManager: the partitions this broker hosts, their logs, leadership, ISR and high
+//! watermarks, kept in step with the metadata image; followers are handed to the replica
+//! fetchers, leaders track their followers.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 
-use parking_lot::RwLock;
-use tern_controller::MetadataImage;
+use parking_lot::{Mutex, RwLock};
+use tern_controller::{MetadataImage, PartitionInfo};
 use tern_storage::{Log, LogConfig, LogManager};
 use tokio::sync::watch;
+use uuid::Uuid;
+
+use crate::group_coordinator::now_ms;
+use crate::replication::fetcher_manager::ReplicaFetcherManager;
+use crate::replication::partition_state::{Assignment, PartitionState, RoleChange};
 
 /// One hosted partition: its log and what this broker knows of its leadership.
 pub struct Partition {
     /// Topic name.
     pub topic: String,
+    /// Topic id.
+    pub topic_id: Uuid,
     /// Partition index.
     pub index: i32,
     /// The local log.
@@ -21,8 +29,13 @@ pub struct Partition {
     leader_epoch: AtomicI64,
     is_leader: std::sync::atomic::AtomicBool,
     high_watermark: AtomicI64,
-    /// Bumped whenever the high watermark moves; delayed fetches wait on it.
+    /// Bumped whenever the high watermark moves (or leadership changes); delayed fetches and
+    /// acks=all produces wait on it.
     hw_changed: watch::Sender<i64>,
+    /// Bumped whenever the log end moves; followers' delayed fetches wait on it.
+    leo_changed: watch::Sender<i64>,
+    /// Leadership, ISR and followers' progress.
+    state: Mutex<PartitionState>,
 }
 
 impl Partition {
@@ -49,9 +62,65 @@ impl Partition {
         }
     }
 
-    /// With this broker as the only in-sync replica, everything appended is committed.
+    /// Records were appended here (as leader or follower): wakes followers' fetches and, on
+    /// the leader, moves the high watermark as far as the ISR allows.
     pub fn on_local_append(&self) {
-        self.advance_high_watermark(self.log.log_end_offset());
+        self.leo_changed.send_replace(self.log.log_end_offset());
+        self.maybe_advance_high_watermark();
+    }
+
+    /// On the leader: the high watermark becomes the smallest log end offset in the ISR.
+    pub fn maybe_advance_high_watermark(&self) {
+        let hw = self.state.lock().high_watermark(self.log.log_end_offset());
+        if let Some(hw) = hw {
+            self.advance_high_watermark(hw);
+        }
+    }
+
+    /// A receiver woken when the log end offset moves.
+    pub fn watch_log_end(&self) -> watch::Receiver<i64> {
+        self.leo_changed.subscribe()
+    }
+
+    /// A follower fetched at `fetch_offset`: its progress counts for the high watermark and
+    /// the ISR. False if `replica` is not a follower of this leader.
+    pub fn follower_fetched(&self, replica: i32, fetch_offset: i64) -> bool {
+        let leo = self.log.log_end_offset();
+        let known = self
+            .state
+            .lock()
+            .follower_fetched(replica, fetch_offset, leo, now_ms());
+        if known {
+            self.maybe_advance_high_watermark();
+        }
+        known
+    }
+
+    /// On a follower: the leader's high watermark, bounded by what this log has.
+    pub fn follower_high_watermark(&self, leader_high_watermark: i64) {
+        self.advance_high_watermark(leader_high_watermark.min(self.log.log_end_offset()));
+    }
+
+    /// Truncates the log (a follower diverged from its leader) and keeps the high watermark
+    /// within it.
+    pub fn truncate_to(&self, offset: i64) -> Result<(), tern_storage::StorageError> {
+        self.log.truncate_to(offset)?;
+        let leo = self.log.log_end_offset();
+        if self.high_watermark() > leo {
+            self.reset_high_watermark(leo);
+        }
+        self.leo_changed.send_replace(leo);
+        Ok(())
+    }
+
+    /// The partition's assignment as last applied (replicas, ISR, leader, epochs).
+    pub fn assignment(&self) -> Assignment {
+        self.state.lock().assignment.clone()
+    }
+
+    /// Runs `f` on the replication state (the ISR updater's view).
+    pub fn with_state<T>(&self, f: impl FnOnce(&mut PartitionState) -> T) -> T {
+        f(&mut self.state.lock())
     }
 
     /// A receiver woken when the high watermark moves.
@@ -80,7 +149,12 @@ pub struct ReplicaManager {
     /// Serializes `apply_image` (request handlers and the metadata listener both call it) and
     /// holds the offset of the last applied image, so a stale image never undoes a newer one.
     apply_lock: parking_lot::Mutex<u64>,
+    fetchers: Arc<ReplicaFetcherManager>,
+    leadership_listeners: RwLock<Vec<LeadershipListener>>,
 }
+
+/// Called with a partition and whether this broker now leads it.
+pub type LeadershipListener = Box<dyn Fn(&Arc<Partition>, bool) + Send + Sync>;
 
 /// Topic configs merged over the broker's defaults, as a LogConfig.
 pub fn log_config_for(defaults: &LogConfig, topic_configs: &BTreeMap<String, String>) -> LogConfig {
@@ -95,14 +169,75 @@ pub fn log_config_for(defaults: &LogConfig, topic_configs: &BTreeMap<String, Str
 }
 
 impl ReplicaManager {
-    /// A manager over `logs` for broker `node_id`.
-    pub fn new(node_id: i32, logs: Arc<LogManager>, default_log_config: LogConfig) -> Self {
+    /// A manager over `logs` for broker `node_id`; followers fetch through `fetchers`.
+    pub fn new(
+        node_id: i32,
+        logs: Arc<LogManager>,
+        default_log_config: LogConfig,
+        fetchers: Arc<ReplicaFetcherManager>,
+    ) -> Self {
         ReplicaManager {
             node_id,
             logs,
             default_log_config,
             partitions: RwLock::new(HashMap::new()),
             apply_lock: parking_lot::Mutex::new(0),
+            fetchers,
+            leadership_listeners: RwLock::new(Vec::new()),
+        }
+    }
+
+    /// Every hosted partition.
+    pub fn all_partitions(&self) -> Vec<Arc<Partition>> {
+        self.partitions.read().values().cloned().collect()
+    }
+
+    /// Calls `f(partition, is_leader)` whenever this broker starts or stops leading a
+    /// partition (the group coordinator loads and unloads groups this way).
+    pub fn on_leadership_change(&self, f: LeadershipListener) {
+        self.leadership_listeners.write().push(f);
+    }
+
+    /// Takes one partition's assignment from the image: leads it, or follows its leader
+    /// through the replica fetchers.
+    fn apply_assignment(&self, partition: &Arc<Partition>, p: &PartitionInfo) {
+        let assignment = Assignment {
+            replicas: p.replicas.clone(),
+            isr: p.isr.clone(),
+            leader: p.leader,
+            leader_epoch: p.leader_epoch,
+            partition_epoch: p.partition_epoch,
+        };
+        let leo = partition.log.log_end_offset();
+        let change = partition.state.lock().apply(assignment, leo, now_ms());
+        partition
+            .leader_epoch
+            .store(p.leader_epoch as i64, Ordering::Release);
+        let leader = p.leader == self.node_id;
+        let was_leader = partition.is_leader.swap(leader, Ordering::AcqRel);
+        let tp = (partition.topic.clone(), partition.index);
+        match change {
+            RoleChange::BecameLeader => self.fetchers.remove_partition(&tp),
+            RoleChange::BecameFollower(l) if l >= 0 => {
+                self.fetchers
+                    .add_partition(tp, l, p.leader_epoch, partition.clone())
+            }
+            RoleChange::BecameFollower(_) => self.fetchers.remove_partition(&tp),
+            RoleChange::None => {}
+        }
+        if leader {
+            partition.maybe_advance_high_watermark();
+        }
+        if change != RoleChange::None {
+            // Waiting acks=all produces and fetches look again at who leads.
+            partition
+                .hw_changed
+                .send_replace(partition.high_watermark());
+        }
+        if was_leader != leader {
+            for f in self.leadership_listeners.read().iter() {
+                f(partition, leader);
+            }
         }
     }
 
@@ -138,7 +273,7 @@ impl ReplicaManager {
                             .update_config(log_config_for(&self.default_log_config, &configs));
                         part
                     }
-                    None => match self.create_partition(&topic.name, index, &configs) {
+                    None => match self.create_partition(topic, index, p, &configs) {
                         Ok(part) => part,
                         Err(e) => {
                             tracing::error!(topic = %topic.name, partition = index, error = %e, "cannot open partition log");
@@ -146,14 +281,7 @@ impl ReplicaManager {
                         }
                     },
                 };
-                partition
-                    .leader_epoch
-                    .store(p.leader_epoch as i64, Ordering::Release);
-                let leader = p.leader == self.node_id;
-                partition.is_leader.store(leader, Ordering::Release);
-                if leader && p.isr == [self.node_id] {
-                    partition.on_local_append();
-                }
+                self.apply_assignment(&partition, p);
             }
         }
         // Logs on disk that the image no longer assigns here (deleted topics, also those
@@ -166,6 +294,7 @@ impl ReplicaManager {
             .filter(|k| !wanted.contains_key(k))
             .collect();
         for key in gone {
+            self.fetchers.remove_partition(&key);
             self.partitions.write().remove(&key);
             if let Err(e) = self.logs.delete_log(&key.0, key.1) {
                 tracing::error!(topic = %key.0, partition = key.1, error = %e, "cannot delete partition log");
@@ -175,26 +304,38 @@ impl ReplicaManager {
 
     fn create_partition(
         &self,
-        topic: &str,
+        topic: &tern_controller::TopicImage,
         index: i32,
+        p: &PartitionInfo,
         configs: &BTreeMap<String, String>,
     ) -> Result<Arc<Partition>, tern_storage::StorageError> {
         let config = log_config_for(&self.default_log_config, configs);
-        let log = self.logs.get_or_create(topic, index, config)?;
-        let hw = log.log_end_offset();
+        let log = self.logs.get_or_create(&topic.name, index, config)?;
+        let leo = log.log_end_offset();
+        // Alone in the ISR, everything here is committed; otherwise nothing is known to be
+        // until the leader has heard from its ISR (or, as a follower, from its leader).
+        let hw = if p.isr == [self.node_id] {
+            leo
+        } else {
+            log.log_start_offset()
+        };
         let (hw_changed, _) = watch::channel(hw);
+        let (leo_changed, _) = watch::channel(leo);
         let partition = Arc::new(Partition {
-            topic: topic.to_string(),
+            topic: topic.name.clone(),
+            topic_id: topic.id,
             index,
             log,
             leader_epoch: AtomicI64::new(0),
             is_leader: std::sync::atomic::AtomicBool::new(false),
             high_watermark: AtomicI64::new(hw),
             hw_changed,
+            leo_changed,
+            state: Mutex::new(PartitionState::new(self.node_id)),
         });
         self.partitions
             .write()
-            .insert((topic.to_string(), index), partition.clone());
+            .insert((topic.name.clone(), index), partition.clone());
         Ok(partition)
     }
 }

@@ -57,6 +57,13 @@ impl Server {
         }
         tasks.push(broker.spawn_metadata_listener(shutdown_rx.clone()));
         tasks.push(broker.spawn_heartbeats(shutdown_rx.clone()));
+        tasks.push(crate::replication::isr_updater::spawn(
+            broker.config.node_id,
+            broker.replicas.clone(),
+            broker.controller.clone(),
+            broker.config.replication.lag_time_max_ms,
+            shutdown_rx.clone(),
+        ));
         broker.groups.spawn_ticker();
         tasks.push(tokio::spawn(
             broker.mirrors.clone().run(shutdown_rx.clone()),
@@ -85,6 +92,7 @@ impl Server {
         for task in self.tasks.drain(..) {
             let _ = task.await;
         }
+        self.broker.fetchers.shutdown();
         if let Some(bg) = self.background.take() {
             bg.stop();
         }

@@ -127,6 +127,8 @@ pub enum Command {
     AllocateProducerIds,
     /// Describe the quorum as the active controller sees it (DescribeQuorum).
     DescribeQuorum,
+    /// A partition leader changes the ISR (AlterPartition).
+    AlterPartition(crate::controller::AlterPartition),
 }
 
 /// One replica of the metadata log, as DescribeQuorum shows it.
@@ -177,6 +179,7 @@ impl Command {
             Command::EnsureProducerIdFloor { .. } => "EnsureProducerIdFloor",
             Command::AllocateProducerIds => "AllocateProducerIds",
             Command::DescribeQuorum => "DescribeQuorum",
+            Command::AlterPartition(_) => "AlterPartition",
         }
     }
 }
@@ -196,6 +199,8 @@ pub enum Reply {
     DeletedAcls(Vec<Result<Vec<AclBinding>, WireError>>),
     /// The quorum's state.
     Quorum(QuorumDescription),
+    /// A partition's ISR and partition epoch after AlterPartition.
+    Partition(Vec<i32>, i32),
 }
 
 /// An [`ApiError`] on the wire between nodes.

@@ -29,6 +29,9 @@ use crate::ControllerError;
 
 mod brokers;
 mod forward;
+mod partitions;
+
+pub use partitions::{AlterPartition, AlteredPartition};
 
 use brokers::Liveness;
 
@@ -326,6 +329,9 @@ impl Controller {
                 .do_allocate_producer_ids()
                 .map(|(first, count)| Reply::ProducerIds(first, count)),
             Command::DescribeQuorum => Ok(Reply::Quorum(self.do_describe_quorum())),
+            Command::AlterPartition(r) => self
+                .do_alter_partition(r)
+                .map(|(isr, epoch)| Reply::Partition(isr, epoch)),
         }
     }
 
@@ -616,7 +622,6 @@ impl Controller {
                     ),
                 ));
             }
-            check_unreplicated(rf as usize)?;
             assign_replicas(&brokers, 0, partitions, rf as usize)
         } else {
             if req.num_partitions != -1 || req.replication_factor != -1 {
@@ -629,7 +634,6 @@ impl Controller {
                 &req.assignments,
                 &image.brokers.keys().copied().collect::<Vec<_>>(),
             )?;
-            check_unreplicated(req.assignments.first().map_or(0, Vec::len))?;
             req.assignments.clone()
         };
         let topic_id = req.topic_id.unwrap_or_else(Uuid::new_v4);
@@ -717,7 +721,6 @@ impl Controller {
                 assignments,
                 &image.brokers.keys().copied().collect::<Vec<_>>(),
             )?;
-            check_unreplicated(assignments.first().map_or(0, Vec::len))?;
             assignments.to_vec()
         };
         if validate_only {
@@ -971,21 +974,6 @@ fn unexpected(reply: Reply) -> ApiError {
     )
 }
 
-/// Partition data is not replicated between brokers yet: a replication factor above one
-/// would promise copies that do not exist, so it is refused rather than silently kept.
-fn check_unreplicated(rf: usize) -> Result<(), ApiError> {
-    if rf > 1 {
-        return Err(ApiError::new(
-            ResponseError::InvalidReplicationFactor,
-            format!(
-                "Replication factor {rf}: Tern does not replicate partition data between \
-                 brokers yet, so every partition has one replica"
-            ),
-        ));
-    }
-    Ok(())
-}
-
 fn config_record(topic: &str, name: &str, value: Option<String>) -> MetadataRecord {
     MetadataRecord::Config {
         resource_type: ConfigResourceType::Topic,
@@ -1052,7 +1040,7 @@ mod acl_tests {
     use super::*;
     use crate::acls::{AclOperation, AclPatternType, AclPermissionType, AclResourceType};
 
-    fn open(dir: &std::path::Path) -> Arc<Controller> {
+    pub(super) fn open(dir: &std::path::Path) -> Arc<Controller> {
         let config = ControllerConfig {
             num_partitions: 1,
             default_replication_factor: 1,

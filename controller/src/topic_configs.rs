@@ -271,6 +271,9 @@ pub fn topic_config(name: &str) -> Option<&'static TopicConfigDef> {
     TOPIC_CONFIGS.iter().find(|d| d.name == name)
 }
 
+/// `unclean.leader.election.enable`, refused when true.
+pub const UNCLEAN_ELECTION: &str = "unclean.leader.election.enable";
+
 /// Checks a value against its definition; the error is Kafka's INVALID_CONFIG message.
 pub fn validate_topic_config(name: &str, value: &str) -> Result<(), String> {
     let Some(d) = topic_config(name) else {
@@ -282,6 +285,11 @@ pub fn validate_topic_config(name: &str, value: &str) -> Result<(), String> {
         ))
     };
     let number = match d.kind {
+        // Fail closed: electing an out-of-sync replica (losing acknowledged records) is not
+        // implemented, so asking for it is refused rather than silently not done.
+        Boolean if name == UNCLEAN_ELECTION && value.trim().eq_ignore_ascii_case("true") => {
+            return bad("Tern does not implement unclean leader election yet");
+        }
         Boolean => {
             return match value.trim().to_ascii_lowercase().as_str() {
                 "true" | "false" => Ok(()),

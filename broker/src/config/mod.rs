@@ -119,8 +119,10 @@ pub struct BrokerConfig {
     pub log_retention_check_interval_ms: u64,
     /// Group coordinator settings (`group.*`, `offsets.*`).
     pub coordinator: crate::group_coordinator::CoordinatorConfig,
-    /// `offsets.topic.replication.factor`.
+    /// `offsets.topic.replication.factor` (capped at the live brokers when the topic is made).
     pub offsets_topic_replication_factor: i16,
+    /// Followers, ISR and the inter-broker listener (`replica.*`).
+    pub replication: ReplicationConfig,
     /// `max.incremental.fetch.session.cache.slots`.
     pub fetch_session_cache_slots: usize,
     /// `min.incremental.fetch.session.eviction.ms` (Kafka's internal default).
@@ -304,7 +306,22 @@ impl BrokerConfig {
                 offsets_retention_ms: num::<i64>(&props, "offsets.retention.minutes", 10_080)?
                     * 60_000,
             },
-            offsets_topic_replication_factor: num(&props, "offsets.topic.replication.factor", 1)?,
+            offsets_topic_replication_factor: num(&props, "offsets.topic.replication.factor", 3)?,
+            replication: ReplicationConfig {
+                lag_time_max_ms: num(&props, "replica.lag.time.max.ms", 30_000)?,
+                fetch_wait_max_ms: num(&props, "replica.fetch.wait.max.ms", 500)?,
+                fetch_min_bytes: num(&props, "replica.fetch.min.bytes", 1)?,
+                fetch_max_bytes: num(&props, "replica.fetch.max.bytes", 1_048_576)?,
+                fetch_response_max_bytes: num(
+                    &props,
+                    "replica.fetch.response.max.bytes",
+                    10_485_760,
+                )?,
+                fetch_backoff_ms: num(&props, "replica.fetch.backoff.ms", 1_000)?,
+                num_fetchers: num(&props, "num.replica.fetchers", 1usize)?.max(1),
+                inter_broker_listener: get("inter.broker.listener.name")
+                    .map(|n| n.trim().to_ascii_uppercase()),
+            },
             fetch_session_cache_slots: num(
                 &props,
                 "max.incremental.fetch.session.cache.slots",
@@ -398,6 +415,15 @@ impl BrokerConfig {
         self.quorum_voters.iter().any(|(id, _)| *id != self.node_id) || !self.is_controller()
     }
 
+    /// The listener other brokers' replica fetchers connect to: `inter.broker.listener.name`,
+    /// else the first listener.
+    pub fn inter_broker_listener(&self) -> String {
+        self.replication
+            .inter_broker_listener
+            .clone()
+            .unwrap_or_else(|| self.advertised().name.clone())
+    }
+
     /// The advertised listener clients should use (the first).
     pub fn advertised(&self) -> &Listener {
         &self.advertised_listeners[0]
@@ -411,6 +437,27 @@ impl BrokerConfig {
             None => self.log_dirs[0].join("__cluster_metadata"),
         }
     }
+}
+
+/// How this broker replicates: Kafka's `replica.*` settings.
+#[derive(Debug, Clone)]
+pub struct ReplicationConfig {
+    /// `replica.lag.time.max.ms`: a follower not caught up for this long leaves the ISR.
+    pub lag_time_max_ms: u64,
+    /// `replica.fetch.wait.max.ms`.
+    pub fetch_wait_max_ms: i32,
+    /// `replica.fetch.min.bytes`.
+    pub fetch_min_bytes: i32,
+    /// `replica.fetch.max.bytes` (per partition).
+    pub fetch_max_bytes: i32,
+    /// `replica.fetch.response.max.bytes`.
+    pub fetch_response_max_bytes: i32,
+    /// `replica.fetch.backoff.ms`.
+    pub fetch_backoff_ms: u64,
+    /// `num.replica.fetchers` per source broker.
+    pub num_fetchers: usize,
+    /// `inter.broker.listener.name`, if set (else the first listener).
+    pub inter_broker_listener: Option<String>,
 }
 
 /// Properties from pairs, for unit tests of the settings readers.

@@ -82,6 +82,13 @@ const READ_KEYS: &[&str] = &[
     "broker.heartbeat.interval.ms",
     "metadata.log.max.record.bytes.between.snapshots",
     "metadata.log.max.snapshot.interval.ms",
+    "replica.lag.time.max.ms",
+    "replica.fetch.wait.max.ms",
+    "replica.fetch.min.bytes",
+    "replica.fetch.max.bytes",
+    "replica.fetch.response.max.bytes",
+    "replica.fetch.backoff.ms",
+    "num.replica.fetchers",
 ];
 
 fn is_set(value: &str) -> bool {
@@ -317,6 +324,42 @@ fn quorum_problems(
                 }
             }
         }
+    }
+    // Replication between brokers goes over the inter-broker listener without credentials or
+    // TLS so far: a secured one in a cluster of several brokers is refused.
+    let several = voters.iter().any(|(id, _)| *id != node_id) || !is_controller;
+    if several {
+        if let Ok(map) = protocol_map(props) {
+            let inter_broker = props
+                .get("inter.broker.listener.name")
+                .map(|n| n.trim().to_ascii_uppercase())
+                .or_else(|| {
+                    listeners
+                        .iter()
+                        .filter(|(key, _)| *key == "listeners")
+                        .flat_map(|(_, list)| list.iter())
+                        .find(|l| !controller_names.contains(&l.name))
+                        .map(|l| l.name.clone())
+                });
+            if let Some(name) = inter_broker {
+                if let Some(protocol) = protocol_of(&name, &map, controller_names) {
+                    if protocol != "PLAINTEXT" {
+                        problems.push(format!(
+                            "inter.broker.listener.name: listener {name} uses {protocol};                              replication between brokers over {protocol} is not implemented                              yet (PLAINTEXT only)"
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    if props
+        .get(tern_controller::topic_configs::UNCLEAN_ELECTION)
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"))
+    {
+        problems.push(
+            "unclean.leader.election.enable=true: Tern does not implement unclean leader              election yet (only in-sync replicas are elected)"
+                .into(),
+        );
     }
     if let Some(servers) = props
         .get("controller.quorum.bootstrap.servers")

@@ -205,10 +205,54 @@ impl GroupCoordinator {
 
     /// Rebuilds groups and offsets from every `__consumer_offsets` partition this broker leads.
     pub fn load(&self) {
-        let now = now_ms();
         for p in 0..self.config.offsets_partitions {
+            if self
+                .replicas
+                .partition(OFFSETS_TOPIC, p)
+                .is_some_and(|part| part.is_leader())
+            {
+                self.load_partition(p);
+            }
+        }
+        let count = self.groups.lock().len();
+        tracing::info!(groups = count, "loaded consumer groups");
+    }
+
+    /// Loads and unloads groups as this broker gains and loses leadership of
+    /// `__consumer_offsets` partitions: the coordinator follows its partition.
+    pub fn follow_leadership(self: &Arc<Self>) {
+        let me = Arc::downgrade(self);
+        self.replicas
+            .on_leadership_change(Box::new(move |partition, leader| {
+                let Some(c) = me.upgrade() else { return };
+                if partition.topic != OFFSETS_TOPIC {
+                    return;
+                }
+                if leader {
+                    c.load_partition(partition.index);
+                    tracing::info!(
+                        partition = partition.index,
+                        "coordinating the groups of this offsets partition"
+                    );
+                } else {
+                    c.unload_partition(partition.index);
+                }
+            }));
+    }
+
+    /// Forgets the groups of offsets partition `p` (another broker coordinates them now).
+    pub fn unload_partition(&self, p: i32) {
+        let n = self.config.offsets_partitions;
+        self.groups.lock().retain(|id, _| partition_for(id, n) != p);
+    }
+
+    /// Rebuilds the groups of offsets partition `p` from its log.
+    pub fn load_partition(&self, p: i32) {
+        self.unload_partition(p);
+        let now = now_ms();
+        {
             let Some(partition) = self.replicas.partition(OFFSETS_TOPIC, p) else {
-                continue;
+                return;
             };
             let log = &partition.log;
             let mut offset = log.log_start_offset();
@@ -284,8 +328,6 @@ impl GroupCoordinator {
                 offset = next;
             }
         }
-        let count = self.groups.lock().len();
-        tracing::info!(groups = count, "loaded consumer groups");
     }
 
     /// Advances every group's timers and expires offsets of long-empty groups.

@@ -6,7 +6,7 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use kafka_protocol::messages::fetch_response::{
-    AbortedTransaction, FetchableTopicResponse, PartitionData,
+    AbortedTransaction, EpochEndOffset, FetchableTopicResponse, PartitionData,
 };
 use kafka_protocol::messages::{FetchRequest, FetchResponse, ProducerId, TopicName};
 use kafka_protocol::ResponseError;
@@ -19,6 +19,8 @@ use super::{sb, RequestContext};
 use crate::broker::Broker;
 use crate::errors::storage_error_code;
 use crate::fetch_session::{FetchItem, RequestedPartitions, SentState};
+use crate::replica_manager::Partition;
+use crate::replication::delayed_produce::first_of;
 
 const READ_COMMITTED: i8 = 1;
 
@@ -38,15 +40,44 @@ fn error_data(index: i32, code: ResponseError) -> PartitionData {
         .with_log_start_offset(-1)
 }
 
+/// Who is fetching.
+#[derive(Debug, Clone, Copy)]
+struct Fetcher {
+    /// A follower's broker id, or -1 for a consumer.
+    replica_id: i32,
+    isolation_level: i8,
+}
+
+/// Where a follower's log parts from the leader's, if it does (KIP-320's check on Fetch
+/// v12+): the leader's largest epoch at or below the follower's last fetched epoch, and where
+/// it ends, when that is not the follower's epoch or ends before its fetch offset.
+fn diverging_epoch(partition: &Partition, item: &FetchItem) -> Option<EpochEndOffset> {
+    if item.last_fetched_epoch < 0 {
+        return None;
+    }
+    let (epoch, end_offset) = partition
+        .log
+        .end_offset_for_epoch(item.last_fetched_epoch)
+        .unwrap_or((-1, -1));
+    (epoch < item.last_fetched_epoch || end_offset < item.fetch_offset).then(|| {
+        EpochEndOffset::default()
+            .with_epoch(epoch)
+            .with_end_offset(end_offset)
+    })
+}
+
 /// Reads every item once; one PartitionData per item, in order. Items of topics in `denied`
-/// answer TOPIC_AUTHORIZATION_FAILED.
+/// answer TOPIC_AUTHORIZATION_FAILED. A follower reads up to the log end and its fetch
+/// counts as its progress; a consumer reads up to the high watermark (or last stable offset).
 fn read_pass(
     broker: &Broker,
     items: &[FetchItem],
     denied: &HashSet<String>,
     max_bytes: usize,
-    isolation_level: i8,
+    fetcher: Fetcher,
 ) -> Pass {
+    let isolation_level = fetcher.isolation_level;
+    let follower = fetcher.replica_id >= 0;
     let mut pass = Pass {
         data: Vec::with_capacity(items.len()),
         bytes: 0,
@@ -97,14 +128,44 @@ fn read_pass(
             pass.data.push(error_data(item.partition, code));
             continue;
         }
+        if follower {
+            if let Some(diverging) = diverging_epoch(&partition, item) {
+                // Nothing to read until the follower truncated; it answers at once.
+                pass.has_error = true;
+                pass.data.push(
+                    PartitionData::default()
+                        .with_partition_index(item.partition)
+                        .with_high_watermark(partition.high_watermark())
+                        .with_last_stable_offset(partition.last_stable_offset())
+                        .with_log_start_offset(partition.log.log_start_offset())
+                        .with_diverging_epoch(diverging)
+                        .with_records(Some(bytes::Bytes::new())),
+                );
+                continue;
+            }
+            if !partition.follower_fetched(fetcher.replica_id, item.fetch_offset) {
+                pass.has_error = true;
+                pass.data.push(error_data(
+                    item.partition,
+                    ResponseError::NotLeaderOrFollower,
+                ));
+                continue;
+            }
+        }
         // Subscribe before reading so an append in between still wakes us.
-        pass.watchers.push(partition.watch_high_watermark());
+        pass.watchers.push(if follower {
+            partition.watch_log_end()
+        } else {
+            partition.watch_high_watermark()
+        });
         let hw = partition.high_watermark();
         let lso = partition.last_stable_offset();
-        let upper = if isolation_level == READ_COMMITTED {
-            lso
+        let upper = if follower {
+            None
+        } else if isolation_level == READ_COMMITTED {
+            Some(lso)
         } else {
-            hw
+            Some(hw)
         };
         let mut data = PartitionData::default()
             .with_partition_index(item.partition)
@@ -115,11 +176,11 @@ fn read_pass(
         let limit = (item.max_bytes.max(0) as usize).min(remaining);
         match partition
             .log
-            .read(item.fetch_offset, limit, Some(upper), pass.bytes == 0)
+            .read(item.fetch_offset, limit, upper, pass.bytes == 0)
         {
             Ok(info) => {
                 pass.bytes += info.records.len();
-                if isolation_level == READ_COMMITTED {
+                if let (READ_COMMITTED, Some(upper)) = (isolation_level, upper) {
                     let aborted = partition
                         .log
                         .aborted_transactions(item.fetch_offset, upper)
@@ -172,6 +233,11 @@ fn requested_partitions(
                 fetch_offset: p.fetch_offset,
                 max_bytes: p.partition_max_bytes,
                 current_leader_epoch: p.current_leader_epoch,
+                last_fetched_epoch: if version >= 12 {
+                    p.last_fetched_epoch
+                } else {
+                    -1
+                },
             });
         }
     }
@@ -221,6 +287,15 @@ fn build_response(
         .with_responses(responses)
 }
 
+/// The fetching follower's broker id (-1 for consumers).
+fn replica_id_of(req: &FetchRequest, version: i16) -> i32 {
+    if version >= 15 {
+        req.replica_state.replica_id.0
+    } else {
+        req.replica_id.0
+    }
+}
+
 /// The topics of `items` the principal may not fetch: a follower (replica id >= 0) needs
 /// CLUSTER_ACTION on the cluster, a consumer READ on each topic, as in Kafka.
 fn denied_topics(
@@ -234,11 +309,7 @@ fn denied_topics(
     if !authz.enabled() {
         return HashSet::new();
     }
-    let replica_id = if version >= 15 {
-        req.replica_state.replica_id.0
-    } else {
-        req.replica_id.0
-    };
+    let replica_id = replica_id_of(req, version);
     let follower_allowed = replica_id >= 0 && authz.cluster(AclOperation::ClusterAction);
     let mut denied = HashSet::new();
     for item in items {
@@ -285,7 +356,11 @@ pub async fn handle(
         Err(e) => return FetchResponse::default().with_error_code(e.code()),
     };
     let denied = denied_topics(broker, request_ctx, &req, version, &ctx.items);
-    let mut pass = read_pass(broker, &ctx.items, &denied, max_bytes, req.isolation_level);
+    let fetcher = Fetcher {
+        replica_id: replica_id_of(&req, version),
+        isolation_level: req.isolation_level,
+    };
+    let mut pass = read_pass(broker, &ctx.items, &denied, max_bytes, fetcher);
     while !(pass.bytes >= min_bytes.max(1)
         || min_bytes == 0
         || pass.has_error
@@ -301,7 +376,7 @@ pub async fn handle(
         let moved = tokio::time::timeout_at(deadline, first_of(waits))
             .await
             .is_ok();
-        pass = read_pass(broker, &ctx.items, &denied, max_bytes, req.isolation_level);
+        pass = read_pass(broker, &ctx.items, &denied, max_bytes, fetcher);
         if !moved {
             break;
         }
@@ -335,17 +410,4 @@ pub async fn handle(
         vec![true; ctx.items.len()]
     };
     build_response(&ctx.items, pass.data, &keep, version, ctx.session_id)
-}
-
-/// Resolves when the first of `futs` resolves.
-async fn first_of<F: std::future::Future + Unpin>(mut futs: Vec<F>) {
-    std::future::poll_fn(move |cx| {
-        for f in futs.iter_mut() {
-            if std::pin::Pin::new(f).poll(cx).is_ready() {
-                return std::task::Poll::Ready(());
-            }
-        }
-        std::task::Poll::Pending
-    })
-    .await
 }

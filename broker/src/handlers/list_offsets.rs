@@ -67,6 +67,8 @@ pub fn handle(
                         (-1, offset, log.epoch_for_offset(offset).unwrap_or(epoch))
                     };
                     let result = match p.timestamp {
+                        // A follower (resetting its log) is told the log end, as in Kafka.
+                        LATEST if req.replica_id.0 >= 0 => Ok(Some(at(log.log_end_offset()))),
                         LATEST => Ok(Some(at(if req.isolation_level == READ_COMMITTED {
                             partition.last_stable_offset()
                         } else {

@@ -10,6 +10,7 @@ use super::{sb, RequestContext};
 use crate::broker::Broker;
 use crate::errors::{storage_error_code, READ_ONLY_TOPIC};
 use crate::produce_validation::{prepare, TopicWritePolicy};
+use crate::replication::delayed_produce::{wait_for_isr, PendingAck};
 
 /// Bound on one batch's records when they must be decompressed (recompression, compaction).
 const MAX_UNCOMPRESSED_BATCH: usize = 64 * 1024 * 1024;
@@ -57,6 +58,9 @@ pub async fn handle(
     }
     let image = broker.controller.image();
     let mut responses = Vec::with_capacity(req.topic_data.len());
+    // acks=all partitions waiting for their ISR, and their (topic, partition) response slots.
+    let mut waits: Vec<PendingAck> = Vec::new();
+    let mut slots: Vec<(usize, usize)> = Vec::new();
     for topic in req.topic_data {
         let name = topic.name.0.to_string();
         if !authz.topic(AclOperation::Write, &name) {
@@ -91,7 +95,6 @@ pub async fn handle(
         let min_insync: usize = effective("min.insync.replicas", "min.insync.replicas", "1")
             .parse()
             .unwrap_or(1);
-        let topic_image = image.topic(&name);
         let policy = TopicWritePolicy::from_configs(
             &effective("compression.type", "compression.type", "producer"),
             &effective("cleanup.policy", "log.cleanup.policy", "delete"),
@@ -132,9 +135,7 @@ pub async fn handle(
             }
             // acks=all promises min.insync.replicas copies: with fewer in sync, refuse before
             // appending, as Kafka does.
-            let isr_size = topic_image
-                .and_then(|t| t.partitions.get(&pd.index))
-                .map_or(1, |p| p.isr.len());
+            let isr_size = partition.assignment().isr.len();
             if req.acks == -1 && isr_size < min_insync {
                 partitions.push(error_partition(
                     pd.index,
@@ -168,6 +169,14 @@ pub async fn handle(
             {
                 Ok(info) => {
                     partition.on_local_append();
+                    if req.acks == -1 {
+                        slots.push((responses.len(), partitions.len()));
+                        waits.push(PendingAck {
+                            partition: partition.clone(),
+                            required_offset: info.last_offset + 1,
+                            min_insync,
+                        });
+                    }
                     partitions.push(
                         PartitionProduceResponse::default()
                             .with_index(pd.index)
@@ -191,6 +200,14 @@ pub async fn handle(
                 .with_name(topic.name)
                 .with_partition_responses(partitions),
         );
+    }
+    if !waits.is_empty() {
+        let timeout = std::time::Duration::from_millis(req.timeout_ms.max(0) as u64);
+        for ((t, p), outcome) in slots.into_iter().zip(wait_for_isr(&waits, timeout).await) {
+            if let Err(code) = outcome {
+                responses[t].partition_responses[p].error_code = code.code();
+            }
+        }
     }
     ProduceResponse::default().with_responses(responses)
 }

@@ -3,15 +3,15 @@
 //! controlled shutdown (partition leaderships handed to other live in-sync replicas), the
 //! cluster id, and DescribeQuorum's view.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 use std::time::Instant;
 
 use tern_protocol::error::{ApiError, ResponseError};
 use uuid::Uuid;
 
+use super::partitions::{elect_leaders_for_returning, fence_records};
 use super::{unexpected, Controller};
 use crate::commands::{BrokerRegistration, Command, QuorumDescription, ReplicaDescription, Reply};
-use crate::image::MetadataImage;
 use crate::quorum::QuorumHandle;
 use crate::records::MetadataRecord;
 use crate::start::node_id;
@@ -147,15 +147,28 @@ impl Controller {
         if unchanged {
             return Ok(());
         }
-        let mut records = vec![MetadataRecord::RegisterBroker {
+        // A new process of a broker the cluster still counts as live (it died and came back
+        // within its session) is fenced first: it leaves every ISR and leads nothing, since
+        // its log may miss what it had acknowledged as a follower.
+        let mut records = Vec::new();
+        let mut registered_on = (*image).clone();
+        if let Some(b) = image.brokers.get(&r.broker_id) {
+            if !b.fenced && b.incarnation_id != Some(r.incarnation_id) {
+                records.extend(fence_records(&image, r.broker_id));
+                for record in &records {
+                    registered_on.apply(record);
+                }
+            }
+        }
+        records.push(MetadataRecord::RegisterBroker {
             broker_id: r.broker_id,
             host: first.map(|e| e.host.clone()).unwrap_or_default(),
             port: first.map(|e| e.port).unwrap_or(0),
             rack: r.rack.clone(),
             endpoints: r.endpoints.clone(),
             incarnation_id: Some(r.incarnation_id),
-        }];
-        records.extend(elect_leaders_for_returning(&image, r.broker_id));
+        });
+        records.extend(elect_leaders_for_returning(&registered_on, r.broker_id));
         self.commit(records)
     }
 
@@ -261,60 +274,4 @@ impl Controller {
             }
         }
     }
-}
-
-/// Fencing `broker_id`: the record, and each partition it leads handed to another live
-/// in-sync replica (none with one replica: the partition is offline until it returns).
-fn fence_records(image: &MetadataImage, broker_id: i32) -> Vec<MetadataRecord> {
-    let live: BTreeSet<i32> = image
-        .live_brokers()
-        .into_iter()
-        .filter(|b| *b != broker_id)
-        .collect();
-    let mut records = vec![MetadataRecord::FenceBroker { broker_id }];
-    for topic in image.topics.values() {
-        for (&partition, p) in &topic.partitions {
-            if p.leader != broker_id {
-                continue;
-            }
-            let leader = p
-                .isr
-                .iter()
-                .copied()
-                .find(|r| live.contains(r))
-                .unwrap_or(-1);
-            records.push(MetadataRecord::Partition {
-                topic_id: topic.id,
-                partition,
-                replicas: p.replicas.clone(),
-                isr: p.isr.clone(),
-                leader,
-                leader_epoch: p.leader_epoch + 1,
-                partition_epoch: p.partition_epoch + 1,
-            });
-        }
-    }
-    records
-}
-
-/// A broker is back: it leads again each partition that has no leader and lists it in its ISR.
-fn elect_leaders_for_returning(image: &MetadataImage, broker_id: i32) -> Vec<MetadataRecord> {
-    let mut records = Vec::new();
-    for topic in image.topics.values() {
-        for (&partition, p) in &topic.partitions {
-            if p.leader >= 0 || !p.isr.contains(&broker_id) {
-                continue;
-            }
-            records.push(MetadataRecord::Partition {
-                topic_id: topic.id,
-                partition,
-                replicas: p.replicas.clone(),
-                isr: p.isr.clone(),
-                leader: broker_id,
-                leader_epoch: p.leader_epoch + 1,
-                partition_epoch: p.partition_epoch + 1,
-            });
-        }
-    }
-    records
 }

@@ -1,0 +1,135 @@
+//! The replica fetcher manager: which fetcher task follows which partition. Partitions are
+//! spread over `num.replica.fetchers` tasks per leader broker by a hash of the partition, as in
+//! Kafka; a task with no partitions left stops.
+
+use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+use super::fetcher_core::TopicPartition;
+use super::replica_fetcher::{FetcherContext, ReplicaFetcher};
+use crate::replica_manager::Partition;
+
+/// Every replica fetcher of this broker.
+pub struct ReplicaFetcherManager {
+    context: Arc<FetcherContext>,
+    runtime: Mutex<Option<tokio::runtime::Handle>>,
+    state: Mutex<Fetchers>,
+}
+
+#[derive(Default)]
+struct Fetchers {
+    /// Running fetchers by (leader, index).
+    tasks: HashMap<(i32, usize), Arc<ReplicaFetcher>>,
+    /// Which fetcher each followed partition is in.
+    assigned: HashMap<TopicPartition, (i32, usize)>,
+    shut_down: bool,
+}
+
+impl ReplicaFetcherManager {
+    /// A manager whose fetchers share `context`; tasks run on the current tokio runtime.
+    pub fn new(context: FetcherContext) -> Self {
+        ReplicaFetcherManager {
+            context: Arc::new(context),
+            runtime: Mutex::new(tokio::runtime::Handle::try_current().ok()),
+            state: Mutex::new(Fetchers::default()),
+        }
+    }
+
+    /// Follows `tp` from `leader` in `leader_epoch` (moving it from another fetcher if its
+    /// leader changed).
+    pub fn add_partition(
+        &self,
+        tp: TopicPartition,
+        leader: i32,
+        leader_epoch: i32,
+        partition: Arc<Partition>,
+    ) {
+        let mut st = self.state.lock();
+        if st.shut_down {
+            return;
+        }
+        let key = (leader, self.fetcher_index(&tp));
+        if let Some(old) = st.assigned.get(&tp).copied() {
+            if old != key {
+                Self::take_out(&mut st, &tp, old);
+            }
+        }
+        let fetcher = match st.tasks.get(&key) {
+            Some(f) => f.clone(),
+            None => {
+                let Some(runtime) = self.runtime() else {
+                    tracing::error!(topic = %tp.0, partition = tp.1, "no async runtime to run a replica fetcher on");
+                    return;
+                };
+                let f = ReplicaFetcher::new(leader, self.context.config.fetch_backoff_ms as i64);
+                runtime.spawn(f.clone().run(self.context.clone()));
+                st.tasks.insert(key, f.clone());
+                f
+            }
+        };
+        fetcher.core.lock().add(tp.clone(), leader_epoch, partition);
+        fetcher.wake();
+        st.assigned.insert(tp, key);
+    }
+
+    /// Stops following `tp` (this broker leads it now, or no longer hosts it).
+    pub fn remove_partition(&self, tp: &TopicPartition) {
+        let mut st = self.state.lock();
+        if let Some(key) = st.assigned.get(tp).copied() {
+            Self::take_out(&mut st, tp, key);
+        }
+    }
+
+    /// Stops every fetcher (broker shutdown).
+    pub fn shutdown(&self) {
+        let mut st = self.state.lock();
+        st.shut_down = true;
+        for f in st.tasks.values() {
+            f.stop();
+        }
+        st.tasks.clear();
+        st.assigned.clear();
+    }
+
+    /// The partitions followed, with their leader (for tests and introspection).
+    pub fn followed(&self) -> HashMap<TopicPartition, i32> {
+        self.state
+            .lock()
+            .assigned
+            .iter()
+            .map(|(tp, (leader, _))| (tp.clone(), *leader))
+            .collect()
+    }
+
+    fn take_out(st: &mut Fetchers, tp: &TopicPartition, key: (i32, usize)) {
+        st.assigned.remove(tp);
+        if let Some(f) = st.tasks.get(&key) {
+            let empty = {
+                let mut core = f.core.lock();
+                core.remove(tp);
+                core.is_empty()
+            };
+            if empty {
+                f.stop();
+                st.tasks.remove(&key);
+            }
+        }
+    }
+
+    fn fetcher_index(&self, tp: &TopicPartition) -> usize {
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        tp.hash(&mut h);
+        (h.finish() % self.context.config.num_fetchers as u64) as usize
+    }
+
+    fn runtime(&self) -> Option<tokio::runtime::Handle> {
+        let mut rt = self.runtime.lock();
+        if rt.is_none() {
+            *rt = tokio::runtime::Handle::try_current().ok();
+        }
+        rt.clone()
+    }
+}
