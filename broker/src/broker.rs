@@ -56,6 +56,7 @@ pub fn start_controller(config: &BrokerConfig) -> Result<(Arc<Controller>, Strin
     let controller_config = ControllerConfig {
         num_partitions: config.num_partitions,
         default_replication_factor: config.default_replication_factor,
+        leader_rebalance: config.leader_rebalance.clone(),
     };
     for dir in &config.log_dirs {
         std::fs::create_dir_all(dir)

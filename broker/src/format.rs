@@ -118,6 +118,7 @@ pub fn format(
             ControllerConfig {
                 num_partitions: config.num_partitions,
                 default_replication_factor: config.default_replication_factor,
+                leader_rebalance: Default::default(),
             },
         )
         .context("opening the metadata log")?;

@@ -129,6 +129,18 @@ pub enum Command {
     DescribeQuorum,
     /// A partition leader changes the ISR (AlterPartition).
     AlterPartition(crate::controller::AlterPartition),
+    /// Elect leaders (ElectLeaders); all partitions when None.
+    ElectLeaders {
+        /// The partitions.
+        partitions: Option<Vec<crate::controller::TopicPartition>>,
+        /// Which leader.
+        election: crate::controller::ElectionType,
+    },
+    /// Start (Some target) or cancel (None) partition reassignments.
+    AlterReassignments {
+        /// Per partition: the target replicas, or None to cancel.
+        changes: Vec<(crate::controller::TopicPartition, Option<Vec<i32>>)>,
+    },
 }
 
 /// One replica of the metadata log, as DescribeQuorum shows it.
@@ -180,6 +192,8 @@ impl Command {
             Command::AllocateProducerIds => "AllocateProducerIds",
             Command::DescribeQuorum => "DescribeQuorum",
             Command::AlterPartition(_) => "AlterPartition",
+            Command::ElectLeaders { .. } => "ElectLeaders",
+            Command::AlterReassignments { .. } => "AlterReassignments",
         }
     }
 }
@@ -201,6 +215,8 @@ pub enum Reply {
     Quorum(QuorumDescription),
     /// A partition's ISR and partition epoch after AlterPartition.
     Partition(Vec<i32>, i32),
+    /// Per-partition outcomes, in request order.
+    PartitionResults(Vec<(crate::controller::TopicPartition, Result<(), WireError>)>),
 }
 
 /// An [`ApiError`] on the wire between nodes.

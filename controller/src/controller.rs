@@ -28,9 +28,11 @@ use crate::topic_configs::validate_topic_config;
 use crate::ControllerError;
 
 mod brokers;
+mod elections;
 mod forward;
 mod partitions;
 
+pub use elections::{ElectionType, LeaderRebalance, PartitionResults, TopicPartition};
 pub use partitions::{AlterPartition, AlteredPartition};
 
 use brokers::Liveness;
@@ -74,6 +76,8 @@ pub struct ControllerConfig {
     pub num_partitions: i32,
     /// `default.replication.factor`.
     pub default_replication_factor: i16,
+    /// `auto.leader.rebalance.enable` and its interval and threshold.
+    pub leader_rebalance: LeaderRebalance,
 }
 
 /// How long a broker may go without a heartbeat before it is fenced
@@ -98,6 +102,8 @@ pub struct Controller {
     driver_thread: Mutex<Option<std::thread::JoinHandle<()>>>,
     /// Why another voter refused this one, if it did.
     peer_refusal: Mutex<crate::quorum::transport::PeerRefusal>,
+    /// When the leader imbalance was last checked.
+    last_rebalance_check: Mutex<Option<std::time::Instant>>,
 }
 
 impl Drop for Controller {
@@ -171,6 +177,7 @@ impl Controller {
             configured_cluster_id,
             driver_thread: Mutex::new(None),
             peer_refusal: Mutex::new(Default::default()),
+            last_rebalance_check: Mutex::new(None),
         }
     }
 
@@ -329,6 +336,11 @@ impl Controller {
                 .do_allocate_producer_ids()
                 .map(|(first, count)| Reply::ProducerIds(first, count)),
             Command::DescribeQuorum => Ok(Reply::Quorum(self.do_describe_quorum())),
+            Command::ElectLeaders {
+                partitions,
+                election,
+            } => self.do_elect_leaders(partitions, *election),
+            Command::AlterReassignments { changes } => self.do_alter_reassignments(changes),
             Command::AlterPartition(r) => self
                 .do_alter_partition(r)
                 .map(|(isr, epoch)| Reply::Partition(isr, epoch)),
@@ -1044,6 +1056,7 @@ mod acl_tests {
         let config = ControllerConfig {
             num_partitions: 1,
             default_replication_factor: 1,
+            leader_rebalance: Default::default(),
         };
         crate::open_single_voter(dir, 0, config).unwrap()
     }

@@ -51,6 +51,26 @@ pub struct PartitionInfo {
     pub leader_epoch: i32,
     /// Partition epoch.
     pub partition_epoch: i32,
+    /// Replicas a reassignment is adding (empty when none is ongoing).
+    pub adding: Vec<i32>,
+    /// Replicas a reassignment removes once the added ones are in sync.
+    pub removing: Vec<i32>,
+}
+
+impl PartitionInfo {
+    /// Whether a reassignment is ongoing.
+    pub fn reassigning(&self) -> bool {
+        !self.adding.is_empty() || !self.removing.is_empty()
+    }
+
+    /// The replicas a reassignment ends with (all of them when none is ongoing).
+    pub fn target_replicas(&self) -> Vec<i32> {
+        self.replicas
+            .iter()
+            .copied()
+            .filter(|r| !self.removing.contains(r))
+            .collect()
+    }
 }
 
 /// A topic and its partitions.
@@ -175,6 +195,12 @@ impl MetadataImage {
                 partition_epoch,
             } => {
                 if let Some(topic) = self.topics.get_mut(topic_id) {
+                    // A reassignment in progress outlives leader and ISR changes.
+                    let (adding, removing) = topic
+                        .partitions
+                        .remove(partition)
+                        .map(|p| (p.adding, p.removing))
+                        .unwrap_or_default();
                     topic.partitions.insert(
                         *partition,
                         PartitionInfo {
@@ -183,8 +209,25 @@ impl MetadataImage {
                             leader: *leader,
                             leader_epoch: *leader_epoch,
                             partition_epoch: *partition_epoch,
+                            adding,
+                            removing,
                         },
                     );
+                }
+            }
+            MetadataRecord::PartitionReassignment {
+                topic_id,
+                partition,
+                adding,
+                removing,
+            } => {
+                if let Some(p) = self
+                    .topics
+                    .get_mut(topic_id)
+                    .and_then(|t| t.partitions.get_mut(partition))
+                {
+                    p.adding = adding.clone();
+                    p.removing = removing.clone();
                 }
             }
             MetadataRecord::Config {
@@ -308,6 +351,14 @@ impl MetadataImage {
                     leader_epoch: p.leader_epoch,
                     partition_epoch: p.partition_epoch,
                 });
+                if p.reassigning() {
+                    records.push(MetadataRecord::PartitionReassignment {
+                        topic_id: topic.id,
+                        partition,
+                        adding: p.adding.clone(),
+                        removing: p.removing.clone(),
+                    });
+                }
             }
         }
         for ((resource_type, resource_name), configs) in &self.configs {
@@ -451,6 +502,12 @@ mod tests {
                 leader: 1,
                 leader_epoch: 3,
                 partition_epoch: 4,
+            },
+            MetadataRecord::PartitionReassignment {
+                topic_id: t,
+                partition: 0,
+                adding: vec![2],
+                removing: vec![1],
             },
             MetadataRecord::Config {
                 resource_type: ConfigResourceType::Topic,

@@ -82,6 +82,18 @@ pub enum MetadataRecord {
         /// Bumped on every change of this partition.
         partition_epoch: i32,
     },
+    /// A partition's reassignment started, moved on or ended (KIP-455): the replicas being
+    /// added and those to remove once the added ones are in sync (both empty: none ongoing).
+    PartitionReassignment {
+        /// Topic id.
+        topic_id: Uuid,
+        /// Partition index.
+        partition: i32,
+        /// Replicas being added.
+        adding: Vec<i32>,
+        /// Replicas to remove when the reassignment completes.
+        removing: Vec<i32>,
+    },
     /// A config was set (`value` Some) or removed (`value` None).
     Config {
         /// Resource type.

@@ -376,6 +376,7 @@ mod tests {
         ControllerConfig {
             num_partitions: 2,
             default_replication_factor: 1,
+            leader_rebalance: Default::default(),
         }
     }
 

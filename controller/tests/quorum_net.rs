@@ -155,6 +155,7 @@ fn controller_config() -> ControllerConfig {
     ControllerConfig {
         num_partitions: 1,
         default_replication_factor: 1,
+        leader_rebalance: Default::default(),
     }
 }
 

@@ -27,3 +27,21 @@ pub use manager::{BackgroundHandle, LogManager};
 pub use producer_state::{BatchMetadata, ProducerStateEntry, ProducerStateManager};
 pub use segment::LogSegment;
 pub use txn_index::AbortedTxn;
+
+/// (total, available) bytes of the file system holding `path`, if it can be read.
+#[allow(unsafe_code)]
+pub fn disk_space(path: &std::path::Path) -> Option<(u64, u64)> {
+    use std::os::unix::ffi::OsStrExt;
+    let c_path = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
+    // SAFETY: statvfs is plain old data; an all-zero value is valid and is overwritten below.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: `c_path` is NUL-terminated and `st` is a valid, writable statvfs.
+    if unsafe { libc::statvfs(c_path.as_ptr(), &mut st) } != 0 {
+        return None;
+    }
+    let block = st.f_frsize as u64;
+    Some((
+        (st.f_blocks as u64).saturating_mul(block),
+        (st.f_bavail as u64).saturating_mul(block),
+    ))
+}

@@ -88,16 +88,6 @@ KNOWN_TERN_GAPS = {
         "DescribeConfigs on a broker lists only the properties set explicitly "
         "(broker_config_entries, broker/src/handlers/describe_configs.rs): no advertised.listeners, "
         "none of Kafka's defaults, no read_only flags",
-    "test_admin_integration.py::test_elect_leaders":
-        "ElectLeaders (43) is not served (one broker, no leader election)",
-    "test_admin_integration.py::test_describe_log_dirs":
-        "DescribeLogDirs (35) is not served",
-    "test_admin_integration.py::test_alter_replica_log_dirs":
-        "DescribeLogDirs (35) and AlterReplicaLogDirs (34) are not served",
-    "test_admin_integration.py::test_alter_partition_reassignments":
-        "AlterPartitionReassignments (45) is not served (no replica reassignment)",
-    "test_admin_integration.py::test_list_partition_reassignments":
-        "ListPartitionReassignments (46) is not served",
     "test_admin_integration.py::test_list_config_resources":
         "ListConfigResources (74, Kafka 4.1) is not served",
     "test_consumer_integration.py::test_kafka_version_infer":

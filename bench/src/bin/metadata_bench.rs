@@ -53,6 +53,7 @@ fn main() {
         let config = ControllerConfig {
             num_partitions: 1,
             default_replication_factor: 1,
+            leader_rebalance: Default::default(),
         };
         let open = || tern_controller::start(&quorum, config.clone()).expect("open controller");
         let mut controller = open();

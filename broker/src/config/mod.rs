@@ -123,6 +123,8 @@ pub struct BrokerConfig {
     pub offsets_topic_replication_factor: i16,
     /// Followers, ISR and the inter-broker listener (`replica.*`).
     pub replication: ReplicationConfig,
+    /// `auto.leader.rebalance.enable`, `leader.imbalance.*`.
+    pub leader_rebalance: tern_controller::controller::LeaderRebalance,
     /// `max.incremental.fetch.session.cache.slots`.
     pub fetch_session_cache_slots: usize,
     /// `min.incremental.fetch.session.eviction.ms` (Kafka's internal default).
@@ -307,6 +309,15 @@ impl BrokerConfig {
                     * 60_000,
             },
             offsets_topic_replication_factor: num(&props, "offsets.topic.replication.factor", 3)?,
+            leader_rebalance: tern_controller::controller::LeaderRebalance {
+                enabled: bool_of("auto.leader.rebalance.enable", true)?,
+                check_interval: std::time::Duration::from_secs(num(
+                    &props,
+                    "leader.imbalance.check.interval.seconds",
+                    300,
+                )?),
+                imbalance_percentage: num(&props, "leader.imbalance.per.broker.percentage", 10)?,
+            },
             replication: ReplicationConfig {
                 lag_time_max_ms: num(&props, "replica.lag.time.max.ms", 30_000)?,
                 fetch_wait_max_ms: num(&props, "replica.fetch.wait.max.ms", 500)?,

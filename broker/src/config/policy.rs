@@ -89,6 +89,9 @@ const READ_KEYS: &[&str] = &[
     "replica.fetch.response.max.bytes",
     "replica.fetch.backoff.ms",
     "num.replica.fetchers",
+    "auto.leader.rebalance.enable",
+    "leader.imbalance.check.interval.seconds",
+    "leader.imbalance.per.broker.percentage",
 ];
 
 fn is_set(value: &str) -> bool {

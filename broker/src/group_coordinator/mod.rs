@@ -16,6 +16,7 @@ use tern_protocol::record_batch::Compression;
 use tern_protocol::records::{decode_records, RecordBatchBuilder};
 
 use crate::replica_manager::ReplicaManager;
+use crate::replication::delayed_produce::PendingAck;
 use group::{Group, GroupConfig, GroupState};
 use offsets_topic::{
     decode_group_value, decode_key, decode_offset_value, group_key, group_value, offset_key,
@@ -148,6 +149,20 @@ impl GroupCoordinator {
             })?;
         partition.on_local_append();
         Ok(())
+    }
+
+    /// What a commit of `group_id` must wait for to be replicated: its offsets partition's
+    /// log end as of now (Kafka appends offset commits with acks=all).
+    pub fn replication_of(&self, group_id: &str) -> Option<PendingAck> {
+        let partition = self
+            .replicas
+            .partition(OFFSETS_TOPIC, self.partition_for(group_id))?;
+        let required_offset = partition.log.log_end_offset();
+        Some(PendingAck {
+            partition,
+            required_offset,
+            min_insync: 1,
+        })
     }
 
     /// Stores a group's metadata record.

@@ -25,16 +25,19 @@ pub mod describe_cluster;
 pub mod describe_configs;
 pub mod describe_quorum;
 pub mod describe_topic_partitions;
+pub mod elect_leaders;
 pub mod fetch;
 pub mod group_admin;
 pub mod groups;
 pub mod init_producer_id;
 pub mod list_offsets;
+pub mod log_dirs;
 pub mod metadata;
 pub mod mirror;
 pub mod offset_for_leader_epoch;
 pub mod offsets;
 pub mod produce;
+pub mod reassignments;
 pub mod scram_credentials;
 
 /// The APIs and version ranges this broker serves.
@@ -75,6 +78,11 @@ pub const SUPPORTED_APIS: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeAcls, 0, 3),
     (ApiKey::CreateAcls, 0, 3),
     (ApiKey::DeleteAcls, 0, 3),
+    (ApiKey::ElectLeaders, 0, 2),
+    (ApiKey::AlterPartitionReassignments, 0, 1),
+    (ApiKey::ListPartitionReassignments, 0, 0),
+    (ApiKey::DescribeLogDirs, 1, 4),
+    (ApiKey::AlterReplicaLogDirs, 1, 2),
 ];
 
 /// Who sent a request.
@@ -218,6 +226,21 @@ pub async fn handle(
         RequestKind::DeleteTopics(r) => {
             ResponseKind::DeleteTopics(delete_topics::handle(broker, &ctx, r, version))
         }
+        RequestKind::ElectLeaders(r) => {
+            ResponseKind::ElectLeaders(elect_leaders::handle(broker, &ctx, r, version))
+        }
+        RequestKind::AlterPartitionReassignments(r) => {
+            ResponseKind::AlterPartitionReassignments(reassignments::alter(broker, &ctx, r))
+        }
+        RequestKind::ListPartitionReassignments(r) => {
+            ResponseKind::ListPartitionReassignments(reassignments::list(broker, &ctx, r))
+        }
+        RequestKind::DescribeLogDirs(r) => {
+            ResponseKind::DescribeLogDirs(log_dirs::describe(broker, &ctx, r, version))
+        }
+        RequestKind::AlterReplicaLogDirs(r) => {
+            ResponseKind::AlterReplicaLogDirs(log_dirs::alter(broker, &ctx, r))
+        }
         RequestKind::CreatePartitions(r) => {
             ResponseKind::CreatePartitions(create_partitions::handle(broker, &ctx, r))
         }
@@ -259,7 +282,7 @@ pub async fn handle(
             ResponseKind::LeaveGroup(groups::leave_group(broker, &ctx, r, version))
         }
         RequestKind::OffsetCommit(r) => {
-            ResponseKind::OffsetCommit(offsets::offset_commit(broker, &ctx, r))
+            ResponseKind::OffsetCommit(offsets::offset_commit(broker, &ctx, r).await)
         }
         RequestKind::OffsetFetch(r) => {
             ResponseKind::OffsetFetch(offsets::offset_fetch(broker, &ctx, r, version))

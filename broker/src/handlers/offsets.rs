@@ -23,11 +23,15 @@ use crate::broker::Broker;
 use crate::group_coordinator::group::GroupState;
 use crate::group_coordinator::now_ms;
 use crate::group_coordinator::offsets_topic::{offset_key, OffsetValue};
+use crate::replication::delayed_produce::wait_for_isr;
+
+/// How long a commit waits for its offsets partition's ISR (`offsets.commit.timeout.ms`).
+const COMMIT_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(5_000);
 
 /// Answers OffsetCommit: READ on the group (GROUP_AUTHORIZATION_FAILED on every partition)
 /// and READ on each topic (TOPIC_AUTHORIZATION_FAILED on its partitions, which are not
 /// committed), as in Kafka.
-pub fn offset_commit(
+pub async fn offset_commit(
     broker: &Broker,
     ctx: &RequestContext,
     req: OffsetCommitRequest,
@@ -71,6 +75,18 @@ pub fn offset_commit(
             req.generation_id_or_member_epoch,
             offsets,
         )
+    };
+    // Acknowledged only once the ISR of the offsets partition has the commit, so that a
+    // coordinator failover never loses it (Kafka's errors for a commit that did not make it).
+    let result = match (result, broker.groups.replication_of(&group_id)) {
+        (Ok(codes), Some(wait)) if !codes.is_empty() => {
+            match wait_for_isr(&[wait], COMMIT_TIMEOUT).await.remove(0) {
+                Ok(()) => Ok(codes),
+                Err(ResponseError::NotLeaderOrFollower) => Err(ResponseError::NotCoordinator),
+                Err(_) => Err(ResponseError::CoordinatorNotAvailable),
+            }
+        }
+        (result, _) => result,
     };
     let refused = if group_allowed {
         ResponseError::TopicAuthorizationFailed.code()

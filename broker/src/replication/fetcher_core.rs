@@ -13,6 +13,12 @@ pub type TopicPartition = (String, i32);
 
 const NONE: i16 = 0;
 const OFFSET_OUT_OF_RANGE: i16 = 1;
+const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
+const NOT_LEADER_OR_FOLLOWER: i16 = 6;
+const UNKNOWN_LEADER_EPOCH: i16 = 75;
+/// Backoff when the leader has not applied the metadata this follower already has (it is
+/// about to): the new leader's high watermark waits on this follower's first fetch.
+const METADATA_RACE_BACKOFF_MS: i64 = 50;
 
 /// What the core needs to know of the local log of a partition.
 pub trait LocalLog {
@@ -200,10 +206,15 @@ impl<P: Clone> FetcherCore<P> {
                 },
             },
             OFFSET_OUT_OF_RANGE => Outcome::ResetOffsets,
+            code @ (NOT_LEADER_OR_FOLLOWER | UNKNOWN_LEADER_EPOCH | UNKNOWN_TOPIC_OR_PARTITION) => {
+                // The leader's metadata is behind ours (or ours behind, and a new epoch re-adds
+                // the partition at once): retry soon.
+                entry.delayed_until_ms = now_ms + self.backoff_ms.min(METADATA_RACE_BACKOFF_MS);
+                Outcome::Backoff(code)
+            }
             code => {
-                // NOT_LEADER_OR_FOLLOWER, FENCED / UNKNOWN_LEADER_EPOCH (one side's metadata is
-                // behind), UNKNOWN_TOPIC_OR_PARTITION (not created there yet), storage errors:
-                // all wait for metadata or time, then retry.
+                // FENCED_LEADER_EPOCH (this follower's metadata is behind: the next image
+                // re-adds it), storage errors: wait, then retry.
                 entry.delayed_until_ms = now_ms + self.backoff_ms;
                 Outcome::Backoff(code)
             }

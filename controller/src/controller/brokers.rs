@@ -273,5 +273,6 @@ impl Controller {
                 }
             }
         }
+        self.maintain_partitions(now);
     }
 }

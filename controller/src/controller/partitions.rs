@@ -266,6 +266,8 @@ mod tests {
             leader,
             leader_epoch: 3,
             partition_epoch: 7,
+            adding: vec![],
+            removing: vec![],
         }
     }
 
