@@ -2,10 +2,12 @@
 """Replication: a three-broker Tern against a three-broker Apache Kafka (KRaft) on this machine.
 
 Both clusters are three combined broker+controller nodes on loopback ports with their own data
-dirs, started by this script and running side by side for the whole run.  Every cell writes a new
-topic with replication factor 3 and min.insync.replicas=2 (1 KiB records, acks=all, no
-compression) and runs against both clusters back to back, the order alternating from cell to
-cell (and from round to round).  Cells, per partition count (default 3, then 1):
+dirs, started by this script once and running side by side for the whole run; each is first
+warmed up (unmeasured: librdkafka and ProducerPerformance runs, so that Kafka's JIT has compiled
+its hot paths).  Every cell writes a new topic with replication factor 3 and
+min.insync.replicas=2 (1 KiB records, acks=all, no compression) and runs against both clusters
+back to back, the order alternating from cell to cell and from round to round.  Cells, per
+partition count (default 3, then 1):
 
   - java: Apache Kafka's ProducerPerformance (kafka-producer-perf-test), --throughput -1,
     `--records` records: MB/s, records/s and its p50/p99/p99.9 (mostly queueing when unthrottled);
@@ -18,7 +20,8 @@ cell (and from round to round).  Cells, per partition count (default 3, then 1):
 Per cell and cluster: the three brokers' utime+stime (/proc/<pid>/stat, before and after the
 client's run, client JVM start included) summed, per GB of payload (records x 1024 bytes, counted
 once, not once per replica); the client's CPU (getrusage of the finished child) likewise; the
-brokers' CPU while the cluster sat idle just before the cell; the summed peak RSS of the three.
+brokers' CPU while the cluster sat idle just before the cell; the JVMs' JIT compiler threads' CPU
+(part of the brokers'); the summed peak RSS of the three.
 After every producer cell the partitions' high watermarks must add up to exactly the number of
 records the client reports acknowledged and every ISR must be back to 3 replicas; a broker that
 exits, a client error, a timeout or a missing record stops the run (data dirs and node logs kept).
@@ -254,6 +257,26 @@ def proc_rss_kib(pid):
     return 0
 
 
+def jit_cpu(pids):
+    """CPU seconds of the JVMs' JIT compiler threads ("C1/C2 CompilerThreN"; 0 for tern).  Approximate:
+    a compiler thread that exits (JDK 17 starts and stops them on demand) takes its time with it."""
+    total = 0.0
+    for pid in pids:
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for tid in tids:
+            try:
+                if "CompilerThre" not in open(f"/proc/{pid}/task/{tid}/comm").read():
+                    continue
+                fields = open(f"/proc/{pid}/task/{tid}/stat").read().rsplit(")", 1)[1].split()
+                total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+            except OSError:
+                pass
+    return total
+
+
 def children_cpu():
     ru = resource.getrusage(resource.RUSAGE_CHILDREN)
     return ru.ru_utime + ru.ru_stime
@@ -277,6 +300,7 @@ class Watch:
 
     def __enter__(self):
         self.cpu0 = sum(proc_cpu(p) for p in self.pids)
+        self.jit0 = jit_cpu(self.pids)
         self.other0 = sum(proc_cpu(p) for p in self.other_pids)
         self.client0 = children_cpu()
         self.t0 = time.time()
@@ -288,6 +312,7 @@ class Watch:
         self._thread.join()
         self.wall_s = time.time() - self.t0
         self.cpu_s = sum(proc_cpu(p) for p in self.pids) - self.cpu0
+        self.jit_s = max(0.0, jit_cpu(self.pids) - self.jit0)
         self.other_s = sum(proc_cpu(p) for p in self.other_pids) - self.other0
         self.client_s = children_cpu() - self.client0
 
@@ -489,13 +514,33 @@ def run_cell(args, jars, cluster, other, kind, partitions, topic):
     cluster.check_alive(f"{kind} p={partitions}")
     leaders, marks = check_contents(cluster, topic, partitions, r["records"] if kind != "c" else r["acked"])
     gb = r["records"] * RECORD_SIZE / 1e9
-    r.update({"broker_cpu_s": w.cpu_s, "client_cpu_s": w.client_s, "other_cpu_s": w.other_s,
+    r.update({"broker_cpu_s": w.cpu_s, "jit_s": w.jit_s, "client_cpu_s": w.client_s, "other_cpu_s": w.other_s,
               "wall_s": w.wall_s, "broker_s_per_gb": w.cpu_s / gb, "client_s_per_gb": w.client_s / gb,
               "broker_pct": 100 * w.cpu_s / w.wall_s, "client_pct": 100 * w.client_s / w.wall_s,
               "idle_pct": idle, "rss_mib": w.peak_kib / 1024, "load": load,
               "leaders": leaders, "leaders_before": leaders_before,
               "hw": {p: hi for p, (lo, hi) in marks.items()}})
     return r
+
+
+def warm_up(args, jars, cluster, started):
+    """Unmeasured runs that make the JVMs compile their hot paths before anything is measured
+    (a Kafka cell right after a librdkafka-only warm-up spent ~40 % of its CPU in C2 compiler
+    threads): librdkafka, then ProducerPerformance on 3 and on 1 partition(s).  Tern gets the same."""
+    for i, (client, partitions, records) in enumerate(
+            [("c", 3, args.warmup), ("java", 3, args.warmup), ("java", 1, args.warmup // 2)]):
+        topic = f"warmup-{i}-p{partitions}-{client}"
+        create_topic(cluster, topic, partitions)
+        if client == "c":
+            r = c_produce(cluster.bootstrap, topic, records, args.cell_timeout)
+            acked = r["acked"]
+        else:
+            r = java_produce(jars, cluster.bootstrap, topic, records, -1, args.cell_timeout)
+            acked = r["records"]
+        check_contents(cluster, topic, partitions, acked)
+        print(f"[{time.time() - started:5.0f}s] warm-up {cluster.name}: {records} records, p={partitions}, "
+              f"{'librdkafka' if client == 'c' else 'ProducerPerformance'}: {r['mb_s']:.1f} MB/s (not counted)",
+              flush=True)
 
 
 def run(args):
@@ -507,26 +552,20 @@ def run(args):
     failed = False
     clusters = {}
     try:
+        # One pair of clusters for the whole run: Kafka's JIT gets all of the warm-up and every
+        # round; each cell writes its own topic.
+        t0 = time.time()
+        clusters["tern"] = TernCluster(args.tern, work / "tern").start()
+        t1 = time.time()
+        clusters["kafka"] = KafkaCluster3(args.kafka_version, work / "kafka", args.kafka_heap).start()
+        t2 = time.time()
+        print(f"tern cluster up in {t1 - t0:.1f}s, kafka cluster up in {t2 - t1:.1f}s ({work})", flush=True)
+        info["tern"] = clusters["tern"].describe()
+        info["kafka"] = clusters["kafka"].describe()
+        if args.warmup:
+            for b in ("tern", "kafka"):
+                warm_up(args, jars, clusters[b], started)
         for rnd in range(args.rounds):
-            t0 = time.time()
-            clusters["tern"] = TernCluster(args.tern, work / f"r{rnd}-tern").start()
-            t1 = time.time()
-            clusters["kafka"] = KafkaCluster3(args.kafka_version, work / f"r{rnd}-kafka", args.kafka_heap).start()
-            t2 = time.time()
-            print(f"round {rnd}: tern cluster up in {t1 - t0:.1f}s, kafka cluster up in {t2 - t1:.1f}s "
-                  f"({work})", flush=True)
-            if args.warmup:
-                # JIT-compile Kafka's (and the tool's) hot paths before anything is measured; tern
-                # gets the same, so that both clusters hold one topic more.
-                for b in ("tern", "kafka"):
-                    topic = f"r{rnd}-warmup"
-                    create_topic(clusters[b], topic, 3)
-                    r = c_produce(clusters[b].bootstrap, topic, args.warmup, args.cell_timeout)
-                    check_contents(clusters[b], topic, 3, r["acked"])
-                    print(f"round {rnd}: warm-up {b}: {args.warmup} records at {r['mb_s']:.1f} MB/s "
-                          f"(not counted)", flush=True)
-            info.setdefault("tern", clusters["tern"].describe())
-            info.setdefault("kafka", clusters["kafka"].describe())
             for i, (kind, partitions) in enumerate(cells(args)):
                 name = cell_name(args, kind, partitions)
                 order = ["tern", "kafka"] if (rnd + i) % 2 == 0 else ["kafka", "tern"]
@@ -540,20 +579,18 @@ def run(args):
                             f"{r['mb_s']:6.1f} MB/s {r['rec_s']:7.0f} rec/s "
                             f"p50/p99/p99.9 {r['p50']:.0f}/{r['p99']:.0f}/{r['p999']:.0f} ms | "
                             f"brokers {r['broker_cpu_s']:.1f} cpu-s ({r['broker_pct']:.0f}%, "
-                            f"{r['broker_s_per_gb']:.0f} s/GB, idle before {r['idle_pct']:.0f}%) "
+                            f"{r['broker_s_per_gb']:.0f} s/GB, JIT threads {r['jit_s']:.1f} s, "
+                            f"idle before {r['idle_pct']:.0f}%) "
                             f"client {r['client_cpu_s']:.1f} cpu-s ({r['client_pct']:.0f}%) "
                             f"other cluster {r['other_cpu_s']:.1f} cpu-s | wall {r['wall_s']:.1f}s "
                             f"rss {r['rss_mib']:.0f} MiB load {r['load']} leaders {list(r['leaders'].values())}")
                     print(line, flush=True)
                     RAW.append(line)
-            for c in clusters.values():
-                unclean = c.stop()
-                if unclean:
-                    raise BenchFailure(f"{c.name} nodes {unclean} did not exit within 30 s of SIGTERM\n{c.tails()}")
-            clusters = {}
-            if not args.keep:
-                shutil.rmtree(work / f"r{rnd}-tern", ignore_errors=True)
-                shutil.rmtree(work / f"r{rnd}-kafka", ignore_errors=True)
+        for c in list(clusters.values()):
+            unclean = c.stop()
+            if unclean:
+                raise BenchFailure(f"{c.name} nodes {unclean} did not exit within 30 s of SIGTERM\n{c.tails()}")
+        clusters = {}
     except BaseException:
         failed = True
         print(f"\nFAILED; data dirs and node logs kept in {work}", file=sys.stderr, flush=True)
@@ -607,8 +644,9 @@ def main(argv):
     ap.add_argument("--kafka-heap", default="1g", help="-Xms and -Xmx of each Kafka node")
     ap.add_argument("--tern", default="/tmp/tern-bench-bin")
     ap.add_argument("--tern-commit", help="the commit the tern binary was built from (for the record)")
-    ap.add_argument("--warmup", type=int, default=200_000,
-                    help="records of an unmeasured librdkafka run per cluster at each round's start")
+    ap.add_argument("--warmup", type=int, default=300_000,
+                    help="records of the unmeasured warm-up runs per cluster (librdkafka and ProducerPerformance on 3 "
+                         "partitions, ProducerPerformance on 1 with half as many)")
     ap.add_argument("--settle", type=float, default=3.0,
                     help="seconds of quiet before each cell (the brokers' idle CPU is measured then)")
     ap.add_argument("--cell-timeout", type=int, default=240, help="seconds before a client run counts as hung")
@@ -633,7 +671,6 @@ def main(argv):
     java = subprocess.run(["java", "-version"], capture_output=True, text=True).stderr.splitlines()[0]
     binary = Path(args.tern)
     sha = hashlib.sha256(binary.read_bytes()).hexdigest()[:16]
-    built = datetime.datetime.fromtimestamp(binary.stat().st_mtime, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     tern_from = args.tern_commit or "(commit not given)"
     section = f"""
 ## Replication (RF=3, acks=all): Tern vs Apache Kafka {args.kafka_version}, {when}
@@ -645,12 +682,15 @@ run {' '.join(load_before)}, after {' '.join(load_after)} (1-min load at each ce
 lines); the run took {secs / 60:.1f} min.  {args.rounds} round(s); the figures are medians over the rounds.
 {args.note}
 
-Each round starts with an unmeasured warm-up per cluster ({args.warmup} records with the librdkafka
-producer, 3 partitions), so that Kafka's JIT has compiled its hot paths.  Each cluster: three combined broker+controller nodes on loopback, fresh data dirs.  Each cell
-writes a new topic: {REPLICATION_FACTOR} replicas, min.insync.replicas={MIN_ISR}, 1 KiB records,
-acks=all, no compression; tern and kafka back to back, the order alternating from cell to cell.
-After every cell the high watermarks add up to exactly the acknowledged records and every ISR
-is back to 3 (checked; the run stops otherwise).
+Each cluster: three combined broker+controller nodes on loopback, fresh data dirs, started once
+for the whole run and warmed up first, unmeasured: {args.warmup} records with the librdkafka producer and
+{args.warmup} with ProducerPerformance on 3 partitions, {args.warmup // 2} with ProducerPerformance on 1
+(without the Java-client part, Kafka's first ProducerPerformance cell spent ~40 % of its CPU in
+C2 compiler threads).  Each cell writes a new topic: {REPLICATION_FACTOR} replicas,
+min.insync.replicas={MIN_ISR}, 1 KiB records, acks=all, no compression; tern and kafka back to
+back, the order alternating from cell to cell and from round to round.  After every cell the high
+watermarks add up to exactly the acknowledged records and every ISR is back to 3 (checked; the
+run stops otherwise).
 
 {out}
 
@@ -670,7 +710,7 @@ is back to 3 (checked; the run stops otherwise).
   and heartbeat/session at Kafka's defaults.  Tern: defaults except the cluster keys.
 
 Commands (`{Path(sys.executable).name} bench/replication/run.py {' '.join(map(shlex.quote, argv))}`,
-with a venv that has confluent-kafka; tern binary sha256 {sha}…, built {built}, {tern_from}):
+with a venv that has confluent-kafka; tern binary sha256 {sha}…: {tern_from}):
 
 ```
 tern nodes:

@@ -208,22 +208,26 @@ impl ReplicaManager {
             leader_epoch: p.leader_epoch,
             partition_epoch: p.partition_epoch,
         };
+        let leader = p.leader == self.node_id;
+        let tp = (partition.topic.clone(), partition.index);
+        if leader {
+            // First stop following (this waits out an append in progress), then lead: the
+            // leader epoch starts at a log end no follower append moves afterwards.
+            self.fetchers.remove_partition(&tp);
+        }
         let leo = partition.log.log_end_offset();
         let change = partition.state.lock().apply(assignment, leo, now_ms());
         partition
             .leader_epoch
             .store(p.leader_epoch as i64, Ordering::Release);
-        let leader = p.leader == self.node_id;
         let was_leader = partition.is_leader.swap(leader, Ordering::AcqRel);
-        let tp = (partition.topic.clone(), partition.index);
         match change {
-            RoleChange::BecameLeader => self.fetchers.remove_partition(&tp),
             RoleChange::BecameFollower(l) if l >= 0 => {
                 self.fetchers
                     .add_partition(tp, l, p.leader_epoch, partition.clone())
             }
             RoleChange::BecameFollower(_) => self.fetchers.remove_partition(&tp),
-            RoleChange::None => {}
+            RoleChange::BecameLeader | RoleChange::None => {}
         }
         if leader {
             partition.maybe_advance_high_watermark();

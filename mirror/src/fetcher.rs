@@ -1,27 +1,31 @@
 //! Mirror fetchers: one task per (mirror, source broker) sends consumer Fetch requests
 //! (read_committed, many partitions each) to that broker and appends what comes back through
 //! the log's replicated-append path with the partition leader epoch rewritten to ours.
-//! Batches are copied as bytes: never decompressed, never re-checksummed.
+//! Batches are copied as bytes: never decompressed, never re-checksummed. Which partitions a
+//! fetcher holds, in which source epoch, and what each response means is the sans-I/O
+//! [`FetcherCore`] that the replica fetchers run on too.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
+use bytes::BytesMut;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::fetch_response::PartitionData;
 use kafka_protocol::messages::{BrokerId, FetchRequest, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use parking_lot::Mutex;
-use tern_protocol::record_batch::RecordBatchHeader;
 use tokio::sync::{mpsc, Notify};
 
 use crate::config::MirrorSettings;
 use crate::host::MirrorHost;
 use crate::source::SourceConnection;
+use tern_replication::batches::whole_batches_from;
+use tern_replication::fetcher_core::{
+    FetchTarget, FetchedPartition, FetcherCore, LocalLog, Outcome,
+};
 
 const NOT_LEADER_OR_FOLLOWER: i16 = 6;
-const OFFSET_OUT_OF_RANGE: i16 = 1;
 const FENCED_LEADER_EPOCH: i16 = 74;
 const UNKNOWN_LEADER_EPOCH: i16 = 75;
 
@@ -74,7 +78,8 @@ pub struct MirrorFetcher {
     mirror: String,
     /// Source broker id.
     pub broker_id: i32,
-    partitions: Mutex<BTreeMap<TopicPartition, PartitionFetchState>>,
+    /// The partitions, each with its fetch offset (the local log end) as payload.
+    partitions: Mutex<FetcherCore<i64>>,
     changed: Notify,
     shutdown: Notify,
 }
@@ -92,7 +97,7 @@ impl MirrorFetcher {
         let fetcher = Arc::new(MirrorFetcher {
             mirror: mirror.to_string(),
             broker_id,
-            partitions: Mutex::new(BTreeMap::new()),
+            partitions: Mutex::new(FetcherCore::new(settings.fetch_backoff.as_millis() as i64)),
             changed: Notify::new(),
             shutdown: Notify::new(),
         });
@@ -103,18 +108,20 @@ impl MirrorFetcher {
 
     /// Adds (or replaces) a partition.
     pub fn add(&self, tp: TopicPartition, state: PartitionFetchState) {
-        self.partitions.lock().insert(tp, state);
+        self.partitions
+            .lock()
+            .add(tp, state.source_epoch, state.fetch_offset);
         self.changed.notify_one();
     }
 
     /// Removes a partition; once this returns, no append for it is in progress or will follow.
     pub fn remove(&self, tp: &TopicPartition) -> bool {
-        self.partitions.lock().remove(tp).is_some()
+        self.partitions.lock().remove(tp)
     }
 
     /// Whether the fetcher holds a partition.
     pub fn contains(&self, tp: &TopicPartition) -> bool {
-        self.partitions.lock().contains_key(tp)
+        self.partitions.lock().leader_epoch(tp).is_some()
     }
 
     /// Number of partitions.
@@ -142,11 +149,22 @@ impl MirrorFetcher {
     ) {
         let mut conn: Option<SourceConnection> = None;
         loop {
-            if self.is_empty() {
+            let now = now_ms();
+            let (targets, wakeup) = {
+                let core = self.partitions.lock();
+                (
+                    core.targets(now, |offset| (*offset, -1)),
+                    core.next_wakeup_ms(now),
+                )
+            };
+            if targets.is_empty() {
+                let wait = wakeup.map_or(Duration::from_secs(1), |t| {
+                    Duration::from_millis((t - now).max(1) as u64)
+                });
                 tokio::select! {
                     _ = self.changed.notified() => {}
                     _ = self.shutdown.notified() => return,
-                    _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+                    _ = tokio::time::sleep(wait) => {}
                 }
                 continue;
             }
@@ -188,7 +206,7 @@ impl MirrorFetcher {
                 conn = None;
                 continue;
             };
-            let request = self.build_request(&settings);
+            let request = build_request(&targets, &settings);
             let response = tokio::select! {
                 r = c.fetch(&request, version) => r,
                 _ = self.shutdown.notified() => return,
@@ -204,17 +222,19 @@ impl MirrorFetcher {
                         tokio::time::sleep(settings.fetch_backoff).await;
                         continue;
                     }
-                    let mut any_data = false;
+                    let by_tp: BTreeMap<&TopicPartition, &FetchTarget> =
+                        targets.iter().map(|(t, _)| (&t.tp, t)).collect();
                     for topic in response.responses {
                         let name = topic.topic.to_string();
                         for p in topic.partitions {
                             let tp = (name.clone(), p.partition_index);
-                            any_data |= self
-                                .handle_partition(&tp, p, version, c, &*host, &events)
+                            let Some(target) = by_tp.get(&tp) else {
+                                continue;
+                            };
+                            self.handle_partition(target, p, version, c, &*host, &events)
                                 .await;
                         }
                     }
-                    let _ = any_data;
                 }
                 Err(e) => {
                     self.fail_all(
@@ -227,45 +247,8 @@ impl MirrorFetcher {
         }
     }
 
-    fn build_request(&self, settings: &MirrorSettings) -> FetchRequest {
-        let parts = self.partitions.lock();
-        let mut topics: BTreeMap<&str, Vec<FetchPartition>> = BTreeMap::new();
-        for ((topic, partition), st) in parts.iter() {
-            topics.entry(topic).or_default().push(
-                FetchPartition::default()
-                    .with_partition(*partition)
-                    .with_current_leader_epoch(st.source_epoch)
-                    .with_fetch_offset(st.fetch_offset)
-                    .with_last_fetched_epoch(-1)
-                    .with_log_start_offset(-1)
-                    .with_partition_max_bytes(settings.fetch_partition_max_bytes),
-            );
-        }
-        FetchRequest::default()
-            .with_replica_id(BrokerId(-1))
-            .with_max_wait_ms(settings.fetch_wait_max_ms)
-            .with_min_bytes(settings.fetch_min_bytes)
-            .with_max_bytes(settings.fetch_response_max_bytes)
-            .with_isolation_level(1)
-            .with_session_id(0)
-            .with_session_epoch(-1)
-            .with_topics(
-                topics
-                    .into_iter()
-                    .map(|(t, ps)| {
-                        FetchTopic::default()
-                            .with_topic(TopicName(StrBytes::from_string(t.to_string())))
-                            .with_partitions(ps)
-                    })
-                    .collect(),
-            )
-    }
-
     fn fail_all(&self, events: &mpsc::UnboundedSender<FetcherEvent>, reason: &str) {
-        let removed: Vec<TopicPartition> = {
-            let mut parts = self.partitions.lock();
-            std::mem::take(&mut *parts).into_keys().collect()
-        };
+        let removed: Vec<TopicPartition> = self.partitions.lock().clear();
         tracing::warn!(mirror = %self.mirror, broker = self.broker_id, partitions = removed.len(), reason, "mirror fetch failed");
         for tp in removed {
             let _ = events.send(FetcherEvent::Failed {
@@ -277,29 +260,71 @@ impl MirrorFetcher {
     }
 
     fn take_out(&self, tp: &TopicPartition) -> bool {
-        self.partitions.lock().remove(tp).is_some()
+        self.partitions.lock().remove(tp)
     }
 
-    /// Handles one partition of a fetch response; returns whether records were appended.
+    /// Handles one partition of a fetch response to a request made for `target`.
     async fn handle_partition(
         &self,
-        tp: &TopicPartition,
+        target: &FetchTarget,
         data: PartitionData,
         version: i16,
         conn: &mut SourceConnection,
         host: &dyn MirrorHost,
         events: &mpsc::UnboundedSender<FetcherEvent>,
+    ) {
+        let tp = &target.tp;
+        let fetched = FetchedPartition {
+            error_code: data.error_code,
+            high_watermark: data.high_watermark,
+            // No last fetched epoch is sent (the local epochs are this cluster's own), so the
+            // source never answers with a diverging epoch.
+            diverging: None,
+            records: data.records.clone().unwrap_or_default(),
+        };
+        // Appending under the partitions lock: a partition removed by the manager (stop,
+        // pause) never sees a late append, nor a re-added one an answer meant for before.
+        let out_of_range = {
+            let mut core = self.partitions.lock();
+            self.apply_outcome(&mut core, target, &fetched, &data, version, host, events)
+        };
+        if out_of_range {
+            if let Err(reason) = self.handle_out_of_range(tp, conn, host).await {
+                if self.take_out(tp) {
+                    let _ = events.send(FetcherEvent::Failed {
+                        mirror: self.mirror.clone(),
+                        tp: tp.clone(),
+                        reason,
+                    });
+                }
+            }
+        }
+    }
+
+    /// Carries out one partition's outcome under the partitions lock; true if its offsets
+    /// must be looked up on the source (out of range).
+    #[allow(clippy::too_many_arguments)]
+    fn apply_outcome(
+        &self,
+        core: &mut FetcherCore<i64>,
+        target: &FetchTarget,
+        fetched: &FetchedPartition,
+        data: &PartitionData,
+        version: i16,
+        host: &dyn MirrorHost,
+        events: &mpsc::UnboundedSender<FetcherEvent>,
     ) -> bool {
-        match data.error_code {
-            0 => {
-                // Appending under the partitions lock: a partition removed by the manager
-                // (stop, pause) never sees a late append.
-                let mut parts = self.partitions.lock();
-                let Some(st) = parts.get_mut(tp) else {
+        let tp = &target.tp;
+        let Some(outcome) = core.on_response(target, fetched, &NoLocalEpochs, now_ms()) else {
+            return false;
+        };
+        match outcome {
+            Outcome::Append { .. } | Outcome::HighWatermark(_) => {
+                let Some(offset) = core.payload_mut(tp) else {
                     return false;
                 };
-                match append_fetched(tp, st, &data, host) {
-                    Ok(appended) => {
+                match append_fetched(tp, offset, data, host) {
+                    Ok(_) => {
                         // Reported only after the append worked: it also tells the manager
                         // that the partition has recovered.
                         let _ = events.send(FetcherEvent::SourceHighWatermark {
@@ -307,59 +332,42 @@ impl MirrorFetcher {
                             tp: tp.clone(),
                             high_watermark: data.high_watermark,
                         });
-                        appended
                     }
                     Err(reason) => {
-                        parts.remove(tp);
-                        drop(parts);
+                        core.remove(tp);
                         let _ = events.send(FetcherEvent::Failed {
                             mirror: self.mirror.clone(),
                             tp: tp.clone(),
                             reason,
                         });
-                        false
                     }
                 }
             }
-            FENCED_LEADER_EPOCH | UNKNOWN_LEADER_EPOCH
+            Outcome::Backoff(FENCED_LEADER_EPOCH | UNKNOWN_LEADER_EPOCH)
                 if version >= 12
                     && data.current_leader.leader_id.0 == self.broker_id
                     && data.current_leader.leader_epoch >= 0 =>
             {
                 // The reply names the current epoch of this same leader: adopt it.
-                if let Some(st) = self.partitions.lock().get_mut(tp) {
-                    st.source_epoch = data.current_leader.leader_epoch;
-                }
-                false
+                core.set_leader_epoch(tp, data.current_leader.leader_epoch);
             }
-            OFFSET_OUT_OF_RANGE => {
-                if let Err(reason) = self.handle_out_of_range(tp, conn, host).await {
-                    if self.take_out(tp) {
-                        let _ = events.send(FetcherEvent::Failed {
-                            mirror: self.mirror.clone(),
-                            tp: tp.clone(),
-                            reason,
-                        });
-                    }
-                }
-                false
-            }
-            code => {
-                if self.take_out(tp) {
-                    let reason = match code {
-                        NOT_LEADER_OR_FOLLOWER => "the source leader moved".to_string(),
-                        FENCED_LEADER_EPOCH => "fenced leader epoch".to_string(),
-                        _ => format!("source error code {code}"),
-                    };
-                    let _ = events.send(FetcherEvent::NeedsLeader {
-                        mirror: self.mirror.clone(),
-                        tp: tp.clone(),
-                        reason,
-                    });
-                }
-                false
+            Outcome::ResetOffsets => return true,
+            outcome @ (Outcome::Backoff(_) | Outcome::Truncate(_)) => {
+                core.remove(tp);
+                let reason = match outcome {
+                    Outcome::Backoff(NOT_LEADER_OR_FOLLOWER) => "the source leader moved".into(),
+                    Outcome::Backoff(FENCED_LEADER_EPOCH) => "fenced leader epoch".into(),
+                    Outcome::Backoff(code) => format!("source error code {code}"),
+                    _ => "the source answered with a diverging epoch".to_string(),
+                };
+                let _ = events.send(FetcherEvent::NeedsLeader {
+                    mirror: self.mirror.clone(),
+                    tp: tp.clone(),
+                    reason,
+                });
             }
         }
+        false
     }
 
     /// The fetch offset is outside the source log: below its start (retention moved it), so
@@ -387,7 +395,7 @@ impl MirrorFetcher {
             return Err("ListOffsets on the source failed".into());
         };
         let mut parts = self.partitions.lock();
-        let Some(st) = parts.get_mut(tp) else {
+        let Some(fetch_offset) = parts.payload_mut(tp) else {
             return Ok(());
         };
         let replica = host
@@ -408,46 +416,75 @@ impl MirrorFetcher {
             ));
         }
         host.on_log_reset(&tp.0, tp.1);
-        st.fetch_offset = log.log_end_offset();
+        *fetch_offset = log.log_end_offset();
         Ok(())
     }
 }
 
-/// The whole batches of a fetched buffer that end at or after `fetch_offset`: leading batches
-/// wholly below it are skipped, a partial batch at the end is dropped.
-pub fn whole_batches_from(
-    records: &Bytes,
-    fetch_offset: i64,
-) -> Result<(Bytes, Option<i64>), String> {
-    let mut pos = 0usize;
-    let mut start = None;
-    let mut first_base = None;
-    while pos < records.len() {
-        let rest = &records[pos..];
-        let header = match RecordBatchHeader::parse(rest) {
-            Ok(h) => h,
-            // A partial batch (cut by the size limit) or the old message format's tail.
-            Err(_) => break,
-        };
-        if header.size() > rest.len() {
-            break;
-        }
-        if header.last_offset() >= fetch_offset && start.is_none() {
-            start = Some(pos);
-            first_base = Some(header.base_offset);
-        }
-        pos += header.size();
+/// Milliseconds since the epoch.
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+/// A mirror partition's log as the fetcher core sees it: its epochs are this cluster's, never
+/// compared with the source's.
+struct NoLocalEpochs;
+
+impl LocalLog for NoLocalEpochs {
+    fn log_end_offset(&self) -> i64 {
+        -1
     }
-    match start {
-        Some(s) => Ok((records.slice(s..pos), first_base)),
-        None => Ok((Bytes::new(), None)),
+    fn latest_epoch(&self) -> Option<i32> {
+        None
     }
+    fn end_offset_for_epoch(&self, _: i32) -> Option<(i32, i64)> {
+        None
+    }
+    fn high_watermark(&self) -> i64 {
+        -1
+    }
+}
+
+/// A consumer Fetch (read_committed) for `targets`, grouped by topic.
+fn build_request(targets: &[(FetchTarget, i64)], settings: &MirrorSettings) -> FetchRequest {
+    let mut topics: BTreeMap<&str, Vec<FetchPartition>> = BTreeMap::new();
+    for (t, _) in targets {
+        topics.entry(t.tp.0.as_str()).or_default().push(
+            FetchPartition::default()
+                .with_partition(t.tp.1)
+                .with_current_leader_epoch(t.current_leader_epoch)
+                .with_fetch_offset(t.fetch_offset)
+                .with_last_fetched_epoch(-1)
+                .with_log_start_offset(-1)
+                .with_partition_max_bytes(settings.fetch_partition_max_bytes),
+        );
+    }
+    FetchRequest::default()
+        .with_replica_id(BrokerId(-1))
+        .with_max_wait_ms(settings.fetch_wait_max_ms)
+        .with_min_bytes(settings.fetch_min_bytes)
+        .with_max_bytes(settings.fetch_response_max_bytes)
+        .with_isolation_level(1)
+        .with_session_id(0)
+        .with_session_epoch(-1)
+        .with_topics(
+            topics
+                .into_iter()
+                .map(|(t, ps)| {
+                    FetchTopic::default()
+                        .with_topic(TopicName(StrBytes::from_string(t.to_string())))
+                        .with_partitions(ps)
+                })
+                .collect(),
+        )
 }
 
 /// Appends one partition's fetched batches; returns whether anything was appended.
 fn append_fetched(
     tp: &TopicPartition,
-    st: &mut PartitionFetchState,
+    fetch_offset: &mut i64,
     data: &PartitionData,
     host: &dyn MirrorHost,
 ) -> Result<bool, String> {
@@ -457,7 +494,7 @@ fn append_fetched(
     let log = &replica.log;
     let mut appended = false;
     if let Some(records) = data.records.as_ref().filter(|r| !r.is_empty()) {
-        let (batches, first_base) = whole_batches_from(records, st.fetch_offset)?;
+        let (batches, first_base) = whole_batches_from(records, *fetch_offset)?;
         if !batches.is_empty() {
             let leo = log.log_end_offset();
             if let Some(base) = first_base.filter(|b| *b < leo) {
@@ -483,7 +520,7 @@ fn append_fetched(
         log.delete_records_before(source_start)
             .map_err(|e| format!("moving the log start to {source_start}: {e}"))?;
     }
-    st.fetch_offset = log.log_end_offset();
+    *fetch_offset = log.log_end_offset();
     if appended {
         host.on_mirror_append(&tp.0, tp.1);
     }
@@ -494,8 +531,10 @@ fn append_fetched(
 mod tests {
     use super::*;
     use crate::host::LeaderReplica;
+    use bytes::Bytes;
     use std::sync::atomic::{AtomicUsize, Ordering};
     use tern_protocol::record_batch::Compression;
+    use tern_protocol::record_batch::RecordBatchHeader;
     use tern_protocol::records::RecordBatchBuilder;
     use tern_storage::{Log, LogConfig};
 
@@ -554,12 +593,9 @@ mod tests {
         let (_dir, host) = host();
         let source = concat(&[batch(0, 3), batch(3, 2)]);
         let tp = ("t".to_string(), 0);
-        let mut st = PartitionFetchState {
-            fetch_offset: 0,
-            source_epoch: -1,
-        };
+        let mut st: i64 = 0;
         assert!(append_fetched(&tp, &mut st, &data(source.clone(), 0, 5), &host).unwrap());
-        assert_eq!(st.fetch_offset, 5);
+        assert_eq!(st, 5);
         assert_eq!(host.appends.load(Ordering::SeqCst), 1);
         let read = host.log.read(0, 1 << 20, None, true).unwrap().records;
         assert_eq!(read.len(), source.len());
@@ -582,10 +618,7 @@ mod tests {
         let (_dir, host) = host();
         host.log.truncate_fully_and_start_at(4).unwrap();
         let tp = ("t".to_string(), 0);
-        let mut st = PartitionFetchState {
-            fetch_offset: 4,
-            source_epoch: -1,
-        };
+        let mut st: i64 = 4;
         // The source starts at 4, inside the batch 3..=5, and serves that whole batch.
         let source = concat(&[batch(3, 3), batch(6, 2)]);
         append_fetched(&tp, &mut st, &data(source, 4, 8), &host).unwrap();
@@ -602,10 +635,7 @@ mod tests {
     fn keeps_compaction_gaps() {
         let (_dir, host) = host();
         let tp = ("t".to_string(), 0);
-        let mut st = PartitionFetchState {
-            fetch_offset: 0,
-            source_epoch: -1,
-        };
+        let mut st: i64 = 0;
         // Offsets 3..10 were compacted away on the source.
         let source = concat(&[batch(0, 3), batch(10, 2)]);
         append_fetched(&tp, &mut st, &data(source, 0, 12), &host).unwrap();
@@ -621,27 +651,5 @@ mod tests {
                 .unwrap();
         }
         b.build().unwrap()
-    }
-
-    #[test]
-    fn keeps_whole_batches_at_or_after_the_fetch_offset() {
-        let mut buf = BytesMut::new();
-        buf.extend_from_slice(&batch(0, 3));
-        buf.extend_from_slice(&batch(3, 3));
-        let third = batch(6, 3);
-        buf.extend_from_slice(&third);
-        let all = buf.clone().freeze();
-        // Fetch offset inside the second batch: that batch and the third.
-        let (kept, first) = whole_batches_from(&all, 4).unwrap();
-        assert_eq!(first, Some(3));
-        assert_eq!(kept.len(), all.len() - batch(0, 3).len());
-        // A cut third batch is dropped.
-        let cut = all.slice(..all.len() - 5);
-        let (kept, _) = whole_batches_from(&cut, 0).unwrap();
-        assert_eq!(kept.len(), all.len() - third.len());
-        // Everything below the offset: nothing.
-        let (kept, first) = whole_batches_from(&all, 9).unwrap();
-        assert!(kept.is_empty());
-        assert_eq!(first, None);
     }
 }

@@ -8,9 +8,9 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use super::fetcher_core::TopicPartition;
 use super::replica_fetcher::{FetcherContext, ReplicaFetcher};
 use crate::replica_manager::Partition;
+use tern_replication::fetcher_core::TopicPartition;
 
 /// Every replica fetcher of this broker.
 pub struct ReplicaFetcherManager {

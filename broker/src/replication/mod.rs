@@ -1,11 +1,10 @@
 //! Replication between brokers, Kafka's ISR model: followers fetch from partition leaders
-//! ([`replica_fetcher`], driven by the sans-I/O [`fetcher_core`] and placed by
+//! ([`replica_fetcher`], driven by the sans-I/O `tern_replication::fetcher_core` and placed by
 //! [`fetcher_manager`]); leaders track followers, move the high watermark and change the ISR
 //! ([`partition_state`], [`isr_updater`]); acks=all produces wait for the ISR
 //! ([`delayed_produce`]).
 
 pub mod delayed_produce;
-pub mod fetcher_core;
 pub mod fetcher_manager;
 pub mod isr_updater;
 pub mod partition_state;

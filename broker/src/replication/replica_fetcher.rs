@@ -19,10 +19,12 @@ use tern_controller::Controller;
 use tern_protocol::client::KafkaConnection;
 use tokio::sync::Notify;
 
-use super::fetcher_core::{FetchTarget, FetchedPartition, FetcherCore, LocalLog, Outcome};
 use crate::config::ReplicationConfig;
 use crate::group_coordinator::now_ms;
 use crate::replica_manager::Partition;
+use tern_replication::fetcher_core::{
+    FetchTarget, FetchedPartition, FetcherCore, LocalLog, Outcome,
+};
 
 const FETCH_VERSION: i16 = 12;
 const LIST_OFFSETS_VERSION: i16 = 5;
@@ -310,10 +312,11 @@ impl ReplicaFetcher {
                 continue;
             };
             let now = now_ms();
-            let outcome = self
-                .core
-                .lock()
-                .on_response(&target, &d, &PartitionLog(&partition), now);
+            // The core stays locked through the append or truncation: the manager takes a
+            // partition out (it became leader here) only between two of them, so a follower
+            // append never lands in a log this broker already leads.
+            let mut core = self.core.lock();
+            let outcome = core.on_response(&target, &d, &PartitionLog(&partition), now);
             let result = match outcome {
                 None => Ok(()),
                 Some(Outcome::Append {
@@ -343,7 +346,7 @@ impl ReplicaFetcher {
             };
             if let Err(e) = result {
                 tracing::warn!(topic = %target.tp.0, partition = target.tp.1, error = %e, "follower append failed");
-                self.core.lock().delay(&target.tp, now);
+                core.delay(&target.tp, now);
             }
         }
         resets
@@ -358,7 +361,7 @@ fn append(
     records: bytes::Bytes,
     leader_high_watermark: i64,
 ) -> Result<(), String> {
-    let (whole, _) = tern_mirror::fetcher::whole_batches_from(&records, target.fetch_offset)?;
+    let (whole, _) = tern_replication::batches::whole_batches_from(&records, target.fetch_offset)?;
     if !whole.is_empty() {
         partition
             .log

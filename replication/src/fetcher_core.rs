@@ -122,6 +122,24 @@ impl<P: Clone> FetcherCore<P> {
         );
     }
 
+    /// The payload of a partition, to update what the I/O side keeps in it.
+    pub fn payload_mut(&mut self, tp: &TopicPartition) -> Option<&mut P> {
+        self.partitions.get_mut(tp).map(|e| &mut e.payload)
+    }
+
+    /// Takes a newer leader epoch the leader reported, and fetches again at once.
+    pub fn set_leader_epoch(&mut self, tp: &TopicPartition, leader_epoch: i32) {
+        if let Some(e) = self.partitions.get_mut(tp) {
+            e.leader_epoch = leader_epoch;
+            e.delayed_until_ms = 0;
+        }
+    }
+
+    /// Stops fetching every partition; returns them.
+    pub fn clear(&mut self) -> Vec<TopicPartition> {
+        std::mem::take(&mut self.partitions).into_keys().collect()
+    }
+
     /// Stops fetching a partition; true if it was here.
     pub fn remove(&mut self, tp: &TopicPartition) -> bool {
         self.partitions.remove(tp).is_some()
