@@ -12,7 +12,7 @@ partition count (default 3, then 1):
   - java: Apache Kafka's ProducerPerformance (kafka-producer-perf-test), --throughput -1,
     `--records` records: MB/s, records/s and its p50/p99/p99.9 (mostly queueing when unthrottled);
   - c: librdkafka (confluent-kafka's Producer, driven from a Python child process: see
-    `c_producer`), as fast as it goes, `--records` records: MB/s, records/s, p50/p99/p99.9 of
+    `c_producer`), as fast as it goes, `--c-records` records: MB/s, records/s, p50/p99/p99.9 of
     librdkafka's own produce()-to-acknowledgement time (Message.latency());
   - rate: ProducerPerformance at `--rate` records/s for `--rate-seconds` s: the latency of a
     cluster that keeps up (p50/p99/p99.9 as the tool reports them).
@@ -25,8 +25,9 @@ brokers' CPU while the cluster sat idle just before the cell; the JVMs' JIT comp
 After every producer cell the partitions' high watermarks must add up to exactly the number of
 records the client reports acknowledged and every ISR must be back to 3 replicas; a broker that
 exits, a client error, a timeout or a missing record stops the run (data dirs and node logs kept).
+Each topic is deleted after its check (DeleteTopics), so the disk holds about one cell's data.
 
-    python bench/replication/run.py [--records 300000] [--partitions 3 1] [--rounds 2]
+    python bench/replication/run.py [--records 300000] [--c-records 1000000] [--partitions 3 1] [--rounds 2]
         [--rate 5000 --rate-seconds 30] [--tern /tmp/tern-bench-bin] [--write-results]
 
 Needs: java 17, the Apache Kafka jars (tests/harness/kafka_peer.py resolves them into
@@ -186,6 +187,8 @@ class KafkaCluster3:
         "broker.heartbeat.interval.ms": "2000",
         "broker.session.timeout.ms": "9000",
         "log.cleaner.dedupe.buffer.size": str(128 * 1024 * 1024),
+        "offsets.topic.num.partitions": "50",
+        "transaction.state.log.num.partitions": "50",
     }
 
     def __init__(self, version, data_dir, heap):
@@ -343,6 +346,17 @@ def create_topic(cluster, topic, partitions):
     return wait_full_isr(cluster, topic, partitions, 60, f"creation of {topic}")
 
 
+def delete_topic(cluster, topic):
+    """Deletes a cell's topic once it has been checked, so that a run's disk use stays at about
+    one cell's (3 replicas x up to 1 GB per cluster)."""
+    from confluent_kafka.admin import AdminClient
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    try:
+        admin.delete_topics([topic], operation_timeout=30)[topic].result(timeout=60)
+    except Exception as e:  # noqa: BLE001
+        raise BenchFailure(f"{cluster.name}: DeleteTopics {topic} failed: {e}\n{cluster.tails()}") from e
+
+
 def partition_view(address, topic):
     """{partition: (leader, replicas, isr)} of `topic` as a broker of `address` (librdkafka picks one) reports it."""
     from confluent_kafka.admin import AdminClient
@@ -373,13 +387,19 @@ def wait_full_isr(cluster, topic, partitions, timeout, what):
 
 
 def high_watermarks(cluster, topic, partitions):
-    from confluent_kafka import Consumer, TopicPartition
-    c = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "bench-watermarks",
-                  "enable.auto.commit": False})
-    try:
-        return {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=10) for p in range(partitions)}
-    finally:
-        c.close()
+    """{partition: (log start, high watermark)} through ListOffsets (earliest / latest, as a
+    consumer asks: the latest is the high watermark), which needs no consumer group, so that
+    neither cluster creates __consumer_offsets during the run."""
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import AdminClient, OffsetSpec
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    out = {}
+    for spec, i in ((OffsetSpec.earliest(), 0), (OffsetSpec.latest(), 1)):
+        futs = admin.list_offsets({TopicPartition(topic, p): spec for p in range(partitions)},
+                                  request_timeout=30)
+        for tp, fut in futs.items():
+            out.setdefault(tp.partition, [None, None])[i] = fut.result(timeout=60).offset
+    return {p: tuple(v) for p, v in sorted(out.items())}
 
 
 def check_contents(cluster, topic, partitions, acked):
@@ -510,9 +530,11 @@ def run_cell(args, jars, cluster, other, kind, partitions, topic):
         elif kind == "rate":
             r = java_produce(jars, cluster.bootstrap, topic, args.rate * args.rate_seconds, args.rate, timeout)
         else:
-            r = c_produce(cluster.bootstrap, topic, args.records, timeout)
+            r = c_produce(cluster.bootstrap, topic, args.c_records, timeout)
     cluster.check_alive(f"{kind} p={partitions}")
     leaders, marks = check_contents(cluster, topic, partitions, r["records"] if kind != "c" else r["acked"])
+    if not args.keep:
+        delete_topic(cluster, topic)
     gb = r["records"] * RECORD_SIZE / 1e9
     r.update({"broker_cpu_s": w.cpu_s, "jit_s": w.jit_s, "client_cpu_s": w.client_s, "other_cpu_s": w.other_s,
               "wall_s": w.wall_s, "broker_s_per_gb": w.cpu_s / gb, "client_s_per_gb": w.client_s / gb,
@@ -538,6 +560,8 @@ def warm_up(args, jars, cluster, started):
             r = java_produce(jars, cluster.bootstrap, topic, records, -1, args.cell_timeout)
             acked = r["records"]
         check_contents(cluster, topic, partitions, acked)
+        if not args.keep:
+            delete_topic(cluster, topic)
         print(f"[{time.time() - started:5.0f}s] warm-up {cluster.name}: {records} records, p={partitions}, "
               f"{'librdkafka' if client == 'c' else 'ProducerPerformance'}: {r['mb_s']:.1f} MB/s (not counted)",
               flush=True)
@@ -635,7 +659,8 @@ def main(argv):
         c_producer(argv[1], argv[2], int(argv[3]))
         return 0
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--records", type=int, default=300_000, help="records per max-rate cell")
+    ap.add_argument("--records", type=int, default=300_000, help="records per max-rate ProducerPerformance cell")
+    ap.add_argument("--c-records", type=int, default=1_000_000, help="records per librdkafka cell")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--partitions", type=int, nargs="+", default=[3, 1])
     ap.add_argument("--rate", type=int, default=5_000, help="records/s of the latency cell (0: none)")
@@ -695,7 +720,8 @@ run stops otherwise).
 {out}
 
 - MB/s are MiB/s (ProducerPerformance's unit; the librdkafka cell uses the same).  Max-rate cells:
-  {args.records} records; the latency cell: {args.rate * args.rate_seconds} records at {args.rate}/s.
+  {args.records} records (ProducerPerformance), {args.c_records} (librdkafka); the latency cell:
+  {args.rate * args.rate_seconds} records at {args.rate}/s.  Each cell's topic is deleted after its check.
 - ProducerPerformance: Java client defaults (idempotent, linger.ms=5, batch.size=16384, sticky
   partitioner); its latency is send() to acknowledgement, so unthrottled it is mostly time queued in
   the client.  librdkafka (confluent-kafka {confluent_kafka.version()}, librdkafka

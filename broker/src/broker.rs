@@ -14,6 +14,7 @@ use crate::group_coordinator::GroupCoordinator;
 use crate::meta_properties::{load_existing, load_or_format, load_or_format_as};
 use crate::replica_manager::ReplicaManager;
 use crate::replication::fetcher_manager::ReplicaFetcherManager;
+use crate::replication::hw_checkpoint;
 use crate::replication::replica_fetcher::FetcherContext;
 
 /// Everything a request handler needs.
@@ -298,6 +299,7 @@ impl Broker {
             default_log_config.clone(),
             fetchers.clone(),
         ));
+        replicas.set_checkpointed_high_watermarks(hw_checkpoint::load(&config.log_dirs));
         // In a cluster it is created at the first FindCoordinator, once brokers have joined
         // to spread its partitions over (as Kafka does).
         if !config.is_multi_node() {
@@ -484,6 +486,32 @@ impl Broker {
         let id = ids.0;
         ids.0 += 1;
         Ok(id)
+    }
+
+    /// Writes every partition's high watermark to the checkpoint.
+    pub fn checkpoint_high_watermarks(&self) {
+        hw_checkpoint::write(&self.config.log_dirs, &self.replicas.all_partitions());
+    }
+
+    /// Checkpoints high watermarks every `replica.high.watermark.checkpoint.interval.ms`
+    /// until `shutdown` fires.
+    pub fn spawn_high_watermark_checkpoints(
+        self: &Arc<Self>,
+        mut shutdown: tokio::sync::watch::Receiver<bool>,
+    ) -> tokio::task::JoinHandle<()> {
+        let broker = Arc::downgrade(self);
+        let interval =
+            std::time::Duration::from_millis(self.config.replication.hw_checkpoint_interval_ms);
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    _ = tokio::time::sleep(interval) => {}
+                    _ = shutdown.changed() => return,
+                }
+                let Some(b) = broker.upgrade() else { return };
+                let _ = tokio::task::spawn_blocking(move || b.checkpoint_high_watermarks()).await;
+            }
+        })
     }
 
     /// Follows controller images into the replica manager until `shutdown` fires.

@@ -1,5 +1,6 @@
 //! The Tern broker: network server, request handlers, replica manager and configuration.
 
+pub mod blocking;
 pub mod broker;
 pub mod config;
 pub mod connection;

@@ -151,6 +151,8 @@ pub struct ReplicaManager {
     apply_lock: parking_lot::Mutex<u64>,
     fetchers: Arc<ReplicaFetcherManager>,
     leadership_listeners: RwLock<Vec<LeadershipListener>>,
+    /// High watermarks read from the checkpoint at start, taken by partitions as they open.
+    checkpointed: Mutex<HashMap<(String, i32), i64>>,
 }
 
 /// Called with a partition and whether this broker now leads it.
@@ -184,7 +186,13 @@ impl ReplicaManager {
             apply_lock: parking_lot::Mutex::new(0),
             fetchers,
             leadership_listeners: RwLock::new(Vec::new()),
+            checkpointed: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// High watermarks to start partitions from (the checkpoint read at start).
+    pub fn set_checkpointed_high_watermarks(&self, hws: HashMap<(String, i32), i64>) {
+        *self.checkpointed.lock() = hws;
     }
 
     /// Every hosted partition.
@@ -316,12 +324,17 @@ impl ReplicaManager {
         let config = log_config_for(&self.default_log_config, configs);
         let log = self.logs.get_or_create(&topic.name, index, config)?;
         let leo = log.log_end_offset();
-        // Alone in the ISR, everything here is committed; otherwise nothing is known to be
-        // until the leader has heard from its ISR (or, as a follower, from its leader).
+        // Alone in the ISR, everything here is committed; otherwise what the checkpoint says
+        // was (within the log), until the leader hears from its ISR (or, as a follower, from
+        // its leader).
+        let checkpointed = self
+            .checkpointed
+            .lock()
+            .remove(&(topic.name.clone(), index));
         let hw = if p.isr == [self.node_id] {
             leo
         } else {
-            log.log_start_offset()
+            checkpointed.unwrap_or(0).clamp(log.log_start_offset(), leo)
         };
         let (hw_changed, _) = watch::channel(hw);
         let (leo_changed, _) = watch::channel(leo);

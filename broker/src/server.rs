@@ -57,6 +57,7 @@ impl Server {
         }
         tasks.push(broker.spawn_metadata_listener(shutdown_rx.clone()));
         tasks.push(broker.spawn_heartbeats(shutdown_rx.clone()));
+        tasks.push(broker.spawn_high_watermark_checkpoints(shutdown_rx.clone()));
         tasks.push(crate::replication::isr_updater::spawn(
             broker.config.node_id,
             broker.replicas.clone(),
@@ -93,6 +94,8 @@ impl Server {
             let _ = task.await;
         }
         self.broker.fetchers.shutdown();
+        let broker = self.broker.clone();
+        let _ = tokio::task::spawn_blocking(move || broker.checkpoint_high_watermarks()).await;
         if let Some(bg) = self.background.take() {
             bg.stop();
         }

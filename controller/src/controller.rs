@@ -21,7 +21,7 @@ use crate::client::ControllerClient;
 use crate::commands::{BrokerRegistration, Command, Reply, WireError};
 use crate::image::MetadataImage;
 use crate::metadata_state::MetadataState;
-use crate::placement::assign_replicas;
+use crate::placement::place;
 use crate::quorum::QuorumHandle;
 use crate::records::{ConfigResourceType, MetadataRecord};
 use crate::topic_configs::validate_topic_config;
@@ -634,7 +634,7 @@ impl Controller {
                     ),
                 ));
             }
-            assign_replicas(&brokers, 0, partitions, rf as usize)
+            place(&image, 0, partitions, rf as usize)
         } else {
             if req.num_partitions != -1 || req.replication_factor != -1 {
                 return Err(ApiError::new(
@@ -717,7 +717,7 @@ impl Controller {
                     format!("The target replication factor of {rf} cannot be reached because only {} broker(s) are live.", brokers.len()),
                 ));
             }
-            assign_replicas(&brokers, current, count - current, rf)
+            place(&image, current, count - current, rf)
         } else {
             if assignments.len() as i32 != count - current {
                 return Err(ApiError::new(

@@ -127,12 +127,30 @@ pub const TOPIC_CONFIGS: &[TopicConfigDef] = &[
         Some(0.0),
         &[],
     ),
+    // Replication throttles (kafka-reassign-partitions.sh sets and clears them): kept and
+    // described, not enforced yet (the broker warns when one is set).
+    def(
+        THROTTLED_REPLICAS_FOLLOWER,
+        "",
+        ConfigType::String,
+        None,
+        None,
+        &[],
+    ),
     def(
         "index.interval.bytes",
         "4096",
         Int,
         Some("log.index.interval.bytes"),
         Some(0.0),
+        &[],
+    ),
+    def(
+        THROTTLED_REPLICAS_LEADER,
+        "",
+        ConfigType::String,
+        None,
+        None,
         &[],
     ),
     def(
@@ -270,6 +288,11 @@ pub const TOPIC_CONFIGS: &[TopicConfigDef] = &[
 pub fn topic_config(name: &str) -> Option<&'static TopicConfigDef> {
     TOPIC_CONFIGS.iter().find(|d| d.name == name)
 }
+
+/// Kafka's leader-side replication throttle of a topic (`[partition]:[broker],...` or `*`).
+pub const THROTTLED_REPLICAS_LEADER: &str = "leader.replication.throttled.replicas";
+/// Kafka's follower-side replication throttle of a topic.
+pub const THROTTLED_REPLICAS_FOLLOWER: &str = "follower.replication.throttled.replicas";
 
 /// `unclean.leader.election.enable`, refused when true.
 pub const UNCLEAN_ELECTION: &str = "unclean.leader.election.enable";

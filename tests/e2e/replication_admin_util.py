@@ -1,8 +1,10 @@
 """Helpers for test_replication_admin.py: Apache Kafka's admin tools (kafka-leader-election.sh,
 kafka-reassign-partitions.sh, kafka-log-dirs.sh) run through kafka_dist.py and their output
-parsed; kafka-python's admin client for the requests whose error codes the Java tools would hide
-or refuse to send; waits on one partition's state as every broker asked reports it; a network of
-namespaces on its own subnet for the network-partition test.
+parsed; a raw ListPartitionReassignments v0 answered by one broker; kafka-python's admin client
+for the requests whose error codes the Java tools would hide or refuse to send; waits on one
+partition's state as every broker asked reports it; the placement of librdkafka's implicitly
+acknowledged records; a cluster fixture with per-node settings; a network of namespaces on its
+own subnet for the network-partition test.
 
 Nothing here starts or stops tern nodes except the cluster fixtures (test_cluster.py's Cluster
 and test_cluster_partition.py's NetnsNode do the work)."""
@@ -28,9 +30,9 @@ REASSIGN = "org.apache.kafka.tools.reassign.ReassignPartitionsCommand"  # bin/ka
 LOG_DIRS = "kafka-log-dirs"  # org.apache.kafka.tools.LogDirsCommand
 
 # Admin client settings for every tool: a request to a broker that does not answer is retried
-# elsewhere after 10 s, a whole call gives up after 40 s.
+# elsewhere after 6 s (a frozen broker), a whole call gives up after 40 s.
 TOOL_CONFIG = """\
-request.timeout.ms=10000
+request.timeout.ms=6000
 default.api.timeout.ms=40000
 socket.connection.setup.timeout.ms=2000
 socket.connection.setup.timeout.max.ms=5000
@@ -50,7 +52,7 @@ class AdminTools:
         self.config.write_text(TOOL_CONFIG)
         self.runs = 0
 
-    def run(self, tool, *args, timeout=100):
+    def run(self, tool, *args, timeout=80):
         self.runs += 1
         try:
             p = self.dist.run(tool, *args, timeout=timeout)
@@ -88,10 +90,6 @@ class AdminTools:
         """--execute, --verify or --cancel with a reassignment JSON built from `plan`."""
         return self.run(REASSIGN, "--bootstrap-server", bootstrap, "--command-config", self.config,
                         f"--{action}", "--reassignment-json-file", self.plan_file(plan))
-
-    def list_reassignments(self, bootstrap):
-        return self.run(REASSIGN, "--bootstrap-server", bootstrap, "--command-config", self.config,
-                        "--list")
 
     # -- kafka-log-dirs.sh -------------------------------------------------------------------
 
@@ -250,11 +248,6 @@ def wait_partition(cluster, topic, partition, ids, what, predicate, timeout=45):
 
     return wait_for(f"{topic}/{partition}: {what} (as nodes {list(ids)} agree)", check, timeout,
                     interval=0.3, diag=lambda: views(cluster, topic, ids))
-
-
-def partition_dirs(node, topic, partition, dirs=None):
-    """The log dirs (of `dirs`, default the node's data dir) holding topic-partition's dir."""
-    return [d for d in (dirs or [node.data_dir]) if (Path(d) / f"{topic}-{partition}").is_dir()]
 
 
 # -- clusters with per-node settings ---------------------------------------------------------------------

@@ -332,6 +332,12 @@ impl BrokerConfig {
                 num_fetchers: num(&props, "num.replica.fetchers", 1usize)?.max(1),
                 inter_broker_listener: get("inter.broker.listener.name")
                     .map(|n| n.trim().to_ascii_uppercase()),
+                hw_checkpoint_interval_ms: num(
+                    &props,
+                    "replica.high.watermark.checkpoint.interval.ms",
+                    5_000u64,
+                )?
+                .max(1),
             },
             fetch_session_cache_slots: num(
                 &props,
@@ -469,6 +475,8 @@ pub struct ReplicationConfig {
     pub num_fetchers: usize,
     /// `inter.broker.listener.name`, if set (else the first listener).
     pub inter_broker_listener: Option<String>,
+    /// `replica.high.watermark.checkpoint.interval.ms`.
+    pub hw_checkpoint_interval_ms: u64,
 }
 
 /// Properties from pairs, for unit tests of the settings readers.

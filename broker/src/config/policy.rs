@@ -89,6 +89,7 @@ const READ_KEYS: &[&str] = &[
     "replica.fetch.response.max.bytes",
     "replica.fetch.backoff.ms",
     "num.replica.fetchers",
+    "replica.high.watermark.checkpoint.interval.ms",
     "auto.leader.rebalance.enable",
     "leader.imbalance.check.interval.seconds",
     "leader.imbalance.per.broker.percentage",

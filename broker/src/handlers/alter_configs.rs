@@ -45,10 +45,26 @@ fn apply(
     if let Some(e) = config_authorization(authz, AclOperation::AlterConfigs, resource_type, name) {
         return Err(ApiError::new(e, "Authorization failed."));
     }
+    if resource_type == RESOURCE_BROKER {
+        // No broker config is dynamic here: deleting one is a no-op, as deleting an unset
+        // dynamic config is in Kafka (kafka-reassign-partitions.sh clears throttles so).
+        let changes = changes?;
+        if !changes.is_empty() && changes.iter().all(|(_, v)| v.is_none()) {
+            return Ok(());
+        }
+        return Err(unsupported_resource(resource_type));
+    }
     if resource_type != RESOURCE_TOPIC {
         return Err(unsupported_resource(resource_type));
     }
     let changes = changes?;
+    for (key, value) in &changes {
+        let throttle = key == tern_controller::topic_configs::THROTTLED_REPLICAS_LEADER
+            || key == tern_controller::topic_configs::THROTTLED_REPLICAS_FOLLOWER;
+        if throttle && value.as_deref().is_some_and(|v| !v.trim().is_empty()) {
+            tracing::warn!(topic = name, config = %key, "replication throttles are kept but not enforced yet");
+        }
+    }
     if changes
         .iter()
         .any(|(k, _)| k == tern_controller::topic_configs::MIRROR_NAME_CONFIG)

@@ -16,6 +16,7 @@ use tokio::sync::watch;
 use tern_controller::acls::AclOperation;
 
 use super::{sb, RequestContext};
+use crate::blocking::disk_io;
 use crate::broker::Broker;
 use crate::errors::storage_error_code;
 use crate::fetch_session::{FetchItem, RequestedPartitions, SentState};
@@ -360,7 +361,7 @@ pub async fn handle(
         replica_id: replica_id_of(&req, version),
         isolation_level: req.isolation_level,
     };
-    let mut pass = read_pass(broker, &ctx.items, &denied, max_bytes, fetcher);
+    let mut pass = disk_io(|| read_pass(broker, &ctx.items, &denied, max_bytes, fetcher));
     while !(pass.bytes >= min_bytes.max(1)
         || min_bytes == 0
         || pass.has_error
@@ -376,7 +377,7 @@ pub async fn handle(
         let moved = tokio::time::timeout_at(deadline, first_of(waits))
             .await
             .is_ok();
-        pass = read_pass(broker, &ctx.items, &denied, max_bytes, fetcher);
+        pass = disk_io(|| read_pass(broker, &ctx.items, &denied, max_bytes, fetcher));
         if !moved {
             break;
         }

@@ -7,6 +7,7 @@ use kafka_protocol::ResponseError;
 use tern_controller::acls::{AclOperation, AclResourceType};
 
 use super::{sb, RequestContext};
+use crate::blocking::disk_io;
 use crate::broker::Broker;
 use crate::errors::{storage_error_code, READ_ONLY_TOPIC};
 use crate::produce_validation::{prepare, TopicWritePolicy};
@@ -163,10 +164,8 @@ pub async fn handle(
                     continue;
                 }
             };
-            match partition
-                .log
-                .append_as_leader(records, partition.leader_epoch())
-            {
+            let epoch = partition.leader_epoch();
+            match disk_io(|| partition.log.append_as_leader(records, epoch)) {
                 Ok(info) => {
                     partition.on_local_append();
                     if req.acks == -1 {

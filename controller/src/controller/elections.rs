@@ -105,11 +105,10 @@ impl Controller {
                 .iter()
                 .map(|tp| (tp.clone(), lookup(&image, tp)))
                 .collect(),
-            None => all_partitions(&image)
-                .into_iter()
-                .filter(|(_, found)| found.is_some_and(|(_, p)| preferred_leader_missing(p, &live)))
-                .collect(),
+            None => all_partitions(&image),
         };
+        // For all partitions, Kafka answers every one except those that need no election.
+        let all = partitions.is_none();
         let mut records = Vec::new();
         let mut results = Vec::with_capacity(wanted.len());
         for (tp, found) in wanted {
@@ -139,6 +138,7 @@ impl Controller {
                     ));
                     results.push((tp, Ok(())));
                 }
+                Err(e) if all && e.error == ResponseError::ElectionNotNeeded => {}
                 Err(e) => results.push((tp, Err(e))),
             }
         }
