@@ -300,12 +300,12 @@ impl Broker {
             fetchers.clone(),
         ));
         replicas.set_checkpointed_high_watermarks(hw_checkpoint::load(&config.log_dirs));
-        // In a cluster it is created at the first FindCoordinator, once brokers have joined
-        // to spread its partitions over (as Kafka does).
+        // In a cluster they are created at first use (FindCoordinator, a mirror RPC), once
+        // brokers have joined to spread and replicate their partitions (as Kafka does).
         if !config.is_multi_node() {
             ensure_offsets_topic(&controller, &config)?;
+            ensure_mirror_state_topic(&controller, &config)?;
         }
-        ensure_mirror_state_topic(&controller, &config)?;
         replicas.apply_image(&controller.image());
         let groups = Arc::new(GroupCoordinator::new(
             config.coordinator.clone(),
@@ -472,6 +472,24 @@ impl Broker {
             Err(e) => {
                 tracing::warn!(error = %e, "cannot create {OFFSETS_TOPIC}");
                 false
+            }
+        }
+    }
+
+    /// Creates `__mirror_state` if it does not exist yet (the first mirror RPC of a cluster).
+    pub fn ensure_mirror_state_topic(&self) {
+        if self
+            .controller
+            .image()
+            .topic(tern_mirror::MIRROR_STATE_TOPIC)
+            .is_some()
+        {
+            return;
+        }
+        match ensure_mirror_state_topic(&self.controller, &self.config) {
+            Ok(()) => self.replicas.apply_image(&self.controller.image()),
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot create {}", tern_mirror::MIRROR_STATE_TOPIC)
             }
         }
     }

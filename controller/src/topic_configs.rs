@@ -352,6 +352,16 @@ pub fn validate_topic_config(name: &str, value: &str) -> Result<(), String> {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn unclean_election_is_refused_and_throttles_are_kept() {
+        assert!(validate_topic_config(UNCLEAN_ELECTION, "false").is_ok());
+        let e = validate_topic_config(UNCLEAN_ELECTION, "TRUE").unwrap_err();
+        assert!(e.contains("unclean leader election"), "{e}");
+        assert!(validate_topic_config(THROTTLED_REPLICAS_LEADER, "0:1,1:2").is_ok());
+        assert!(validate_topic_config(THROTTLED_REPLICAS_FOLLOWER, "*").is_ok());
+    }
+
     use super::*;
 
     #[test]

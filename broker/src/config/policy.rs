@@ -433,6 +433,49 @@ mod tests {
     }
 
     #[test]
+    fn unclean_election_and_a_secured_inter_broker_listener_of_a_cluster_are_refused() {
+        let e = refusal(&[("unclean.leader.election.enable", "true")]);
+        assert!(e.contains("unclean.leader.election.enable=true"), "{e}");
+        assert!(BrokerConfig::from_properties(props(&[(
+            "unclean.leader.election.enable",
+            "false"
+        )]))
+        .is_ok());
+        fn cluster(listeners: &str) -> Vec<(&str, &str)> {
+            vec![
+                ("node.id", "1"),
+                ("listeners", listeners),
+                (
+                    "controller.quorum.voters",
+                    "1@127.0.0.1:29093,2@127.0.0.1:29094",
+                ),
+                (
+                    "listener.security.protocol.map",
+                    "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT",
+                ),
+                ("sasl.enabled.mechanisms", "PLAIN"),
+                (
+                    "listener.name.sasl_plaintext.plain.sasl.jaas.config",
+                    "org.apache.kafka.common.security.plain.PlainLoginModule required \
+                     user_admin=\"pw\";",
+                ),
+            ]
+        }
+        let e = refusal(&cluster(
+            "SASL_PLAINTEXT://127.0.0.1:29092,CONTROLLER://127.0.0.1:29093",
+        ));
+        assert!(
+            e.contains("replication between brokers over SASL_PLAINTEXT"),
+            "{e}"
+        );
+        // A PLAINTEXT listener first is the inter-broker one: accepted.
+        BrokerConfig::from_properties(props(&cluster(
+            "PLAINTEXT://127.0.0.1:29091,SASL_PLAINTEXT://127.0.0.1:29092,CONTROLLER://127.0.0.1:29093",
+        )))
+        .unwrap();
+    }
+
+    #[test]
     fn secured_listeners_and_authorizers_are_startup_errors_naming_them() {
         let e = refusal(&[
             ("listeners", "SASL_PLAINTEXT://127.0.0.1:29092"),

@@ -76,6 +76,7 @@ pub async fn handle(
     ctx: &RequestContext,
     request: MirrorRequest,
 ) -> MirrorResponse {
+    broker.ensure_mirror_state_topic();
     let m = &broker.mirrors;
     let authz = ctx.authz(broker);
     let cluster_action = || {
