@@ -58,6 +58,7 @@ pub fn start_controller(config: &BrokerConfig) -> Result<(Arc<Controller>, Strin
         num_partitions: config.num_partitions,
         default_replication_factor: config.default_replication_factor,
         leader_rebalance: config.leader_rebalance.clone(),
+        unclean_leader_election: config.unclean_leader_election,
     };
     for dir in &config.log_dirs {
         std::fs::create_dir_all(dir)

@@ -119,6 +119,7 @@ pub fn format(
                 num_partitions: config.num_partitions,
                 default_replication_factor: config.default_replication_factor,
                 leader_rebalance: Default::default(),
+                unclean_leader_election: false,
             },
         )
         .context("opening the metadata log")?;

@@ -78,6 +78,8 @@ pub struct ControllerConfig {
     pub default_replication_factor: i16,
     /// `auto.leader.rebalance.enable` and its interval and threshold.
     pub leader_rebalance: LeaderRebalance,
+    /// `unclean.leader.election.enable`, the default of the topic config.
+    pub unclean_leader_election: bool,
 }
 
 /// How long a broker may go without a heartbeat before it is fenced
@@ -1057,6 +1059,7 @@ mod acl_tests {
             num_partitions: 1,
             default_replication_factor: 1,
             leader_rebalance: Default::default(),
+            unclean_leader_election: false,
         };
         crate::open_single_voter(dir, 0, config).unwrap()
     }

@@ -377,6 +377,7 @@ mod tests {
             num_partitions: 2,
             default_replication_factor: 1,
             leader_rebalance: Default::default(),
+            unclean_leader_election: false,
         }
     }
 

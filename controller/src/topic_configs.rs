@@ -294,7 +294,7 @@ pub const THROTTLED_REPLICAS_LEADER: &str = "leader.replication.throttled.replic
 /// Kafka's follower-side replication throttle of a topic.
 pub const THROTTLED_REPLICAS_FOLLOWER: &str = "follower.replication.throttled.replicas";
 
-/// `unclean.leader.election.enable`, refused when true.
+/// `unclean.leader.election.enable`: elect an out-of-sync replica when no in-sync one is live.
 pub const UNCLEAN_ELECTION: &str = "unclean.leader.election.enable";
 
 /// Checks a value against its definition; the error is Kafka's INVALID_CONFIG message.
@@ -308,11 +308,6 @@ pub fn validate_topic_config(name: &str, value: &str) -> Result<(), String> {
         ))
     };
     let number = match d.kind {
-        // Fail closed: electing an out-of-sync replica (losing acknowledged records) is not
-        // implemented, so asking for it is refused rather than silently not done.
-        Boolean if name == UNCLEAN_ELECTION && value.trim().eq_ignore_ascii_case("true") => {
-            return bad("Tern does not implement unclean leader election yet");
-        }
         Boolean => {
             return match value.trim().to_ascii_lowercase().as_str() {
                 "true" | "false" => Ok(()),
@@ -354,10 +349,10 @@ pub fn validate_topic_config(name: &str, value: &str) -> Result<(), String> {
 mod tests {
 
     #[test]
-    fn unclean_election_is_refused_and_throttles_are_kept() {
+    fn unclean_election_is_a_boolean_and_throttles_are_kept() {
         assert!(validate_topic_config(UNCLEAN_ELECTION, "false").is_ok());
-        let e = validate_topic_config(UNCLEAN_ELECTION, "TRUE").unwrap_err();
-        assert!(e.contains("unclean leader election"), "{e}");
+        assert!(validate_topic_config(UNCLEAN_ELECTION, "TRUE").is_ok());
+        assert!(validate_topic_config(UNCLEAN_ELECTION, "yes").is_err());
         assert!(validate_topic_config(THROTTLED_REPLICAS_LEADER, "0:1,1:2").is_ok());
         assert!(validate_topic_config(THROTTLED_REPLICAS_FOLLOWER, "*").is_ok());
     }

@@ -156,6 +156,7 @@ fn controller_config() -> ControllerConfig {
         num_partitions: 1,
         default_replication_factor: 1,
         leader_rebalance: Default::default(),
+        unclean_leader_election: false,
     }
 }
 

@@ -54,6 +54,7 @@ fn main() {
             num_partitions: 1,
             default_replication_factor: 1,
             leader_rebalance: Default::default(),
+            unclean_leader_election: false,
         };
         let open = || tern_controller::start(&quorum, config.clone()).expect("open controller");
         let mut controller = open();

@@ -123,6 +123,8 @@ pub struct BrokerConfig {
     pub offsets_topic_replication_factor: i16,
     /// Followers, ISR and the inter-broker listener (`replica.*`).
     pub replication: ReplicationConfig,
+    /// `unclean.leader.election.enable`.
+    pub unclean_leader_election: bool,
     /// `auto.leader.rebalance.enable`, `leader.imbalance.*`.
     pub leader_rebalance: tern_controller::controller::LeaderRebalance,
     /// `max.incremental.fetch.session.cache.slots`.
@@ -309,6 +311,7 @@ impl BrokerConfig {
                     * 60_000,
             },
             offsets_topic_replication_factor: num(&props, "offsets.topic.replication.factor", 3)?,
+            unclean_leader_election: bool_of("unclean.leader.election.enable", false)?,
             leader_rebalance: tern_controller::controller::LeaderRebalance {
                 enabled: bool_of("auto.leader.rebalance.enable", true)?,
                 check_interval: std::time::Duration::from_secs(num(

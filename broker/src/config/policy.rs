@@ -349,21 +349,12 @@ fn quorum_problems(
                 if let Some(protocol) = protocol_of(&name, &map, controller_names) {
                     if protocol != "PLAINTEXT" {
                         problems.push(format!(
-                            "inter.broker.listener.name: listener {name} uses {protocol};                              replication between brokers over {protocol} is not implemented                              yet (PLAINTEXT only)"
+                            "inter.broker.listener.name: listener {name} uses {protocol}; replication between brokers over {protocol} is not implemented yet (PLAINTEXT only)"
                         ));
                     }
                 }
             }
         }
-    }
-    if props
-        .get(tern_controller::topic_configs::UNCLEAN_ELECTION)
-        .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"))
-    {
-        problems.push(
-            "unclean.leader.election.enable=true: Tern does not implement unclean leader              election yet (only in-sync replicas are elected)"
-                .into(),
-        );
     }
     if let Some(servers) = props
         .get("controller.quorum.bootstrap.servers")
@@ -433,14 +424,11 @@ mod tests {
     }
 
     #[test]
-    fn unclean_election_and_a_secured_inter_broker_listener_of_a_cluster_are_refused() {
-        let e = refusal(&[("unclean.leader.election.enable", "true")]);
-        assert!(e.contains("unclean.leader.election.enable=true"), "{e}");
-        assert!(BrokerConfig::from_properties(props(&[(
-            "unclean.leader.election.enable",
-            "false"
-        )]))
-        .is_ok());
+    fn a_secured_inter_broker_listener_of_a_cluster_is_refused() {
+        let unclean =
+            BrokerConfig::from_properties(props(&[("unclean.leader.election.enable", "true")]))
+                .unwrap();
+        assert!(unclean.unclean_leader_election);
         fn cluster(listeners: &str) -> Vec<(&str, &str)> {
             vec![
                 ("node.id", "1"),

@@ -154,7 +154,11 @@ impl Controller {
         let mut registered_on = (*image).clone();
         if let Some(b) = image.brokers.get(&r.broker_id) {
             if !b.fenced && b.incarnation_id != Some(r.incarnation_id) {
-                records.extend(fence_records(&image, r.broker_id));
+                records.extend(fence_records(
+                    &image,
+                    r.broker_id,
+                    self.config.unclean_leader_election,
+                ));
                 for record in &records {
                     registered_on.apply(record);
                 }
@@ -225,7 +229,11 @@ impl Controller {
             return Ok(());
         }
         self.liveness.lock().last_seen.remove(&broker_id);
-        self.commit(fence_records(&image, broker_id))
+        self.commit(fence_records(
+            &image,
+            broker_id,
+            self.config.unclean_leader_election,
+        ))
     }
 
     /// Active-controller housekeeping, run every few hundred milliseconds: writes the cluster
@@ -268,7 +276,11 @@ impl Controller {
                     timeout_ms = self.session_timeout.as_millis() as u64,
                     "broker missed its heartbeats; fencing it"
                 );
-                if let Err(e) = self.commit(fence_records(&self.image(), b.id)) {
+                if let Err(e) = self.commit(fence_records(
+                    &self.image(),
+                    b.id,
+                    self.config.unclean_leader_election,
+                )) {
                     tracing::warn!(broker = b.id, error = %e, "cannot fence broker");
                 }
             }

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use tern_protocol::error::{ApiError, ResponseError};
 use uuid::Uuid;
 
-use super::partitions::{elect_from_isr, partition_record};
+use super::partitions::{elect_from_isr, elect_unclean, partition_record, unclean_allowed};
 use super::{unexpected, Controller};
 use crate::commands::{Command, Reply, WireError};
 use crate::image::{MetadataImage, PartitionInfo};
@@ -23,7 +23,8 @@ pub type TopicPartition = (String, i32);
 pub enum ElectionType {
     /// The preferred replica (the first of the assignment), if it is live and in sync.
     Preferred,
-    /// Any live replica for a partition without a leader (Tern elects only in-sync ones).
+    /// For a partition without a live leader: an in-sync replica if one is live, else any live
+    /// replica (records only the lost ISR had are gone).
     Unclean,
 }
 
@@ -123,16 +124,16 @@ impl Controller {
                 continue;
             };
             let outcome = match election {
-                ElectionType::Preferred => elect_preferred(p, &live),
-                ElectionType::Unclean => elect_any_in_sync(p, &live),
+                ElectionType::Preferred => elect_preferred(p, &live).map(|l| (l, p.isr.clone())),
+                ElectionType::Unclean => elect_any(p, &live),
             };
             match outcome {
-                Ok(leader) => {
+                Ok((leader, isr)) => {
                     records.push(partition_record(
                         topic_id,
                         tp.1,
                         p,
-                        p.isr.clone(),
+                        isr,
                         leader,
                         p.leader_epoch + 1,
                     ));
@@ -186,9 +187,23 @@ impl Controller {
         let live: BTreeSet<i32> = image.live_brokers().into_iter().collect();
         let mut records = Vec::new();
         for topic in image.topics.values() {
+            let unclean = unclean_allowed(&image, &topic.name, self.config.unclean_leader_election);
             for (&partition, p) in &topic.partitions {
                 if let Some(rs) = complete_reassignment(topic.id, partition, p, &live) {
                     records.extend(rs);
+                } else if unclean && p.leader == -1 {
+                    // Offline with no in-sync replica back: the topic allows an out-of-sync one.
+                    if let Ok((leader, isr)) = elect_any(p, &live) {
+                        tracing::warn!(topic = %topic.name, partition, leader, "unclean leader election: records only the lost ISR had are gone");
+                        records.push(partition_record(
+                            topic.id,
+                            partition,
+                            p,
+                            isr,
+                            leader,
+                            p.leader_epoch + 1,
+                        ));
+                    }
                 }
             }
         }
@@ -279,10 +294,10 @@ fn elect_preferred(p: &PartitionInfo, live: &BTreeSet<i32>) -> Result<i32, ApiEr
     Ok(preferred)
 }
 
-/// An "unclean" election request: a partition with a live leader needs none; one without
-/// gets an in-sync replica if one is live. Electing an out-of-sync replica (which loses
-/// acknowledged records) is not implemented, and is refused rather than faked.
-fn elect_any_in_sync(p: &PartitionInfo, live: &BTreeSet<i32>) -> Result<i32, ApiError> {
+/// An unclean election request (Kafka's ElectLeaders UNCLEAN, whatever the topic config): a
+/// partition with a live leader needs none; one without gets an in-sync replica if one is
+/// live, else any live replica, which becomes the whole ISR.
+fn elect_any(p: &PartitionInfo, live: &BTreeSet<i32>) -> Result<(i32, Vec<i32>), ApiError> {
     if p.leader >= 0 && live.contains(&p.leader) {
         return Err(ApiError::new(
             ResponseError::ElectionNotNeeded,
@@ -290,12 +305,13 @@ fn elect_any_in_sync(p: &PartitionInfo, live: &BTreeSet<i32>) -> Result<i32, Api
         ));
     }
     match elect_from_isr(p, &p.isr, live) {
-        -1 => Err(ApiError::new(
-            ResponseError::EligibleLeadersNotAvailable,
-            "No in-sync replica is live, and Tern does not implement unclean leader election \
-             (electing an out-of-sync replica) yet.",
-        )),
-        leader => Ok(leader),
+        -1 => elect_unclean(p, live).ok_or_else(|| {
+            ApiError::new(
+                ResponseError::EligibleLeadersNotAvailable,
+                "No replica of the partition is live.",
+            )
+        }),
+        leader => Ok((leader, p.isr.clone())),
     }
 }
 
@@ -577,14 +593,26 @@ mod tests {
             err(elect_preferred(&p(&[1, 2], &[1, 2], 2), &set(&[2]))),
             ResponseError::PreferredLeaderNotAvailable
         );
-        // No unclean election: an offline partition with no live in-sync replica stays so.
+        // An unclean request prefers a live in-sync replica, else takes any live one alone.
         assert_eq!(
-            err(elect_any_in_sync(&p(&[1, 2], &[1], -1), &set(&[2]))),
+            elect_any(&p(&[1, 2], &[1, 2], -1), &set(&[2])).unwrap(),
+            (2, vec![1, 2])
+        );
+        assert_eq!(
+            elect_any(&p(&[1, 2], &[1], -1), &set(&[2])).unwrap(),
+            (2, vec![2])
+        );
+        assert_eq!(
+            elect_any(&p(&[1, 2], &[1], -1), &set(&[3]))
+                .unwrap_err()
+                .error,
             ResponseError::EligibleLeadersNotAvailable
         );
         assert_eq!(
-            elect_any_in_sync(&p(&[1, 2], &[1, 2], -1), &set(&[2])).unwrap(),
-            2
+            elect_any(&p(&[1, 2], &[1, 2], 1), &set(&[1]))
+                .unwrap_err()
+                .error,
+            ResponseError::ElectionNotNeeded
         );
     }
 

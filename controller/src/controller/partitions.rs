@@ -151,11 +151,32 @@ pub(super) fn elect_from_isr(p: &PartitionInfo, isr: &[i32], live: &BTreeSet<i32
         .unwrap_or(-1)
 }
 
+/// With no live in-sync replica and unclean election allowed, the first live replica leads and
+/// is the whole ISR: whatever only the old ISR had is lost (Kafka's unclean election).
+pub(super) fn elect_unclean(p: &PartitionInfo, live: &BTreeSet<i32>) -> Option<(i32, Vec<i32>)> {
+    let leader = p.replicas.iter().copied().find(|r| live.contains(r))?;
+    Some((leader, vec![leader]))
+}
+
+/// Whether `topic` may elect an out-of-sync replica: its `unclean.leader.election.enable`, else
+/// the broker default.
+pub(super) fn unclean_allowed(image: &MetadataImage, topic: &str, default: bool) -> bool {
+    image
+        .topic_configs(topic)
+        .get(crate::topic_configs::UNCLEAN_ELECTION)
+        .map_or(default, |v| v.trim().eq_ignore_ascii_case("true"))
+}
+
 /// Fencing `broker_id` (missed heartbeats, controlled shutdown, a new incarnation): it leaves
 /// the ISR of every partition where another member remains (the last member stays, so the
 /// partition keeps the one replica known to hold everything), and each partition it led gets
-/// a leader elected from what remains of its ISR, or none (offline) until it returns.
-pub(super) fn fence_records(image: &MetadataImage, broker_id: i32) -> Vec<MetadataRecord> {
+/// a leader elected from what remains of its ISR, or (`unclean_default` or the topic's
+/// `unclean.leader.election.enable`) any live replica, or none (offline) until it returns.
+pub(super) fn fence_records(
+    image: &MetadataImage,
+    broker_id: i32,
+    unclean_default: bool,
+) -> Vec<MetadataRecord> {
     let live: BTreeSet<i32> = image
         .live_brokers()
         .into_iter()
@@ -173,10 +194,18 @@ pub(super) fn fence_records(image: &MetadataImage, broker_id: i32) -> Vec<Metada
             } else {
                 p.isr.clone()
             };
-            let (leader, leader_epoch) = if p.leader == broker_id {
-                (elect_from_isr(p, &isr, &live), p.leader_epoch + 1)
+            let (mut isr, mut leader, leader_epoch) = (isr, p.leader, p.leader_epoch);
+            let leader_epoch = if p.leader == broker_id {
+                leader = elect_from_isr(p, &isr, &live);
+                if leader == -1 && unclean_allowed(image, &topic.name, unclean_default) {
+                    if let Some((l, i)) = elect_unclean(p, &live) {
+                        tracing::warn!(topic = %topic.name, partition, leader = l, "unclean leader election: records only the lost ISR had are gone");
+                        (leader, isr) = (l, i);
+                    }
+                }
+                leader_epoch + 1
             } else {
-                (p.leader, p.leader_epoch)
+                leader_epoch
             };
             records.push(partition_record(
                 topic.id,
@@ -277,7 +306,7 @@ mod tests {
             info(&[1, 2, 3], &[3, 1, 2], 1),
             &[(1, false), (2, false), (3, false)],
         );
-        let p = after(&image, &fence_records(&image, 1), id);
+        let p = after(&image, &fence_records(&image, 1, false), id);
         assert_eq!(p.leader, 2);
         assert_eq!(p.isr, vec![3, 2]);
         assert_eq!(p.leader_epoch, 4);
@@ -290,7 +319,7 @@ mod tests {
             info(&[1, 2, 3], &[1, 2, 3], 1),
             &[(1, false), (2, false), (3, false)],
         );
-        let p = after(&image, &fence_records(&image, 3), id);
+        let p = after(&image, &fence_records(&image, 3, false), id);
         assert_eq!((p.leader, p.leader_epoch), (1, 3));
         assert_eq!(p.isr, vec![1, 2]);
     }
@@ -298,7 +327,7 @@ mod tests {
     #[test]
     fn the_last_isr_member_stays_and_the_partition_goes_offline_until_it_returns() {
         let (image, id) = image_with(info(&[1, 2], &[1], 1), &[(1, false), (2, false)]);
-        let fenced = fence_records(&image, 1);
+        let fenced = fence_records(&image, 1, false);
         let p = after(&image, &fenced, id);
         assert_eq!((p.leader, p.isr.clone()), (-1, vec![1]));
         // Broker 2 is live but out of sync: it is not elected (no unclean election).
@@ -309,6 +338,23 @@ mod tests {
         assert!(elect_leaders_for_returning(&offline, 2).is_empty());
         let back = after(&offline, &elect_leaders_for_returning(&offline, 1), id);
         assert_eq!((back.leader, back.leader_epoch), (1, 5));
+    }
+
+    #[test]
+    fn with_unclean_election_a_live_out_of_sync_replica_takes_over_alone() {
+        let (mut image, id) = image_with(info(&[1, 2], &[1], 1), &[(1, false), (2, false)]);
+        // The broker default allows it.
+        let p = after(&image, &fence_records(&image, 1, true), id);
+        assert_eq!((p.leader, p.isr.clone(), p.leader_epoch), (2, vec![2], 4));
+        // The topic config decides over the broker default, either way.
+        image.apply(&MetadataRecord::Config {
+            resource_type: crate::records::ConfigResourceType::Topic,
+            resource_name: "t".into(),
+            name: crate::topic_configs::UNCLEAN_ELECTION.into(),
+            value: Some("false".into()),
+        });
+        let p = after(&image, &fence_records(&image, 1, true), id);
+        assert_eq!((p.leader, p.isr), (-1, vec![1]));
     }
 
     #[test]
