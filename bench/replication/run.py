@@ -13,7 +13,7 @@ partition count (default 3, then 1):
     `--records` records: MB/s, records/s and its p50/p99/p99.9 (mostly queueing when unthrottled);
   - c: librdkafka (confluent-kafka's Producer, driven from a Python child process: see
     `c_producer`), as fast as it goes, `--c-records` records: MB/s, records/s, p50/p99/p99.9 of
-    librdkafka's own produce()-to-acknowledgement time (Message.latency());
+    librdkafka's own produce()-to-acknowledgement time (Message.latency(), every 16th message);
   - rate: ProducerPerformance at `--rate` records/s for `--rate-seconds` s: the latency of a
     cluster that keeps up (p50/p99/p99.9 as the tool reports them).
 
@@ -320,6 +320,20 @@ class Watch:
         self.client_s = children_cpu() - self.client0
 
 
+def flush_page_cache():
+    """sync(2) before a measured run, so that no run pays for writing back the dirty pages of the
+    one before (the other cluster's, whose deleted topic Kafka keeps on disk for another 60 s,
+    file.delete.delay.ms).  Without it the second run of a librdkafka pair (1 GB x 3 replicas)
+    ran at about half the speed, whichever cluster.  Returns (dirty MiB before, seconds taken)."""
+    def dirty_mib():
+        with open("/proc/meminfo") as f:
+            return sum(int(l.split()[1]) for l in f if l.startswith(("Dirty:", "Writeback:"))) / 1024
+    before = dirty_mib()
+    t0 = time.time()
+    os.sync()
+    return before, time.time() - t0
+
+
 def idle_cpu_pct(pids, seconds):
     """The brokers' summed CPU while nobody produces, in % of one core."""
     c0 = sum(proc_cpu(p) for p in pids)
@@ -452,21 +466,29 @@ def c_produce(bootstrap, topic, records, timeout):
         raise BenchFailure(f"the librdkafka producer failed ({out.returncode}):\n{out.stdout[-2000:]}\n"
                            f"{out.stderr[-3000:]}")
     r = json.loads(lines[-1])
-    if r["errors"] or r["acked"] != records:
+    if r["errors"] or r["unflushed"] or r["acked"] != records:
         raise BenchFailure(f"the librdkafka producer: {r['acked']} of {records} acknowledged, "
-                           f"{r['errors']} delivery errors (first: {r['first_error']})")
+                           f"{r['unflushed']} still queued, {r['errors']} delivery errors in the sample "
+                           f"(first: {r['first_error']})")
     r["cmd"] = " ".join(["bench/replication/run.py", *cmd[2:]]).replace(bootstrap, "<bootstrap>")
     return r
+
+
+LATENCY_SAMPLE = 16  # every 16th message carries a delivery callback (its produce()-to-ack time)
 
 
 def c_producer(bootstrap, topic, records):
     """The C client's producer loop: librdkafka through confluent-kafka, one 1 KiB value of random
     A-Z bytes (as ProducerPerformance makes them) sent `records` times with no key, then flush().
-    Prints one JSON line: MB/s (MiB, like ProducerPerformance) and records/s from the first
-    produce() to the end of flush(), and percentiles of librdkafka's per-message produce()-to-ack
-    time."""
+    Only every LATENCY_SAMPLE-th message has a delivery callback (the Python callback per message
+    would cost the loop about as much as produce() itself): its error, if any, and its
+    produce()-to-ack time; that nothing else was lost the caller checks against the high
+    watermarks.  Prints one JSON line: MB/s (MiB, like ProducerPerformance) and records/s from
+    the first produce() to the end of flush(), and the sampled latency percentiles."""
     from confluent_kafka import Producer
-    p = Producer({"bootstrap.servers": bootstrap, **C_CONFIG})
+    client_errors = []
+    p = Producer({"bootstrap.servers": bootstrap, **C_CONFIG,
+                  "error_cb": lambda e: client_errors.append(str(e))})
     p.list_topics(topic, timeout=30)
     payload = bytes(random.randint(65, 90) for _ in range(RECORD_SIZE))
     lat = []
@@ -479,15 +501,19 @@ def c_producer(bootstrap, topic, records):
         else:
             lat.append(msg.latency())
 
+    produce = p.produce
     t0 = time.perf_counter()
     for i in range(records):
         while True:
             try:
-                p.produce(topic, payload, on_delivery=delivered)
+                if i % LATENCY_SAMPLE == 0:
+                    produce(topic, payload, on_delivery=delivered)
+                else:
+                    produce(topic, payload)
                 break
             except BufferError:
                 p.poll(0.005)
-        if i % 500 == 0:
+        if i % 1000 == 0:
             p.poll(0)
     left = p.flush(300)
     secs = time.perf_counter() - t0
@@ -496,9 +522,11 @@ def c_producer(bootstrap, topic, records):
     def pct(q):
         return 1000 * lat[min(len(lat) - 1, int(q * len(lat)))] if lat else float("nan")
 
-    print(json.dumps({"records": records, "acked": len(lat), "errors": state["errors"], "unflushed": left,
-                      "first_error": state["first_error"], "secs": secs,
-                      "rec_s": len(lat) / secs, "mb_s": len(lat) * RECORD_SIZE / secs / 1024 / 1024,
+    acked = records - left if not state["errors"] else len(lat) * LATENCY_SAMPLE
+    print(json.dumps({"records": records, "acked": acked, "unflushed": left, "errors": state["errors"],
+                      "first_error": state["first_error"] or (client_errors[0] if client_errors else None),
+                      "client_errors": len(client_errors), "secs": secs,
+                      "rec_s": acked / secs, "mb_s": acked * RECORD_SIZE / secs / 1024 / 1024,
                       "p50": pct(0.5), "p99": pct(0.99), "p999": pct(0.999)}), flush=True)
 
 
@@ -521,6 +549,7 @@ def cell_name(args, kind, partitions):
 
 def run_cell(args, jars, cluster, other, kind, partitions, topic):
     leaders_before = create_topic(cluster, topic, partitions)
+    dirty_mib, sync_s = flush_page_cache()
     idle = idle_cpu_pct(cluster.pids(), args.settle)
     load = open("/proc/loadavg").read().split()[0]
     timeout = args.cell_timeout
@@ -539,7 +568,7 @@ def run_cell(args, jars, cluster, other, kind, partitions, topic):
     r.update({"broker_cpu_s": w.cpu_s, "jit_s": w.jit_s, "client_cpu_s": w.client_s, "other_cpu_s": w.other_s,
               "wall_s": w.wall_s, "broker_s_per_gb": w.cpu_s / gb, "client_s_per_gb": w.client_s / gb,
               "broker_pct": 100 * w.cpu_s / w.wall_s, "client_pct": 100 * w.client_s / w.wall_s,
-              "idle_pct": idle, "rss_mib": w.peak_kib / 1024, "load": load,
+              "idle_pct": idle, "dirty_mib": dirty_mib, "sync_s": sync_s, "rss_mib": w.peak_kib / 1024, "load": load,
               "leaders": leaders, "leaders_before": leaders_before,
               "hw": {p: hi for p, (lo, hi) in marks.items()}})
     return r
@@ -562,6 +591,7 @@ def warm_up(args, jars, cluster, started):
         check_contents(cluster, topic, partitions, acked)
         if not args.keep:
             delete_topic(cluster, topic)
+        flush_page_cache()
         print(f"[{time.time() - started:5.0f}s] warm-up {cluster.name}: {records} records, p={partitions}, "
               f"{'librdkafka' if client == 'c' else 'ProducerPerformance'}: {r['mb_s']:.1f} MB/s (not counted)",
               flush=True)
@@ -605,6 +635,7 @@ def run(args):
                             f"brokers {r['broker_cpu_s']:.1f} cpu-s ({r['broker_pct']:.0f}%, "
                             f"{r['broker_s_per_gb']:.0f} s/GB, JIT threads {r['jit_s']:.1f} s, "
                             f"idle before {r['idle_pct']:.0f}%) "
+                            f"dirty before {r['dirty_mib']:.0f} MiB (sync {r['sync_s']:.1f}s) "
                             f"client {r['client_cpu_s']:.1f} cpu-s ({r['client_pct']:.0f}%) "
                             f"other cluster {r['other_cpu_s']:.1f} cpu-s | wall {r['wall_s']:.1f}s "
                             f"rss {r['rss_mib']:.0f} MiB load {r['load']} leaders {list(r['leaders'].values())}")
@@ -727,7 +758,8 @@ run stops otherwise).
   the client.  librdkafka (confluent-kafka {confluent_kafka.version()}, librdkafka
   {confluent_kafka.libversion()[0]}) with {C_CONFIG} and otherwise its defaults, driven by a Python
   loop in a child process (rdkafka_performance could not be built: no librdkafka source on this
-  machine); its percentiles are librdkafka's produce()-to-ack time per message.
+  machine); its percentiles are librdkafka's produce()-to-ack time of every {LATENCY_SAMPLE}th message (the
+  others carry no delivery callback; the high-watermark check covers them).
 - broker CPU: the three brokers' utime+stime summed over the client's run (JVM start of the Java
   tool included), per GB of payload counted once (records x 1024 B / 1e9, not x 3 replicas); % is of
   one core (200% = the whole machine).  client CPU: the client process's own, likewise.  A client

@@ -421,6 +421,16 @@ impl MetadataImage {
             .collect()
     }
 
+    /// The replicas of `p` on brokers that are fenced or not registered (Metadata's
+    /// offline replicas).
+    pub fn offline_replicas(&self, p: &PartitionInfo) -> Vec<i32> {
+        p.replicas
+            .iter()
+            .copied()
+            .filter(|r| self.brokers.get(r).is_none_or(|b| b.fenced))
+            .collect()
+    }
+
     /// The topic of a name.
     pub fn topic(&self, name: &str) -> Option<&TopicImage> {
         self.topic_ids.get(name).and_then(|id| self.topics.get(id))

@@ -68,7 +68,7 @@ pub fn handle(
     }
     let with_ops = version >= 8 && req.include_topic_authorized_operations;
     let describe = |t: &TopicImage| {
-        let mut m = topic_metadata(t, version);
+        let mut m = topic_metadata(t, &image, version);
         if with_ops {
             m.topic_authorized_operations =
                 authz.authorized_operations(AclResourceType::Topic, &t.name);
@@ -148,7 +148,7 @@ fn brokers(broker: &Broker, listener: &str, image: &MetadataImage) -> Vec<Metada
         .collect()
 }
 
-fn topic_metadata(t: &TopicImage, version: i16) -> MetadataResponseTopic {
+fn topic_metadata(t: &TopicImage, image: &MetadataImage, version: i16) -> MetadataResponseTopic {
     let partitions = t
         .partitions
         .iter()
@@ -165,6 +165,11 @@ fn topic_metadata(t: &TopicImage, version: i16) -> MetadataResponseTopic {
                 .with_leader_epoch(p.leader_epoch)
                 .with_replica_nodes(ids(&p.replicas))
                 .with_isr_nodes(ids(&p.isr))
+                .with_offline_replicas(if version >= 5 {
+                    ids(&image.offline_replicas(p))
+                } else {
+                    Vec::new()
+                })
         })
         .collect();
     let mut topic = MetadataResponseTopic::default()

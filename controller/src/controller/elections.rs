@@ -129,6 +129,9 @@ impl Controller {
             };
             match outcome {
                 Ok((leader, isr)) => {
+                    if !p.isr.contains(&leader) {
+                        tracing::warn!(topic = %tp.0, partition = tp.1, leader, "unclean leader election (ElectLeaders): records only the lost ISR had are gone");
+                    }
                     records.push(partition_record(
                         topic_id,
                         tp.1,
