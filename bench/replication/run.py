@@ -101,9 +101,6 @@ class TernCluster:
     def bootstrap(self):
         return ",".join(f"127.0.0.1:{self.ports[n]}" for n in self.node_ids)
 
-    def addresses(self):
-        return [f"127.0.0.1:{self.ports[n]}" for n in self.node_ids]
-
     def log_path(self, n):
         return self.data_dir / f"node-{n}" / "tern.log"
 
@@ -171,6 +168,17 @@ class TernCluster:
     def describe(self):
         return "\n".join(" ".join(map(shlex.quote, self.command(n))) for n in self.node_ids)
 
+    def log_paths(self):
+        return [self.log_path(n) for n in self.node_ids]
+
+    def data_dirs(self):
+        return [self.data_dir / f"node-{n}" / "data" for n in self.node_ids]
+
+    # Log lines worth counting: ISR changes (a follower that fell behind for replica.lag.time.max.ms),
+    # truncations, warnings and errors.
+    LOG_EVENTS = {"ISR changed": r"ISR changed|ISR change refused", "truncations": r"truncating",
+                  "WARN": r" WARN ", "ERROR": r" ERROR "}
+
 
 class KafkaCluster3:
     """Three combined Apache Kafka KRaft nodes (node ids 1..3): tests/harness/kafka_peer.py's
@@ -202,9 +210,6 @@ class KafkaCluster3:
     def bootstrap(self):
         return self.cluster.bootstrap
 
-    def addresses(self):
-        return [self.cluster.address(n) for n in self.cluster.node_ids]
-
     def start(self):
         try:
             self.cluster.start(timeout=180)
@@ -228,6 +233,17 @@ class KafkaCluster3:
         return "\n".join(f"----- {self.cluster.log_path(n)} -----\n{self.cluster.tail(n, lines)}"
                          for n in self.cluster.node_ids)
 
+    def log_paths(self):
+        return [self.cluster.log_path(n) for n in self.cluster.node_ids]
+
+    def data_dirs(self):
+        return [self.cluster.node_dir(n) / "logs" for n in self.cluster.node_ids]
+
+    # (a new follower's "Truncating ... to local high watermark 0" is no event)
+    LOG_EVENTS = {"ISR changed": r"Shrinking ISR|Expanding ISR|ISR updated to",
+                  "truncations": r"Truncating.* to (offset|local high watermark) [1-9]",
+                  "WARN": r"\] WARN ", "ERROR": r"\] ERROR "}
+
     def describe(self):
         jars = self.cluster.jars
         cmd = " ".join(map(shlex.quote, jars.command("kafka.Kafka", "node-<id>/server.properties",
@@ -235,6 +251,21 @@ class KafkaCluster3:
         return (cmd.replace(jars.classpath(), f"<{jars.libs}/*.jar>")
                 + "\nnode-1/server.properties (ports vary):\n"
                 + (self.data_dir / "node-1" / "server.properties").read_text().rstrip())
+
+
+def log_events(cluster):
+    """{event: count} over the cluster's node logs so far (see LOG_EVENTS)."""
+    counts = {k: 0 for k in cluster.LOG_EVENTS}
+    for path in cluster.log_paths():
+        try:
+            text = re.sub(r"\x1b\[[0-9;]*m", "", Path(path).read_text(errors="replace"))
+        except OSError:
+            continue
+        for line in text.splitlines():
+            for k, rx in cluster.LOG_EVENTS.items():
+                if re.search(rx, line):
+                    counts[k] += 1
+    return counts
 
 
 # -- measuring ---------------------------------------------------------------------------------------
@@ -320,18 +351,38 @@ class Watch:
         self.client_s = children_cpu() - self.client0
 
 
-def flush_page_cache():
-    """sync(2) before a measured run, so that no run pays for writing back the dirty pages of the
-    one before (the other cluster's, whose deleted topic Kafka keeps on disk for another 60 s,
-    file.delete.delay.ms).  Without it the second run of a librdkafka pair (1 GB x 3 replicas)
-    ran at about half the speed, whichever cluster.  Returns (dirty MiB before, seconds taken)."""
-    def dirty_mib():
-        with open("/proc/meminfo") as f:
-            return sum(int(l.split()[1]) for l in f if l.startswith(("Dirty:", "Writeback:"))) / 1024
-    before = dirty_mib()
+def meminfo_mib(*keys):
+    with open("/proc/meminfo") as f:
+        return sum(int(l.split()[1]) for l in f if l.split(":")[0] in keys) / 1024
+
+
+def flush_page_cache(dirs):
+    """Before a measured run: sync(2), so that no run starts with the run before's dirty pages
+    still to be written back, then posix_fadvise(DONTNEED) on every file under `dirs` (both
+    clusters' data), so that no run has to reclaim the page cache the runs before filled.  Without
+    the second step the runs were bistable: once free memory was used up, a librdkafka run paid for
+    reclaiming pages as it wrote (system time ~50 % instead of ~33 %, half the MB/s, twice the CPU
+    per GB, client included); and since Kafka keeps a deleted topic's files for 60 s
+    (file.delete.delay.ms) while tern frees them at once, it was mostly the run right after a Kafka
+    run that paid.  Only this benchmark's files are dropped; the rest of the page cache is left alone.
+    Returns (dirty + writeback MiB before, free MiB after, seconds taken)."""
+    before = meminfo_mib("Dirty", "Writeback")
     t0 = time.time()
     os.sync()
-    return before, time.time() - t0
+    for d in dirs:
+        for root, _, files in os.walk(d):
+            for name in files:
+                try:
+                    fd = os.open(os.path.join(root, name), os.O_RDONLY)
+                except OSError:
+                    continue
+                try:
+                    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+                except OSError:
+                    pass
+                finally:
+                    os.close(fd)
+    return before, meminfo_mib("MemFree"), time.time() - t0
 
 
 def idle_cpu_pct(pids, seconds):
@@ -549,7 +600,7 @@ def cell_name(args, kind, partitions):
 
 def run_cell(args, jars, cluster, other, kind, partitions, topic):
     leaders_before = create_topic(cluster, topic, partitions)
-    dirty_mib, sync_s = flush_page_cache()
+    dirty_mib, free_mib, sync_s = flush_page_cache(cluster.data_dirs() + other.data_dirs())
     idle = idle_cpu_pct(cluster.pids(), args.settle)
     load = open("/proc/loadavg").read().split()[0]
     timeout = args.cell_timeout
@@ -568,33 +619,49 @@ def run_cell(args, jars, cluster, other, kind, partitions, topic):
     r.update({"broker_cpu_s": w.cpu_s, "jit_s": w.jit_s, "client_cpu_s": w.client_s, "other_cpu_s": w.other_s,
               "wall_s": w.wall_s, "broker_s_per_gb": w.cpu_s / gb, "client_s_per_gb": w.client_s / gb,
               "broker_pct": 100 * w.cpu_s / w.wall_s, "client_pct": 100 * w.client_s / w.wall_s,
-              "idle_pct": idle, "dirty_mib": dirty_mib, "sync_s": sync_s, "rss_mib": w.peak_kib / 1024, "load": load,
+              "idle_pct": idle, "dirty_mib": dirty_mib, "free_mib": free_mib, "sync_s": sync_s, "rss_mib": w.peak_kib / 1024, "load": load,
               "leaders": leaders, "leaders_before": leaders_before,
               "hw": {p: hi for p, (lo, hi) in marks.items()}})
     return r
 
 
-def warm_up(args, jars, cluster, started):
-    """Unmeasured runs that make the JVMs compile their hot paths before anything is measured
-    (a Kafka cell right after a librdkafka-only warm-up spent ~40 % of its CPU in C2 compiler
-    threads): librdkafka, then ProducerPerformance on 3 and on 1 partition(s).  Tern gets the same."""
-    for i, (client, partitions, records) in enumerate(
-            [("c", 3, args.warmup), ("java", 3, args.warmup), ("java", 1, args.warmup // 2)]):
+WARMUP_JIT_QUIET_S = 1.0  # JIT compiler threads' CPU seconds per warm-up step that count as quiet
+WARMUP_EXTRA_STEPS = 4
+
+
+def warm_up(args, jars, cluster, dirs, started):
+    """Unmeasured runs that make the JVMs compile their hot paths before anything is measured:
+    librdkafka, then ProducerPerformance on 3 and on 1 partition(s), then more ProducerPerformance
+    steps on 3 partitions (up to WARMUP_EXTRA_STEPS, half as many records) while the brokers' JIT
+    compiler threads still took more than WARMUP_JIT_QUIET_S in the step before.  (A Kafka cell
+    after a librdkafka-only warm-up spent ~40 % of its CPU in C2 compiler threads, and one after
+    the three fixed steps still ~35 %.)  Tern, which compiles nothing, gets the three fixed steps."""
+    steps = [("c", 3, args.warmup), ("java", 3, args.warmup), ("java", 1, args.warmup // 2)]
+    i = 0
+    while i < len(steps):
+        client, partitions, records = steps[i]
         topic = f"warmup-{i}-p{partitions}-{client}"
         create_topic(cluster, topic, partitions)
+        jit0 = jit_cpu(cluster.pids())
         if client == "c":
             r = c_produce(cluster.bootstrap, topic, records, args.cell_timeout)
             acked = r["acked"]
         else:
             r = java_produce(jars, cluster.bootstrap, topic, records, -1, args.cell_timeout)
             acked = r["records"]
+        jit = max(0.0, jit_cpu(cluster.pids()) - jit0)
         check_contents(cluster, topic, partitions, acked)
         if not args.keep:
             delete_topic(cluster, topic)
-        flush_page_cache()
-        print(f"[{time.time() - started:5.0f}s] warm-up {cluster.name}: {records} records, p={partitions}, "
-              f"{'librdkafka' if client == 'c' else 'ProducerPerformance'}: {r['mb_s']:.1f} MB/s (not counted)",
-              flush=True)
+        flush_page_cache(dirs)
+        line = (f"[{time.time() - started:5.0f}s] warm-up {cluster.name}: {records} records, p={partitions}, "
+                f"{'librdkafka' if client == 'c' else 'ProducerPerformance'}: {r['mb_s']:.1f} MB/s, "
+                f"JIT threads {jit:.1f} s (not counted)")
+        print(line, flush=True)
+        RAW.append(line)
+        i += 1
+        if i == len(steps) and jit > WARMUP_JIT_QUIET_S and len(steps) < 3 + WARMUP_EXTRA_STEPS:
+            steps.append(("java", 3, args.warmup // 2))
 
 
 def run(args):
@@ -605,6 +672,7 @@ def run(args):
     started = time.time()
     failed = False
     clusters = {}
+    all_clusters = []
     try:
         # One pair of clusters for the whole run: Kafka's JIT gets all of the warm-up and every
         # round; each cell writes its own topic.
@@ -613,12 +681,13 @@ def run(args):
         t1 = time.time()
         clusters["kafka"] = KafkaCluster3(args.kafka_version, work / "kafka", args.kafka_heap).start()
         t2 = time.time()
+        all_clusters = list(clusters.values())
         print(f"tern cluster up in {t1 - t0:.1f}s, kafka cluster up in {t2 - t1:.1f}s ({work})", flush=True)
         info["tern"] = clusters["tern"].describe()
         info["kafka"] = clusters["kafka"].describe()
         if args.warmup:
             for b in ("tern", "kafka"):
-                warm_up(args, jars, clusters[b], started)
+                warm_up(args, jars, clusters[b], [d for c in all_clusters for d in c.data_dirs()], started)
         for rnd in range(args.rounds):
             for i, (kind, partitions) in enumerate(cells(args)):
                 name = cell_name(args, kind, partitions)
@@ -635,12 +704,16 @@ def run(args):
                             f"brokers {r['broker_cpu_s']:.1f} cpu-s ({r['broker_pct']:.0f}%, "
                             f"{r['broker_s_per_gb']:.0f} s/GB, JIT threads {r['jit_s']:.1f} s, "
                             f"idle before {r['idle_pct']:.0f}%) "
-                            f"dirty before {r['dirty_mib']:.0f} MiB (sync {r['sync_s']:.1f}s) "
+                            f"dirty before {r['dirty_mib']:.0f} MiB, free after drop {r['free_mib'] / 1024:.1f} GiB "
+                            f"({r['sync_s']:.1f}s) "
                             f"client {r['client_cpu_s']:.1f} cpu-s ({r['client_pct']:.0f}%) "
                             f"other cluster {r['other_cpu_s']:.1f} cpu-s | wall {r['wall_s']:.1f}s "
                             f"rss {r['rss_mib']:.0f} MiB load {r['load']} leaders {list(r['leaders'].values())}")
                     print(line, flush=True)
                     RAW.append(line)
+        for b, c in clusters.items():
+            # Before the stop: shutting down logs warnings of its own (Kafka's raft client).
+            info[f"events-{b}"] = log_events(c)
         for c in list(clusters.values()):
             unclean = c.stop()
             if unclean:
@@ -657,7 +730,11 @@ def run(args):
             except Exception:  # noqa: BLE001
                 pass
         if not failed and not args.keep:
-            shutil.rmtree(work, ignore_errors=True)
+            # The node logs stay (small); the data goes.
+            for c in all_clusters:
+                for d in c.data_dirs():
+                    shutil.rmtree(d, ignore_errors=True)
+            print(f"node logs kept in {work}", flush=True)
     return results, info, time.time() - started
 
 
@@ -728,27 +805,33 @@ def main(argv):
     binary = Path(args.tern)
     sha = hashlib.sha256(binary.read_bytes()).hexdigest()[:16]
     tern_from = args.tern_commit or "(commit not given)"
+    minor = ".".join(args.kafka_version.split(".")[:2])
     section = f"""
-## Replication (RF=3, acks=all): Tern vs Apache Kafka {args.kafka_version}, {when}
+## Replication (RF=3, acks=all): Tern vs Apache Kafka {minor}
 
+{when}, Apache Kafka {args.kafka_version}, `bench/replication/run.py`.
 Machine: {kafka_compare.machine()}; {java}.  **Two cores shared by everything**: six brokers
 (both clusters run side by side for the whole run; the idle one's CPU is in the raw lines as
 "other cluster"), the client, and another engineer's end-to-end tests.  Load average before the
 run {' '.join(load_before)}, after {' '.join(load_after)} (1-min load at each cell's start in the raw
-lines); the run took {secs / 60:.1f} min.  {args.rounds} round(s); the figures are medians over the rounds.
+lines); the run took {secs / 60:.1f} min.  {args.rounds} round(s); the figures are medians over the rounds
+(with two rounds: their mean; every single run is in the raw lines at the end).
 {args.note}
 
 Each cluster: three combined broker+controller nodes on loopback, fresh data dirs, started once
 for the whole run and warmed up first, unmeasured: {args.warmup} records with the librdkafka producer and
-{args.warmup} with ProducerPerformance on 3 partitions, {args.warmup // 2} with ProducerPerformance on 1
-(without the Java-client part, Kafka's first ProducerPerformance cell spent ~40 % of its CPU in
-C2 compiler threads).  Each cell writes a new topic: {REPLICATION_FACTOR} replicas,
+{args.warmup} with ProducerPerformance on 3 partitions, {args.warmup // 2} with ProducerPerformance on 1, then
+(Kafka) up to {WARMUP_EXTRA_STEPS} more ProducerPerformance runs of {args.warmup // 2} on 3 partitions while the JVMs'
+JIT compiler threads still took more than {WARMUP_JIT_QUIET_S:.0f} s per run (the warm-up lines are in the raw lines).  Each cell writes a new topic: {REPLICATION_FACTOR} replicas,
 min.insync.replicas={MIN_ISR}, 1 KiB records, acks=all, no compression; tern and kafka back to
 back, the order alternating from cell to cell and from round to round.  After every cell the high
 watermarks add up to exactly the acknowledged records and every ISR is back to 3 (checked; the
 run stops otherwise).
 
 {out}
+
+Node log lines during the cells and warm-up (before the stop): tern {info.get('events-tern')};
+kafka {info.get('events-kafka')} (ISR changes: Kafka's "Shrinking/Expanding ISR", tern's "ISR changed").
 
 - MB/s are MiB/s (ProducerPerformance's unit; the librdkafka cell uses the same).  Max-rate cells:
   {args.records} records (ProducerPerformance), {args.c_records} (librdkafka); the latency cell:
@@ -764,11 +847,24 @@ run stops otherwise).
   tool included), per GB of payload counted once (records x 1024 B / 1e9, not x 3 replicas); % is of
   one core (200% = the whole machine).  client CPU: the client process's own, likewise.  A client
   near 100% or the two together near 200% means the machine, not the broker, set the rate.
-- Kafka: kafka-server-start.sh's JVM options with -Xms{args.kafka_heap} -Xmx{args.kafka_heap} per node; thread counts
-  and heartbeat/session at Kafka's defaults.  Tern: defaults except the cluster keys.
+- Raw lines: "idle before" is the brokers' CPU in the {args.settle:.0f} s before the run (nobody producing);
+  "JIT threads" the JVMs' C1/C2 compiler threads' share of the brokers' CPU; "other cluster" the
+  idle cluster's CPU during the run; "dirty before" the page cache's dirty + writeback MiB before
+  the sync(2) that precedes every run, "free after drop" the free memory after both clusters'
+  files were then dropped from the page cache (posix_fadvise DONTNEED): every run starts with its
+  gigabytes neither still to be written back nor to be reclaimed (without the drop, runs that had
+  to reclaim page cache as they wrote took twice the CPU per GB, client included, at half the
+  MB/s, and it was mostly the run after a Kafka run, since Kafka keeps deleted topics' files
+  for 60 s and tern does not).
+- Kafka: kafka-server-start.sh's JVM options with -Xms{args.kafka_heap} -Xmx{args.kafka_heap} per node (so its RSS is
+  mostly heap it was told to take; plus the harness's class-data-sharing archive for start-up);
+  thread counts, heartbeat/session and internal topic partitions at Kafka's defaults.  Tern: its
+  defaults (which are Kafka's for replica.*) except the cluster keys.
 
-Commands (`{Path(sys.executable).name} bench/replication/run.py {' '.join(map(shlex.quote, argv))}`,
-with a venv that has confluent-kafka; tern binary sha256 {sha}…: {tern_from}):
+This run: `{Path(sys.executable).name} bench/replication/run.py {' '.join(map(shlex.quote, argv))}`
+(tern binary sha256 {sha}…: {tern_from}).  To repeat (the defaults are this run's, but for
+`--tern`): `cp <tern binary> /tmp/tern-bench-bin && ~/.cache/tern/venv/bin/python bench/replication/run.py
+--tern /tmp/tern-bench-bin --write-results`.  What it ran:
 
 ```
 tern nodes:
