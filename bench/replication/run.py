@@ -26,6 +26,11 @@ After every producer cell the partitions' high watermarks must add up to exactly
 records the client reports acknowledged and every ISR must be back to 3 replicas; a broker that
 exits, a client error, a timeout or a missing record stops the run (data dirs and node logs kept).
 Each topic is deleted after its check (DeleteTopics), so the disk holds about one cell's data.
+Before every measured run: sync(2), then both clusters' files dropped from the page cache
+(posix_fadvise DONTNEED; see flush_page_cache), then `--settle` seconds of idle CPU measured.
+After a run that went through, the data dirs are removed and the node logs kept (the path is
+printed); the section for bench/RESULTS.md counts ISR changes, truncations, warnings and errors
+in them.
 
     python bench/replication/run.py [--records 300000] [--c-records 1000000] [--partitions 3 1] [--rounds 2]
         [--rate 5000 --rate-seconds 30] [--tern /tmp/tern-bench-bin] [--write-results]
