@@ -63,6 +63,15 @@ impl PartitionInfo {
         !self.adding.is_empty() || !self.removing.is_empty()
     }
 
+    /// The replicas before the ongoing reassignment (all of them when none is ongoing).
+    pub fn original_replicas(&self) -> Vec<i32> {
+        self.replicas
+            .iter()
+            .copied()
+            .filter(|r| !self.adding.contains(r))
+            .collect()
+    }
+
     /// The replicas a reassignment ends with (all of them when none is ongoing).
     pub fn target_replicas(&self) -> Vec<i32> {
         self.replicas

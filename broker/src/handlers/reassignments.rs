@@ -42,7 +42,7 @@ pub fn alter(
             let current_rf = image
                 .topic(&tp.0)
                 .and_then(|topic| topic.partitions.get(&tp.1))
-                .map(|p| p.replicas.len() - p.adding.len());
+                .map(|p| p.original_replicas().len());
             match (&target, current_rf) {
                 (Some(target), Some(rf))
                     if !req.allow_replication_factor_change && target.len() != rf =>

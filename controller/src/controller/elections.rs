@@ -346,12 +346,7 @@ fn reassign(
         return Ok(Vec::new());
     }
     // Start from the assignment before any ongoing reassignment: what was there and stays.
-    let original: Vec<i32> = p
-        .replicas
-        .iter()
-        .copied()
-        .filter(|r| !p.adding.contains(r))
-        .collect();
+    let original = p.original_replicas();
     let adding: Vec<i32> = target
         .iter()
         .copied()
@@ -447,12 +442,7 @@ fn cancel(
             "No partition reassignment is in progress for this partition.",
         ));
     }
-    let original: Vec<i32> = p
-        .replicas
-        .iter()
-        .copied()
-        .filter(|r| !p.adding.contains(r))
-        .collect();
+    let original = p.original_replicas();
     Ok(finish(topic_id, partition, p, original, live))
 }
 
