@@ -32,7 +32,9 @@ so the ACL test runs as the suite intends.
 
 The assertion: every test that passes on Kafka passes on tern, except KNOWN_TERN_GAPS (each with
 the reason); an entry there that passes on tern, or is no longer in the suite, fails the test
-too, so the list stays honest.  Tests that fail on both brokers are reported, not asserted.
+too, so the list stays honest.  Tests that fail on both brokers are reported, not asserted, and
+so are the CLIENT_RACES: tests that time out on either broker when a race inside kafka-python
+goes one way, which a broker that answers fast makes likelier.
 Outputs (junit XML, the suite's output, the broker logs, summary.txt) of the last run are kept in
 $TERN_CACHE/kafka-python-suite/.  Skipped with the reason when PyPI, Maven Central, java or mvn
 is missing.  About 1-1.5 min on this 2-core machine (most of it starting Kafka; tern's run
@@ -101,6 +103,26 @@ KNOWN_TERN_GAPS = {
         "no transactions (as test_transactional_producer_messages; also needs AddOffsetsToTxn, "
         "TxnOffsetCommit, EndTxn)",
 }
+
+# Test-id prefix -> the kafka-python race that can make it time out on any broker.  A timeout of
+# one of these is reported, not asserted; any other failure of them still fails the run.
+CLIENT_RACES = {
+    "test_producer_integration.py::test_idempotent_producer_max_in_flight[":
+        "the consumer subscribes on the main thread while its IO thread bootstraps; when the "
+        "bootstrap Metadata answer (asked before the subscription, for no topics) arrives after "
+        "subscribe(), ClusterMetadata.update_metadata sets _need_update = False and drops the "
+        "subscription's request_update(), so no metadata for the topic is fetched until "
+        "metadata_max_age_ms (5 min) and next(consumer) waits out the per-test timeout. Seen on "
+        "tern (answers within 1 ms); the Java client avoids this by versioning update requests",
+}
+
+
+def client_race(test_id, outcome, message):
+    """The CLIENT_RACES reason when this outcome is that race's timeout, else None."""
+    if outcome != "failed" or "Timeout" not in message:
+        return None
+    return next((why for prefix, why in CLIENT_RACES.items() if test_id.startswith(prefix)), None)
+
 
 SHIM_MARK = "# tern: stand-in for kafka-python's test/service.py, which its sdist does not ship"
 SERVICE_SHIM = SHIM_MARK + '''
@@ -329,7 +351,10 @@ def test_kafka_python_integration_suite(suite_src, brokers):
                     f"broken, not tern:\n{tail(keep / 'kafka' / 'output.txt')}")
 
     kafka_passed = {t for t, (o, _) in kafka_res.items() if o == "passed"}
-    gaps = {t for t in kafka_passed if tern_res.get(t, ("missing", ""))[0] != "passed"}
+    races = sorted((name, t) for name, res in results.items() for t, (o, m) in res.items()
+                   if client_race(t, o, m))
+    raced = {t for _, t in races}
+    gaps = {t for t in kafka_passed - raced if tern_res.get(t, ("missing", ""))[0] != "passed"}
     unexpected = sorted(gaps - KNOWN_TERN_GAPS.keys())
     now_passing = sorted(t for t in KNOWN_TERN_GAPS if tern_res.get(t, ("", ""))[0] == "passed")
     vanished = sorted(t for t in KNOWN_TERN_GAPS if t not in kafka_res and t not in tern_res)
@@ -345,6 +370,8 @@ def test_kafka_python_integration_suite(suite_src, brokers):
     lines.append(f"  known tern gaps seen failing: {len(gaps & KNOWN_TERN_GAPS.keys())}/{len(KNOWN_TERN_GAPS)}")
     for t in both_fail:
         lines.append(f"  fails on both brokers: {t}")
+    for name, t in races:
+        lines.append(f"  timed out on {name} by a kafka-python race (CLIENT_RACES): {t}")
     for t in not_on_kafka:
         lines.append(f"  KNOWN_TERN_GAPS entry that did not pass on Kafka this run: {t}")
     summary = "\n".join(lines)
