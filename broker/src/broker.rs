@@ -318,6 +318,7 @@ impl Broker {
         let mirrors = tern_mirror::MirrorManager::new(
             Arc::new(crate::mirror_host::BrokerMirrorHost {
                 node_id: config.node_id,
+                listener: config.inter_broker_listener(),
                 replicas: replicas.clone(),
                 controller: controller.clone(),
                 groups: groups.clone(),

@@ -5,7 +5,15 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 use tern_controller::Controller;
-use tern_mirror::{LeaderReplica, MirrorHost};
+use tern_mirror::{CommittedOffset, LeaderReplica, MirrorHost};
+
+use kafka_protocol::messages::offset_commit_request::{
+    OffsetCommitRequestPartition, OffsetCommitRequestTopic,
+};
+use kafka_protocol::messages::{GroupId, OffsetCommitRequest, TopicName};
+use kafka_protocol::protocol::StrBytes;
+use tern_protocol::client::KafkaConnection;
+use tern_protocol::error::ResponseError;
 
 use crate::group_coordinator::offsets_topic::OffsetValue;
 use crate::group_coordinator::{now_ms, GroupCoordinator};
@@ -15,6 +23,8 @@ use crate::replica_manager::ReplicaManager;
 pub struct BrokerMirrorHost {
     /// This broker's id.
     pub node_id: i32,
+    /// The listener brokers reach each other on (`inter.broker.listener.name`).
+    pub listener: String,
     /// Hosted partitions.
     pub replicas: Arc<ReplicaManager>,
     /// The controller.
@@ -30,12 +40,28 @@ impl MirrorHost for BrokerMirrorHost {
         self.node_id
     }
 
+    fn broker_endpoint(&self, node_id: i32) -> Option<(String, u16)> {
+        let image = self.controller.image();
+        let broker = image.brokers.get(&node_id)?;
+        let (host, port) = broker.endpoint(&self.listener);
+        Some((host.to_string(), port))
+    }
+
     fn leader_replica(&self, topic: &str, partition: i32) -> Option<LeaderReplica> {
         let p = self.replicas.partition(topic, partition)?;
         p.is_leader().then(|| LeaderReplica {
             log: p.log.clone(),
             leader_epoch: p.leader_epoch(),
         })
+    }
+
+    fn watch_high_watermark(
+        &self,
+        topic: &str,
+        partition: i32,
+    ) -> Option<tokio::sync::watch::Receiver<i64>> {
+        let p = self.replicas.partition(topic, partition)?;
+        p.is_leader().then(|| p.watch_high_watermark())
     }
 
     fn on_mirror_append(&self, topic: &str, partition: i32) {
@@ -50,6 +76,20 @@ impl MirrorHost for BrokerMirrorHost {
         }
     }
 
+    fn raise_leader_epoch(&self, topic: &str, partition: i32, at_least: i32) -> Result<(), String> {
+        let topic_id = self
+            .controller
+            .image()
+            .topic(topic)
+            .map(|t| t.id)
+            .ok_or_else(|| format!("unknown topic {topic}"))?;
+        crate::blocking::disk_io(|| {
+            self.controller
+                .raise_leader_epoch(topic_id, partition, at_least)
+        })
+        .map_err(|e| e.to_string())
+    }
+
     fn reserve_producer_ids_above(&self, max_id: i64) {
         let floor = max_id.saturating_add(1);
         if let Err(e) = self.controller.ensure_producer_id_floor(floor) {
@@ -62,7 +102,11 @@ impl MirrorHost for BrokerMirrorHost {
         }
     }
 
-    fn sync_group_offsets(&self, group: &str, offsets: Vec<(String, i32, i64, Option<String>)>) {
+    fn sync_group_offsets(&self, group: &str, offsets: Vec<CommittedOffset>) {
+        if self.groups.check_coordinator(group) == Err(ResponseError::NotCoordinator) {
+            self.commit_at_coordinator(group, offsets);
+            return;
+        }
         let changed: Vec<(String, i32, OffsetValue)> = {
             let current = self
                 .groups
@@ -70,15 +114,20 @@ impl MirrorHost for BrokerMirrorHost {
                 .unwrap_or_default();
             offsets
                 .into_iter()
-                .filter(|(t, p, o, _)| current.get(&(t.clone(), *p)).map(|v| v.offset) != Some(*o))
-                .map(|(t, p, o, m)| {
+                .filter(|c| {
+                    current
+                        .get(&(c.topic.clone(), c.partition))
+                        .map(|v| (v.offset, v.leader_epoch))
+                        != Some((c.offset, c.leader_epoch))
+                })
+                .map(|c| {
                     (
-                        t,
-                        p,
+                        c.topic,
+                        c.partition,
                         OffsetValue {
-                            offset: o,
-                            leader_epoch: -1,
-                            metadata: m.unwrap_or_default(),
+                            offset: c.offset,
+                            leader_epoch: c.leader_epoch,
+                            metadata: c.metadata.unwrap_or_default(),
                             commit_timestamp: now_ms(),
                         },
                     )
@@ -94,5 +143,76 @@ impl MirrorHost for BrokerMirrorHost {
             Ok(_) => tracing::debug!(group, "synced group offsets from the mirror source"),
             Err(e) => tracing::debug!(group, error = ?e, "group offsets not synced"),
         }
+    }
+}
+
+/// How long a synced commit sent to another broker may take.
+const REMOTE_COMMIT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+impl BrokerMirrorHost {
+    /// Sends synced offsets to the broker that coordinates the group, as a standalone
+    /// OffsetCommit (generation -1, no member): refused there too while the group is active.
+    fn commit_at_coordinator(&self, group: &str, offsets: Vec<CommittedOffset>) {
+        let partition = self.groups.partition_for(group);
+        let image = self.controller.image();
+        let Some(leader) = image
+            .topic(crate::group_coordinator::offsets_topic::OFFSETS_TOPIC)
+            .and_then(|t| t.partitions.get(&partition))
+            .map(|info| info.leader)
+            .filter(|&l| l >= 0 && l != self.node_id)
+        else {
+            tracing::debug!(
+                group,
+                "group offsets not synced: its coordinator is not available"
+            );
+            return;
+        };
+        let Some((host, port)) = self.broker_endpoint(leader) else {
+            return;
+        };
+        let mut by_topic: std::collections::BTreeMap<String, Vec<OffsetCommitRequestPartition>> =
+            Default::default();
+        for c in offsets {
+            by_topic.entry(c.topic).or_default().push(
+                OffsetCommitRequestPartition::default()
+                    .with_partition_index(c.partition)
+                    .with_committed_offset(c.offset)
+                    .with_committed_leader_epoch(c.leader_epoch)
+                    .with_committed_metadata(c.metadata.map(StrBytes::from_string)),
+            );
+        }
+        let request = OffsetCommitRequest::default()
+            .with_group_id(GroupId(StrBytes::from_string(group.to_string())))
+            .with_generation_id_or_member_epoch(-1)
+            .with_topics(
+                by_topic
+                    .into_iter()
+                    .map(|(t, ps)| {
+                        OffsetCommitRequestTopic::default()
+                            .with_name(TopicName(StrBytes::from_string(t)))
+                            .with_partitions(ps)
+                    })
+                    .collect(),
+            );
+        let client_id = format!("tern-mirror-offsets-{}", self.node_id);
+        let group = group.to_string();
+        tokio::spawn(async move {
+            let result = tokio::time::timeout(REMOTE_COMMIT_TIMEOUT, async {
+                let mut conn = KafkaConnection::connect((host.as_str(), port), &client_id)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                conn.send(&request, 8).await.map_err(|e| e.to_string())
+            })
+            .await;
+            match result {
+                Ok(Ok(_)) => {
+                    tracing::debug!(%group, coordinator = leader, "synced group offsets at its coordinator")
+                }
+                Ok(Err(e)) => tracing::debug!(%group, error = %e, "group offsets not synced"),
+                Err(_) => {
+                    tracing::debug!(%group, "group offsets not synced: the coordinator did not answer in time")
+                }
+            }
+        });
     }
 }

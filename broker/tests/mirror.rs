@@ -267,7 +267,8 @@ async fn read_only_pause_resume_and_stop() {
     let cfg = explicit_topic_configs(&mut d, "t").await;
     assert_eq!(
         cfg.get("mirror.name").map(String::as_str),
-        Some("m.removed")
+        Some("m.stopped"),
+        "a complete failover is recorded in mirror.name"
     );
     for p in 0..2 {
         let base = produce_ok(
@@ -517,8 +518,8 @@ async fn failback_refused_while_the_other_side_still_mirrors() {
             end[0]
         );
         assert_eq!(
-            now.normalized()[..original.batches.len()],
-            original.normalized()[..],
+            now.batch_bytes()[..original.batches.len()],
+            original.batch_bytes()[..],
             "{side}'s log changed"
         );
     }
@@ -829,6 +830,7 @@ async fn create_mirror_rejects_bad_input_and_creates_nothing() {
         "a/b",
         "m.removed",
         "m.paused",
+        "m.stopped",
         "é",
         long.as_str(),
     ] {
@@ -1146,7 +1148,7 @@ async fn concurrent_start_and_stop_end_consistent() {
             let parts = partition_details(&mut d, "m", "c").await;
             let want = match cfg.get("mirror.name").map(String::as_str) {
                 Some("m") => Some("MIRRORING"),
-                Some("m.removed") => Some("STOPPED"),
+                Some("m.stopped") => Some("STOPPED"),
                 _ => None,
             };
             if let Some(want) = want {
@@ -1186,6 +1188,74 @@ async fn concurrent_start_and_stop_end_consistent() {
     for p in 0..2 {
         assert_same_log(&mut s, &mut d, "c", p).await;
     }
+}
+
+/// Synced group offsets stay within what is mirrored: a group that committed far ahead of a
+/// paused (lagging) mirror gets the destination's end, follows the mirror as it catches up,
+/// and after a failover its committed offset is the topic's end, not past it (so a consumer
+/// with auto.offset.reset=earliest resumes there, not at 0).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn synced_group_offsets_never_pass_the_mirrored_end() {
+    init_tracing();
+    let src = Node::start(&[]).await;
+    let dst = Node::start(&[("mirror.metadata.refresh.interval.ms", "300")]).await;
+    let mut s = src.connect().await;
+    let mut d = dst.connect().await;
+    create_topic(&mut s, "g", 1, &[]).await;
+    produce_ok(&mut s, "g", 0, make_batch(Compression::None, 10, None, "a")).await;
+    create_mirror_to(&mut d, "m", &src.bootstrap()).await;
+    assert_topic_codes(&start_topics(&mut d, "m", &["g"]).await, 0, "start");
+    wait_mirrored(&mut d, "m", "g", &[10]).await;
+
+    let dst_committed = |want: i64| {
+        let addr = dst.addr;
+        move || async move {
+            let mut c = tern_protocol::client::KafkaConnection::connect(addr, "t")
+                .await
+                .unwrap();
+            match committed_offset(&mut c, "app", "g", 0).await {
+                got if got == want => Ok(()),
+                got => Err(format!("committed offset {got}, want {want}")),
+            }
+        }
+    };
+    // The mirror lags (paused) while the group commits far ahead on the source.
+    assert_topic_codes(&pause_topics(&mut d, "m", &["g"]).await, 0, "pause");
+    wait_state(&mut d, "m", "g", 1, "PAUSED").await;
+    produce_ok(&mut s, "g", 0, make_batch(Compression::None, 50, None, "b")).await;
+    assert_eq!(commit_offset(&mut s, "app", "g", 0, 55).await, 0);
+    wait_for(
+        WAIT,
+        "the synced offset clamped to the mirrored end",
+        dst_committed(10),
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    assert_eq!(
+        committed_offset(&mut d, "app", "g", 0).await,
+        10,
+        "stays within the mirror"
+    );
+
+    // The mirror catches up: the offset follows, up to the source's commit.
+    assert_topic_codes(&resume_topics(&mut d, "m", &["g"]).await, 0, "resume");
+    wait_mirrored(&mut d, "m", "g", &[60]).await;
+    wait_for(WAIT, "the source's commit synced", dst_committed(55)).await;
+
+    // Lagging again, then a failover: the committed offset is the topic's end.
+    assert_topic_codes(&pause_topics(&mut d, "m", &["g"]).await, 0, "pause again");
+    wait_state(&mut d, "m", "g", 1, "PAUSED").await;
+    produce_ok(&mut s, "g", 0, make_batch(Compression::None, 40, None, "c")).await;
+    assert_eq!(commit_offset(&mut s, "app", "g", 0, 90).await, 0);
+    wait_for(
+        WAIT,
+        "the offset clamped at the paused end",
+        dst_committed(60),
+    )
+    .await;
+    assert_topic_codes(&stop_topics(&mut d, "m", &["g"]).await, 0, "stop");
+    assert_eq!(end_offsets(&mut d, "g", 1).await, vec![60]);
+    assert_eq!(committed_offset(&mut d, "app", "g", 0).await, 60);
 }
 
 /// The destination shuts down mid-mirroring and restarts on its dir: states come back from

@@ -257,20 +257,22 @@ async fn coordinator_state_rpcs_read_and_write_partition_states() {
     assert_eq!(r.topics[0].partitions[0].state, -1, "no state yet: UNKNOWN");
     assert_eq!(r.topics[1].partitions[0].error_code, 3);
     // A remote broker records PREPARING then MIRRORING for partition 1; an invalid jump is refused.
-    let write = |state: i8| {
+    let write_with = |state: i8, last_mirrored_offset: i64| {
         MirrorRequest::WriteMirrorStates(WriteMirrorStatesRequest {
             mirror_name: "m".into(),
             topics: vec![WriteMirrorStateTopic {
                 name: "plain".into(),
                 partitions: vec![WriteMirrorStatePartition {
                     partition_index: 1,
-                    last_mirror_epoch: -1,
                     state,
+                    last_mirrored_offset,
+                    ..Default::default()
                 }],
             }],
             stopped_topics: vec![],
         })
     };
+    let write = |state: i8| write_with(state, -1);
     for (state, ok) in [(6i8, false), (0, true), (2, true)] {
         let MirrorResponse::WriteMirrorStates(w) = mirror_call(&mut conn, write(state)).await
         else {
@@ -282,7 +284,20 @@ async fn coordinator_state_rpcs_read_and_write_partition_states() {
     let r = read(&mut conn).await;
     assert_eq!(r.topics[0].partitions[1].state, 2);
     assert_eq!(r.topics[0].partitions[1].previous_state, 0);
+    assert_eq!(r.topics[0].partitions[1].last_mirrored_offset, -1);
     assert_eq!(r.topics[0].partitions[0].state, -1);
+    // STOPPING, then STOPPED with the last mirrored offset (Tern's tagged field), read back.
+    for (state, lmo) in [(5i8, -1i64), (6, 42)] {
+        let MirrorResponse::WriteMirrorStates(w) =
+            mirror_call(&mut conn, write_with(state, lmo)).await
+        else {
+            panic!()
+        };
+        assert_eq!(w.topics[0].partitions[0].error_code, 0, "{w:?}");
+    }
+    let r = read(&mut conn).await;
+    assert_eq!(r.topics[0].partitions[1].state, 6);
+    assert_eq!(r.topics[0].partitions[1].last_mirrored_offset, 42);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

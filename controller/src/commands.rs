@@ -136,6 +136,16 @@ pub enum Command {
         /// Which leader.
         election: crate::controller::ElectionType,
     },
+    /// Raise a partition's leader epoch to at least `at_least` (a mirror partition's leader
+    /// keeps its epoch at or above the source's epochs of the batches it mirrors).
+    RaiseLeaderEpoch {
+        /// Topic id.
+        topic_id: Uuid,
+        /// Partition index.
+        partition: i32,
+        /// The lowest leader epoch wanted.
+        at_least: i32,
+    },
     /// Start (Some target) or cancel (None) partition reassignments.
     AlterReassignments {
         /// Per partition: the target replicas, or None to cancel.
@@ -194,6 +204,7 @@ impl Command {
             Command::AlterPartition(_) => "AlterPartition",
             Command::ElectLeaders { .. } => "ElectLeaders",
             Command::AlterReassignments { .. } => "AlterReassignments",
+            Command::RaiseLeaderEpoch { .. } => "RaiseLeaderEpoch",
         }
     }
 }

@@ -346,6 +346,11 @@ impl Controller {
             Command::AlterPartition(r) => self
                 .do_alter_partition(r)
                 .map(|(isr, epoch)| Reply::Partition(isr, epoch)),
+            Command::RaiseLeaderEpoch {
+                topic_id,
+                partition,
+                at_least,
+            } => done(self.do_raise_leader_epoch(*topic_id, *partition, *at_least)),
         }
     }
 

@@ -4,10 +4,14 @@
 /// Topic config naming the cluster mirror a topic is mirrored by; while set (without the
 /// [`MIRROR_REMOVED_SUFFIX`]) the topic is read-only.
 pub const MIRROR_NAME_CONFIG: &str = "mirror.name";
-/// Appended to `mirror.name` when a topic is stopped (failed over): the mirror it came from.
+/// Appended to `mirror.name` when a topic is being stopped (failover requested): read-only
+/// until every partition is STOPPED, then [`MIRROR_STOPPED_SUFFIX`] replaces it.
 pub const MIRROR_REMOVED_SUFFIX: &str = ".removed";
 /// Appended to `mirror.name` while a topic's mirroring is paused (still read-only).
 pub const MIRROR_PAUSED_SUFFIX: &str = ".paused";
+/// Suffix of `mirror.name` once a failover is complete: every partition is STOPPED and the
+/// topic takes writes.
+pub const MIRROR_STOPPED_SUFFIX: &str = ".stopped";
 
 /// Value type of a config, as DescribeConfigs reports it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

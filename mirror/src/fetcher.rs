@@ -15,6 +15,7 @@ use kafka_protocol::messages::fetch_response::PartitionData;
 use kafka_protocol::messages::{BrokerId, FetchRequest, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use parking_lot::Mutex;
+use tern_protocol::record_batch::RecordBatchHeader;
 use tokio::sync::{mpsc, Notify};
 
 use crate::config::MirrorSettings;
@@ -481,6 +482,20 @@ fn build_request(targets: &[(FetchTarget, i64)], settings: &MirrorSettings) -> F
         )
 }
 
+/// The highest partition leader epoch among whole batches (-1 if none has one).
+fn max_leader_epoch(batches: &[u8]) -> i32 {
+    let mut pos = 0;
+    let mut max = -1;
+    while pos < batches.len() {
+        let Ok(h) = RecordBatchHeader::parse(&batches[pos..]) else {
+            break;
+        };
+        max = max.max(h.partition_leader_epoch);
+        pos += h.size();
+    }
+    max
+}
+
 /// Appends one partition's fetched batches; returns whether anything was appended.
 fn append_fetched(
     tp: &TopicPartition,
@@ -509,7 +524,16 @@ fn append_fetched(
                     ));
                 }
             }
-            log.append_replicated(BytesMut::from(&batches[..]), Some(replica.leader_epoch))
+            // The batches keep the source's partition leader epochs, byte for byte; this
+            // partition's own epoch is raised to at least theirs first, so its epochs stay
+            // monotonic once it takes writes of its own. The next fetch retries the append.
+            let max_epoch = max_leader_epoch(&batches);
+            if max_epoch > replica.leader_epoch {
+                host.raise_leader_epoch(&tp.0, tp.1, max_epoch)
+                    .map_err(|e| format!("raising the leader epoch to {max_epoch}: {e}"))?;
+                return Ok(false);
+            }
+            log.append_replicated(BytesMut::from(&batches[..]), None)
                 .map_err(|e| format!("appending mirrored batches: {e}"))?;
             appended = true;
         }
@@ -541,11 +565,22 @@ mod tests {
     struct OneLog {
         log: Arc<Log>,
         appends: AtomicUsize,
+        raised: AtomicUsize,
     }
 
     impl MirrorHost for OneLog {
         fn node_id(&self) -> i32 {
             1
+        }
+        fn broker_endpoint(&self, _: i32) -> Option<(String, u16)> {
+            None
+        }
+        fn watch_high_watermark(
+            &self,
+            _: &str,
+            _: i32,
+        ) -> Option<tokio::sync::watch::Receiver<i64>> {
+            None
         }
         fn leader_replica(&self, _: &str, _: i32) -> Option<LeaderReplica> {
             Some(LeaderReplica {
@@ -557,8 +592,12 @@ mod tests {
             self.appends.fetch_add(1, Ordering::SeqCst);
         }
         fn on_log_reset(&self, _: &str, _: i32) {}
+        fn raise_leader_epoch(&self, _: &str, _: i32, at_least: i32) -> Result<(), String> {
+            self.raised.store(at_least as usize, Ordering::SeqCst);
+            Ok(())
+        }
         fn reserve_producer_ids_above(&self, _: i64) {}
-        fn sync_group_offsets(&self, _: &str, _: Vec<(String, i32, i64, Option<String>)>) {}
+        fn sync_group_offsets(&self, _: &str, _: Vec<crate::host::CommittedOffset>) {}
     }
 
     fn host() -> (tempfile::TempDir, OneLog) {
@@ -569,6 +608,7 @@ mod tests {
             OneLog {
                 log: Arc::new(log),
                 appends: AtomicUsize::new(0),
+                raised: AtomicUsize::new(0),
             },
         )
     }
@@ -589,9 +629,9 @@ mod tests {
     }
 
     #[test]
-    fn appends_source_bytes_with_only_the_epoch_rewritten() {
+    fn appends_source_bytes_unchanged_leader_epochs_included() {
         let (_dir, host) = host();
-        let source = concat(&[batch(0, 3), batch(3, 2)]);
+        let source = concat(&[batch_in_epoch(0, 3, 2), batch_in_epoch(3, 2, 7)]);
         let tp = ("t".to_string(), 0);
         let mut st: i64 = 0;
         assert!(append_fetched(&tp, &mut st, &data(source.clone(), 0, 5), &host).unwrap());
@@ -603,14 +643,29 @@ mod tests {
         while pos < read.len() {
             let h = RecordBatchHeader::parse(&read[pos..]).unwrap();
             let end = pos + h.size();
-            assert_eq!(&read[pos..pos + 12], &source[pos..pos + 12]);
-            assert_eq!(&read[pos + 12..pos + 16], &7i32.to_be_bytes());
-            assert_eq!(&read[pos + 16..end], &source[pos + 16..end]);
+            assert_eq!(&read[pos..end], &source[pos..end]);
             pos = end;
         }
+        assert_eq!(host.log.epoch_entries(), vec![(2, 0), (7, 3)]);
         // A late duplicate of what is already there is skipped, not appended twice.
         assert!(!append_fetched(&tp, &mut st, &data(source, 0, 5), &host).unwrap());
         assert_eq!(host.log.log_end_offset(), 5);
+    }
+
+    #[test]
+    fn a_source_epoch_above_the_local_one_is_raised_before_appending() {
+        let (_dir, host) = host();
+        let tp = ("t".to_string(), 0);
+        let mut st: i64 = 0;
+        let source = concat(&[batch_in_epoch(0, 3, 5), batch_in_epoch(3, 2, 9)]);
+        assert!(!append_fetched(&tp, &mut st, &data(source, 0, 5), &host).unwrap());
+        assert_eq!(host.raised.load(Ordering::SeqCst), 9);
+        assert_eq!(
+            host.log.log_end_offset(),
+            0,
+            "nothing appended above the local epoch"
+        );
+        assert_eq!(st, 0, "fetched again from the same offset");
     }
 
     #[test]
@@ -645,11 +700,18 @@ mod tests {
     }
 
     fn batch(base: i64, n: usize) -> Bytes {
+        batch_in_epoch(base, n, 0)
+    }
+
+    /// A batch as a source leader in `epoch` wrote it.
+    fn batch_in_epoch(base: i64, n: usize, epoch: i32) -> Bytes {
         let mut b = RecordBatchBuilder::new(Compression::None).base_offset(base);
         for i in 0..n {
             b.push(1000 + i as i64, Some(b"k"), Some(b"value"), &[])
                 .unwrap();
         }
-        b.build().unwrap()
+        let mut batch = BytesMut::from(&b.build().unwrap()[..]);
+        tern_protocol::record_batch::set_partition_leader_epoch(&mut batch, epoch);
+        batch.freeze()
     }
 }

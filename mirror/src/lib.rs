@@ -19,6 +19,6 @@ pub mod source_security;
 pub mod state;
 
 pub use config::{BrokerMirrorConfig, MirrorSettings};
-pub use host::{LeaderReplica, MirrorHost};
+pub use host::{CommittedOffset, LeaderReplica, MirrorHost};
 pub use manager::MirrorManager;
 pub use state::{MirrorPartitionState, MIRROR_STATE_TOPIC};

@@ -25,6 +25,8 @@ use tern_protocol::mirror::{
 };
 use uuid::Uuid;
 
+use crate::host::CommittedOffset;
+
 impl From<crate::config::InvalidMirrorConfig> for SourceError {
     fn from(e: crate::config::InvalidMirrorConfig) -> Self {
         SourceError::Security(e.0)
@@ -327,7 +329,7 @@ impl SourceConnection {
     pub async fn committed_offsets(
         &mut self,
         group: &str,
-    ) -> Result<Vec<(String, i32, i64, Option<String>)>, SourceError> {
+    ) -> Result<Vec<CommittedOffset>, SourceError> {
         let version = self
             .version(ApiKey::OffsetFetch, (2, 7))
             .ok_or(SourceError::Unsupported(ApiKey::OffsetFetch))?;
@@ -347,13 +349,12 @@ impl SourceConnection {
             .flat_map(|t| {
                 let name = t.name.to_string();
                 t.partitions.into_iter().filter_map(move |p| {
-                    (p.error_code == 0 && p.committed_offset >= 0).then(|| {
-                        (
-                            name.clone(),
-                            p.partition_index,
-                            p.committed_offset,
-                            p.metadata.map(|m| m.to_string()),
-                        )
+                    (p.error_code == 0 && p.committed_offset >= 0).then(|| CommittedOffset {
+                        topic: name.clone(),
+                        partition: p.partition_index,
+                        offset: p.committed_offset,
+                        leader_epoch: p.committed_leader_epoch,
+                        metadata: p.metadata.map(|m| m.to_string()),
                     })
                 })
             })

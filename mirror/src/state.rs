@@ -157,7 +157,18 @@ pub fn coordinator_partition(key: &MirrorPartitionKey, num_partitions: i32) -> i
         uuid_base64(&key.topic_id),
         key.partition
     );
-    let h = java_hash(&s);
+    hash_partition(&s, num_partitions)
+}
+
+/// The `__mirror_state` partition whose leader is a mirror's metadata coordinator: the one
+/// broker that syncs the mirror's topics, configs, group offsets and ACLs, and completes its
+/// failovers (the spec's assignment by mirror name alone).
+pub fn metadata_coordinator_partition(mirror: &str, num_partitions: i32) -> i32 {
+    hash_partition(mirror, num_partitions)
+}
+
+fn hash_partition(s: &str, num_partitions: i32) -> i32 {
+    let h = java_hash(s);
     // Kafka's Utils.abs maps MIN_VALUE to 0.
     let abs = if h == i32::MIN { 0 } else { h.abs() };
     abs % num_partitions.max(1)

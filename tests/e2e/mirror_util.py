@@ -75,10 +75,6 @@ class Batch:
     def record_count(self):
         return struct.unpack_from(">i", self.data, 57)[0]
 
-    def normalized(self):
-        """The batch with its partitionLeaderEpoch zeroed (the one field a mirror rewrites)."""
-        return self.data[:12] + b"\0\0\0\0" + self.data[16:]
-
 
 @dataclass
 class FetchedPartition:
@@ -277,7 +273,7 @@ def describe_batches(batches, limit=6):
 
 
 def assert_same_batches(source_batches, mirror_batches, what):
-    """Same offsets and the same bytes, batch by batch, except partitionLeaderEpoch."""
+    """Same offsets and the same bytes, batch by batch, the partition leader epoch included."""
     src = [(b.base_offset, b.last_offset) for b in source_batches]
     dst = [(b.base_offset, b.last_offset) for b in mirror_batches]
     if src != dst:
@@ -286,10 +282,11 @@ def assert_same_batches(source_batches, mirror_batches, what):
             f"{what}: batch offsets differ at batch #{i}: source {src[i:i + 5]} vs mirror {dst[i:i + 5]} "
             f"({len(src)} source batches, {len(dst)} mirror batches)")
     for s, d in zip(source_batches, mirror_batches):
-        if s.normalized() != d.normalized():
+        if s.data != d.data:
             diff = [i for i in range(min(len(s.data), len(d.data))) if s.data[i] != d.data[i]]
             raise AssertionError(
-                f"{what}: batch at offset {s.base_offset} differs beyond the leader epoch: "
+                f"{what}: batch at offset {s.base_offset} differs (leader epochs "
+                f"{s.leader_epoch}/{d.leader_epoch}): "
                 f"sizes {len(s.data)}/{len(d.data)}, differing byte positions {diff[:20]}")
 
 

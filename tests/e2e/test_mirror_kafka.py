@@ -17,7 +17,8 @@ same high watermark and the same batches byte for byte except the 4-byte partiti
 5. produce to a mirror topic fails with READ_ONLY_TOPIC (134) and appends nothing; after --stop
    produce continues at the last mirrored offset, also after a restart;
 6. kill -9 of tern while the source is being written: no gap, no duplicate, same bytes;
-   6b. a source restart (new source leader epoch): tern keeps its own epoch, same other bytes;
+   6b. a source restart (new source leader epoch): tern's batches keep the source's epochs, and
+       tern's own partition leader epoch is raised to at least the highest of them;
 7. consumer-group offsets (and topic configs, partition counts) synced from the source, resumed
    on tern after --stop, no longer synced after it;
 8. `tern mirrors` refuses bad input with the error's name and a non-zero exit code, promptly;
@@ -43,6 +44,7 @@ sys.path.insert(0, str(HERE.parent / "harness"))
 import kafka_peer  # noqa: E402
 import mirror_util as mu  # noqa: E402
 from conftest import Tern, free_port  # noqa: E402
+from replication_util import metadata_v7  # noqa: E402
 
 MAIN_VERSION = "4.4.0"
 OLD_VERSION = os.environ.get("MIRROR_OLD_KAFKA", "2.1.1")
@@ -643,8 +645,9 @@ def test_kill9_while_mirroring(kafka, tern, tmp_path):
 
 def test_source_restart_new_leader_epoch(kafka, tern, tmp_path):
     """Restarting the single-node source bumps its partition leader epoch: the mirror rides
-    through the outage, and its batches keep tern's epoch while every other byte matches (the
-    one case where the epoch exemption of the byte comparison matters)."""
+    through the outage, its batches keep the source's epochs (byte for byte), and tern raises
+    its own partition leader epoch to at least the highest of them, so its epochs stay
+    monotonic once the topic takes writes."""
     topic = unique("epoch")
     create_topics(kafka.bootstrap, {topic: (2, None)})
     produce(kafka.bootstrap, topic, 200, 2, codec="gzip")
@@ -661,8 +664,11 @@ def test_source_restart_new_leader_epoch(kafka, tern, tmp_path):
     assert len(src_epochs) > 1, f"the source restart did not change the leader epoch: {src_epochs}"
     with mu.RawKafka(tern.bootstrap) as t:
         dst_epochs = {b.leader_epoch for p in range(2) for b in t.read_batches(topic, p)}
-    assert max(src_epochs) not in dst_epochs, \
-        f"tern's batches carry the source's epoch {max(src_epochs)}: {dst_epochs}"
+    assert dst_epochs == src_epochs, f"tern's batch epochs {dst_epochs}, the source's {src_epochs}"
+    parts = metadata_v7(tern.bootstrap, [topic]).topics[topic].partitions
+    assert all(parts[p].epoch >= max(src_epochs) for p in range(2)), \
+        f"tern's partition leader epochs {[parts[p].epoch for p in range(2)]} are below the " \
+        f"source's batch epochs {sorted(src_epochs)}"
 
 
 # -- 7. consumer-group offsets -------------------------------------------------------------------

@@ -16,7 +16,7 @@ unique sequential values into it.  Meanwhile:
 Then production stops, `tern mirrors --describe --json` must show lag 0 for every partition, and
 every partition of tern must equal the source's: the same (offset, timestamp, key, value) read
 with read_committed consumers (nothing missing, nothing doubled), and the same record-batch bytes
-from a raw Fetch v4 except the partition leader epoch (bytes 12..16 of each batch).  The source
+from a raw Fetch v4, the partition leader epoch (bytes 12..16 of each batch) included.  The source
 itself must hold every acknowledged value exactly once.
 
 On failure (or with TERN_E2E_KEEP=1) the data dirs (tern/tern.log, kafka/node-*/kafka.log) are
@@ -294,11 +294,6 @@ def raw_batches(address, partition, end):
     return batches
 
 
-def masked(batch):
-    """A record batch without its partition leader epoch (bytes 12..16), which the mirror rewrites."""
-    return batch[:12] + batch[16:]
-
-
 # -- the test ---------------------------------------------------------------------------------------
 
 def test_mirror_survives_source_leader_kill_and_move():
@@ -454,14 +449,15 @@ def test_mirror_survives_source_leader_kill_and_move():
                     f"tern {dst[first_diff] if first_diff is not None else None}\n{diag()}")
             source_values += [r[3] for r in src]
 
-            # 5. the same batch bytes, except the partition leader epoch.
+            # 5. the same batch bytes, the partition leader epoch included.
             leader = info[p][0]
             src_batches = raw_batches(cluster.address(leader), p, ends[p])
             dst_batches = raw_batches(tern.bootstrap, p, ends[p])
             assert [b for b, _ in dst_batches] == [b for b, _ in src_batches], \
                 f"partition {p}: batch base offsets differ"
             for (base, a), (_, b) in zip(src_batches, dst_batches):
-                assert masked(a) == masked(b), f"partition {p}: batch at {base} differs beyond its leader epoch"
+                assert a == b, (f"partition {p}: batch at {base} differs (leader epochs "
+                                f"{struct.unpack_from('>i', a, 12)[0]}/{struct.unpack_from('>i', b, 12)[0]})")
             epochs = sorted({struct.unpack_from(">i", a, 12)[0] for _, a in src_batches})
             mark(f"partition {p}: {ends[p]} records, {len(src_batches)} batches identical "
                  f"(source leader epochs {epochs})")

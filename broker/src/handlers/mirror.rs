@@ -115,7 +115,7 @@ pub async fn handle(
         ),
         MirrorRequest::LastMirroredOffsets(r) => MirrorResponse::LastMirroredOffsets(
             match check_mirror(&authz, AclOperation::Describe, &r.mirror_name) {
-                Ok(()) => m.last_mirrored_offsets(&r),
+                Ok(()) => m.last_mirrored_offsets(&r).await,
                 Err((error_code, error_message)) => {
                     tern_protocol::mirror::LastMirroredOffsetsResponse {
                         error_code,
@@ -146,7 +146,7 @@ pub async fn handle(
             let include_ops = r.include_authorized_operations;
             let mut response = if describe_all || !allowed.is_empty() {
                 r.mirror_names = allowed;
-                m.describe_mirrors(&r)
+                m.describe_mirrors(&r).await
             } else {
                 // Every named mirror is refused: asking the manager with no names would
                 // describe them all.
@@ -184,7 +184,7 @@ pub async fn handle(
         }
         MirrorRequest::WriteMirrorStates(r) => {
             MirrorResponse::WriteMirrorStates(match cluster_action() {
-                None => m.write_states(&r),
+                None => m.write_states(&r).await,
                 Some((error_code, error_message)) => {
                     tern_protocol::mirror::WriteMirrorStatesResponse {
                         error_code,

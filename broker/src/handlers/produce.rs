@@ -85,7 +85,6 @@ pub async fn handle(
         }
         let configs = image.topic_configs(&name);
         let mirror_name = configs.get(tern_controller::topic_configs::MIRROR_NAME_CONFIG);
-        let topic_id = image.topic(&name).map(|t| t.id).unwrap_or_default();
         let effective = |key: &str, broker_key: &str, default: &str| -> String {
             configs
                 .get(key)
@@ -121,10 +120,7 @@ pub async fn handle(
                     continue;
                 }
             };
-            if broker
-                .mirrors
-                .is_read_only(topic_id, pd.index, mirror_name.map(String::as_str))
-            {
+            if broker.mirrors.is_read_only(mirror_name.map(String::as_str)) {
                 partitions.push(error_partition(
                     pd.index,
                     READ_ONLY_TOPIC,

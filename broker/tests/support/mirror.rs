@@ -18,9 +18,13 @@ use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+use kafka_protocol::messages::offset_commit_request::{
+    OffsetCommitRequestPartition, OffsetCommitRequestTopic,
+};
+use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
 use kafka_protocol::messages::{
-    BrokerId, DeleteRecordsRequest, DescribeConfigsRequest, FetchRequest, ListOffsetsRequest,
-    MetadataRequest,
+    BrokerId, DeleteRecordsRequest, DescribeConfigsRequest, FetchRequest, GroupId,
+    ListOffsetsRequest, MetadataRequest, OffsetCommitRequest, OffsetFetchRequest,
 };
 use kafka_protocol::protocol::StrBytes;
 use tern_broker::server::Server;
@@ -505,15 +509,10 @@ pub struct PartitionLog {
 
 impl PartitionLog {
     /// The batches with the partition leader epoch (bytes 12..16) zeroed.
-    pub fn normalized(&self) -> Vec<(i64, Vec<u8>)> {
-        self.batches
-            .iter()
-            .map(|(o, b)| {
-                let mut v = b.to_vec();
-                v[12..16].copy_from_slice(&[0; 4]);
-                (*o, v)
-            })
-            .collect()
+    /// (base offset, batch bytes), the partition leader epoch included: a mirror keeps the
+    /// source's batches byte for byte.
+    pub fn batch_bytes(&self) -> Vec<(i64, Vec<u8>)> {
+        self.batches.iter().map(|(o, b)| (*o, b.to_vec())).collect()
     }
 
     pub fn total_bytes(&self) -> usize {
@@ -607,7 +606,7 @@ pub async fn assert_same_log(
         s.high_watermark, d.high_watermark,
         "{topic}-{partition}: high watermarks differ"
     );
-    let (sn, dn) = (s.normalized(), d.normalized());
+    let (sn, dn) = (s.batch_bytes(), d.batch_bytes());
     assert_eq!(
         sn.iter().map(|(o, _)| *o).collect::<Vec<_>>(),
         dn.iter().map(|(o, _)| *o).collect::<Vec<_>>(),
@@ -807,4 +806,47 @@ async fn pump(
         }
     }
     let _ = to.shutdown().await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Consumer-group offsets.
+
+/// A standalone OffsetCommit (no member, generation -1) of one partition; its error code.
+pub async fn commit_offset(
+    conn: &mut KafkaConnection,
+    group: &str,
+    topic: &str,
+    partition: i32,
+    offset: i64,
+) -> i16 {
+    let request = OffsetCommitRequest::default()
+        .with_group_id(GroupId(StrBytes::from_string(group.to_string())))
+        .with_generation_id_or_member_epoch(-1)
+        .with_topics(vec![OffsetCommitRequestTopic::default()
+            .with_name(name(topic))
+            .with_partitions(vec![OffsetCommitRequestPartition::default()
+                .with_partition_index(partition)
+                .with_committed_offset(offset)])]);
+    let r = conn.send(&request, 8).await.unwrap();
+    r.topics[0].partitions[0].error_code
+}
+
+/// The group's committed offset of one partition (-1 if none).
+pub async fn committed_offset(
+    conn: &mut KafkaConnection,
+    group: &str,
+    topic: &str,
+    partition: i32,
+) -> i64 {
+    let request = OffsetFetchRequest::default()
+        .with_group_id(GroupId(StrBytes::from_string(group.to_string())))
+        .with_topics(Some(vec![OffsetFetchRequestTopic::default()
+            .with_name(name(topic))
+            .with_partition_indexes(vec![partition])]));
+    let r = conn.send(&request, 7).await.unwrap();
+    r.topics
+        .first()
+        .and_then(|t| t.partitions.first())
+        .map(|p| p.committed_offset)
+        .unwrap_or(-1)
 }

@@ -121,6 +121,61 @@ impl Controller {
     }
 }
 
+impl Controller {
+    /// Raises a partition's leader epoch to `at_least` (same leader and ISR) unless it is that
+    /// high already. Mirror partitions keep the source's leader epochs in their batches, and
+    /// their own epoch never below them, so epochs stay monotonic after a failover.
+    pub fn raise_leader_epoch(
+        &self,
+        topic_id: Uuid,
+        partition: i32,
+        at_least: i32,
+    ) -> Result<(), ApiError> {
+        self.submit(Command::RaiseLeaderEpoch {
+            topic_id,
+            partition,
+            at_least,
+        })
+        .map(|_| ())
+    }
+
+    pub(super) fn do_raise_leader_epoch(
+        &self,
+        topic_id: Uuid,
+        partition: i32,
+        at_least: i32,
+    ) -> Result<(), ApiError> {
+        let image = self.image();
+        let p = image
+            .topics
+            .get(&topic_id)
+            .and_then(|t| t.partitions.get(&partition))
+            .ok_or_else(|| {
+                ApiError::new(
+                    ResponseError::UnknownTopicOrPartition,
+                    format!("unknown partition {topic_id}-{partition}"),
+                )
+            })?;
+        if p.leader_epoch >= at_least {
+            return Ok(());
+        }
+        if p.leader < 0 {
+            return Err(ApiError::new(
+                ResponseError::LeaderNotAvailable,
+                format!("partition {topic_id}-{partition} has no leader"),
+            ));
+        }
+        self.commit(vec![partition_record(
+            topic_id,
+            partition,
+            p,
+            p.isr.clone(),
+            p.leader,
+            at_least,
+        )])
+    }
+}
+
 /// A Partition record for `p` with a new ISR and leader; the partition epoch is bumped.
 pub(super) fn partition_record(
     topic_id: Uuid,

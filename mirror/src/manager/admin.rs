@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use tern_controller::topic_configs::{
-    MIRROR_NAME_CONFIG, MIRROR_PAUSED_SUFFIX, MIRROR_REMOVED_SUFFIX,
+    MIRROR_NAME_CONFIG, MIRROR_PAUSED_SUFFIX, MIRROR_REMOVED_SUFFIX, MIRROR_STOPPED_SUFFIX,
 };
 use tern_controller::CreateTopic;
 use tern_protocol::error::{ApiError, ResponseError};
@@ -12,11 +12,12 @@ use tern_protocol::mirror::errors::*;
 use tern_protocol::mirror::*;
 use uuid::Uuid;
 
+use super::coordination::{apply_write, stored_here};
 use super::{parse_mirror_name, DesiredState, MirrorManager};
 use crate::config::{is_secret, validate_mirror_configs, MirrorSettings, PatternSet};
 use crate::manager::sync::mirrored_topic_configs;
 use crate::source::{connect_bootstrap, SourceMetadata};
-use crate::state::{MirrorPartitionKey, MirrorPartitionState, PartitionStateRecord};
+use crate::state::{MirrorPartitionKey, MirrorPartitionState};
 
 fn topic_result(name: &str, result: Result<(), ApiError>) -> TopicResult {
     match result {
@@ -57,7 +58,8 @@ fn validate_mirror_name(name: &str) -> Result<(), ApiError> {
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '_' || c == '-')
         && !name.ends_with(MIRROR_REMOVED_SUFFIX)
-        && !name.ends_with(MIRROR_PAUSED_SUFFIX);
+        && !name.ends_with(MIRROR_PAUSED_SUFFIX)
+        && !name.ends_with(MIRROR_STOPPED_SUFFIX);
     if ok {
         Ok(())
     } else {
@@ -137,8 +139,91 @@ impl MirrorManager {
     }
 
     /// DescribeClusterMirrors: per partition, state, source high watermark, destination log
-    /// end offset, lag, retries and last error.
-    pub fn describe_mirrors(
+    /// end offset, lag, retries and last error. Each partition is described by the broker that
+    /// leads it: this one answers for its own and asks its peers (`local_only`) for theirs.
+    pub async fn describe_mirrors(
+        &self,
+        req: &DescribeClusterMirrorsRequest,
+    ) -> DescribeClusterMirrorsResponse {
+        let mut response = self.describe_local(req);
+        if req.local_only {
+            return response;
+        }
+        let image = self.controller.image();
+        let node = self.host.node_id();
+        let leader_of = |topic: &str, p: i32| {
+            image
+                .topic(topic)
+                .and_then(|t| t.partitions.get(&p))
+                .map(|info| info.leader)
+                .filter(|&l| l >= 0 && l != node)
+        };
+        let mut peers = std::collections::BTreeSet::new();
+        for m in &response.mirrors {
+            for t in &m.topics {
+                peers.extend(
+                    t.partitions
+                        .iter()
+                        .filter_map(|p| leader_of(&t.topic_name, p.partition_index)),
+                );
+            }
+        }
+        let request = MirrorRequest::DescribeClusterMirrors(DescribeClusterMirrorsRequest {
+            local_only: true,
+            ..req.clone()
+        });
+        for peer in peers {
+            let answer = match self.peers.send(peer, &request).await {
+                Ok(MirrorResponse::DescribeClusterMirrors(r)) => Ok(r),
+                Ok(_) => Err(format!("broker {peer} answered another API")),
+                Err(e) => Err(e),
+            };
+            let mut theirs = BTreeMap::new();
+            if let Ok(r) = &answer {
+                for m in &r.mirrors {
+                    for t in &m.topics {
+                        for p in &t.partitions {
+                            theirs.insert(
+                                (
+                                    m.mirror_name.clone(),
+                                    t.topic_name.clone(),
+                                    p.partition_index,
+                                ),
+                                p.clone(),
+                            );
+                        }
+                    }
+                }
+            }
+            for m in &mut response.mirrors {
+                for t in &mut m.topics {
+                    for p in &mut t.partitions {
+                        if leader_of(&t.topic_name, p.partition_index) != Some(peer) {
+                            continue;
+                        }
+                        let k = (
+                            m.mirror_name.clone(),
+                            t.topic_name.clone(),
+                            p.partition_index,
+                        );
+                        match (&answer, theirs.remove(&k)) {
+                            (_, Some(detail)) => *p = detail,
+                            (Err(e), None) => {
+                                p.error_message =
+                                    Some(format!("its leader, broker {peer}, did not answer: {e}"))
+                            }
+                            (Ok(_), None) => {}
+                        }
+                    }
+                }
+            }
+        }
+        response
+    }
+
+    /// DescribeClusterMirrors as this broker knows it: full details for the partitions it
+    /// leads, the coordinator's state (or UNKNOWN) for the others.
+    fn describe_local(
         &self,
         req: &DescribeClusterMirrorsRequest,
     ) -> DescribeClusterMirrorsResponse {
@@ -148,7 +233,9 @@ impl MirrorManager {
         } else {
             req.mirror_names.clone()
         };
-        let store = self.store.lock();
+        let mut store = self.store.lock();
+        store.sync_leadership();
+        let driven = self.driven.lock();
         let status = self.status.lock();
         let mut mirrors = Vec::new();
         for name in names {
@@ -184,7 +271,10 @@ impl MirrorManager {
                         topic_id: t.id,
                         partition: p,
                     };
-                    let record = store.get(&key);
+                    let record = match driven.get(&key) {
+                        Some(d) => d.stored.record.as_ref(),
+                        None => store.get(&key),
+                    };
                     let st = status.get(&key);
                     let destination = self
                         .host
@@ -372,20 +462,25 @@ impl MirrorManager {
                     ),
                 ));
             }
-            let stores = self.store.lock();
-            let stopping = local.partitions.keys().any(|&p| {
+            let partitions: Vec<i32> = local.partitions.keys().copied().collect();
+            let (local_id, current_mirror) = (
+                local.id,
                 current
                     .as_deref()
                     .and_then(parse_mirror_name)
-                    .is_some_and(|(m, _)| {
-                        stores.state(&MirrorPartitionKey {
-                            mirror: m.to_string(),
-                            topic_id: local.id,
-                            partition: p,
-                        }) == MirrorPartitionState::Stopping
-                    })
-            });
-            drop(stores);
+                    .map(|(m, _)| m.to_string()),
+            );
+            let stopping = match current_mirror {
+                Some(m) => self
+                    .read_stored(&m, name, local_id, &partitions)
+                    .await
+                    .values()
+                    .any(|r| {
+                        r.as_ref()
+                            .is_ok_and(|s| s.state() == MirrorPartitionState::Stopping)
+                    }),
+                None => false,
+            };
             if stopping {
                 return Err(ApiError::new(
                     MIRROR_TOPIC_BEING_STOPPED,
@@ -489,7 +584,11 @@ impl MirrorManager {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
         while std::time::Instant::now() < deadline {
             self.settle(1).await;
-            if self.all_stopped(&req.mirror_name, &names) {
+            let done = self.complete_failovers(&req.mirror_name, &names).await;
+            if names
+                .iter()
+                .all(|n| done.contains(n) || self.controller.image().topic(n).is_none())
+            {
                 break;
             }
         }
@@ -497,24 +596,6 @@ impl MirrorManager {
             topics: results,
             ..Default::default()
         }
-    }
-
-    fn all_stopped(&self, mirror: &str, topics: &[String]) -> bool {
-        let image = self.controller.image();
-        let store = self.store.lock();
-        topics.iter().all(|t| {
-            let Some(topic) = image.topic(t) else {
-                return true;
-            };
-            topic.partitions.iter().all(|(&p, info)| {
-                info.leader != self.host.node_id()
-                    || store.state(&MirrorPartitionKey {
-                        mirror: mirror.to_string(),
-                        topic_id: topic.id,
-                        partition: p,
-                    }) == MirrorPartitionState::Stopped
-            })
-        })
     }
 
     /// PauseMirrorTopics.
@@ -578,67 +659,62 @@ impl MirrorManager {
     }
 
     /// LastMirroredOffsets: for each partition, the offset up to which it was mirrored when it
-    /// was stopped here (by any mirror); MIRROR_TOPIC_NOT_STOPPED while it is still mirrored.
-    pub fn last_mirrored_offsets(
+    /// was stopped here (by the mirror the topic belongs to now; older mirrors' states of the
+    /// same partition are history); MIRROR_TOPIC_NOT_STOPPED while it is still mirrored.
+    pub async fn last_mirrored_offsets(
         &self,
         req: &LastMirroredOffsetsRequest,
     ) -> LastMirroredOffsetsResponse {
         let image = self.controller.image();
-        let store = self.store.lock();
-        let topics = req
-            .topics
-            .iter()
-            .map(|t| LastMirroredOffsetTopic {
-                name: t.name.clone(),
-                partitions: t
-                    .partitions
-                    .iter()
-                    .map(|&p| {
-                        let Some(topic) = image.topic(&t.name) else {
-                            return LastMirroredOffsetPartition {
-                                partition_index: p,
-                                last_mirrored_offset: -1,
-                                error_code: ResponseError::UnknownTopicOrPartition.code(),
-                            };
-                        };
-                        // The state under the mirror the topic belongs to now: older
-                        // mirrors' states of the same partition are history.
-                        let best = image
-                            .topic_configs(&t.name)
-                            .get(MIRROR_NAME_CONFIG)
-                            .and_then(|v| parse_mirror_name(v))
-                            .and_then(|(m, _)| {
-                                let key = MirrorPartitionKey {
-                                    mirror: m.to_string(),
-                                    topic_id: topic.id,
-                                    partition: p,
-                                };
-                                let rec = store.get(&key)?;
-                                Some((rec.state, store.last_mirrored_offset(&key).unwrap_or(-1)))
-                            });
-                        match best {
-                            Some((MirrorPartitionState::Stopped, lmo)) => {
+        let mut topics = Vec::new();
+        for t in &req.topics {
+            let unknown = |p: i32| LastMirroredOffsetPartition {
+                partition_index: p,
+                last_mirrored_offset: -1,
+                error_code: ResponseError::UnknownTopicOrPartition.code(),
+            };
+            let mirror = image
+                .topic_configs(&t.name)
+                .get(MIRROR_NAME_CONFIG)
+                .and_then(|v| parse_mirror_name(v))
+                .map(|(m, _)| m.to_string());
+            let partitions = match (image.topic(&t.name), mirror) {
+                (Some(topic), Some(mirror)) => {
+                    let stored = self
+                        .read_stored(&mirror, &t.name, topic.id, &t.partitions)
+                        .await;
+                    t.partitions
+                        .iter()
+                        .map(|&p| match stored.get(&p) {
+                            Some(Ok(s)) if s.record.is_none() => unknown(p),
+                            Some(Ok(s)) if s.state() == MirrorPartitionState::Stopped => {
                                 LastMirroredOffsetPartition {
                                     partition_index: p,
-                                    last_mirrored_offset: lmo,
+                                    last_mirrored_offset: s.last_mirrored_offset.unwrap_or(-1),
                                     error_code: 0,
                                 }
                             }
-                            Some(_) => LastMirroredOffsetPartition {
+                            Some(Ok(_)) => LastMirroredOffsetPartition {
                                 partition_index: p,
                                 last_mirrored_offset: -1,
                                 error_code: MIRROR_TOPIC_NOT_STOPPED.code(),
                             },
-                            None => LastMirroredOffsetPartition {
+                            Some(Err((code, _))) => LastMirroredOffsetPartition {
                                 partition_index: p,
                                 last_mirrored_offset: -1,
-                                error_code: ResponseError::UnknownTopicOrPartition.code(),
+                                error_code: *code,
                             },
-                        }
-                    })
-                    .collect(),
-            })
-            .collect();
+                            None => unknown(p),
+                        })
+                        .collect()
+                }
+                _ => t.partitions.iter().map(|&p| unknown(p)).collect(),
+            };
+            topics.push(LastMirroredOffsetTopic {
+                name: t.name.clone(),
+                partitions,
+            });
+        }
         LastMirroredOffsetsResponse {
             topics,
             ..Default::default()
@@ -648,7 +724,8 @@ impl MirrorManager {
     /// ReadMirrorStates: the coordinator's records for the asked partitions.
     pub fn read_states(&self, req: &ReadMirrorStatesRequest) -> ReadMirrorStatesResponse {
         let image = self.controller.image();
-        let store = self.store.lock();
+        let mut store = self.store.lock();
+        store.sync_leadership();
         ReadMirrorStatesResponse {
             topics: req
                 .topics
@@ -671,13 +748,26 @@ impl MirrorManager {
                                 topic_id: topic.id,
                                 partition: p,
                             };
-                            match store.get(&key) {
+                            if !store.coordinates(&key) {
+                                return ReadMirrorStatePartition {
+                                    partition_index: p,
+                                    error_code: ResponseError::NotCoordinator.code(),
+                                    error_message: Some(format!(
+                                        "this broker does not coordinate {}-{p} of mirror {}",
+                                        t.name, req.mirror_name
+                                    )),
+                                    ..Default::default()
+                                };
+                            }
+                            let stored = stored_here(&store, &key);
+                            match stored.record {
                                 Some(r) => ReadMirrorStatePartition {
                                     partition_index: p,
                                     state: r.state.id(),
                                     previous_state: r.previous_state.id(),
                                     retry_attempt: r.retry_attempt,
-                                    error_message: r.error_message.clone(),
+                                    error_message: r.error_message,
+                                    last_mirrored_offset: stored.last_mirrored_offset.unwrap_or(-1),
                                     ..Default::default()
                                 },
                                 None => ReadMirrorStatePartition {
@@ -694,70 +784,47 @@ impl MirrorManager {
         }
     }
 
-    /// WriteMirrorStates: a remote broker records partition states with this coordinator.
-    pub fn write_states(&self, req: &WriteMirrorStatesRequest) -> WriteMirrorStatesResponse {
+    /// WriteMirrorStates: a remote broker records partition states with this coordinator;
+    /// each is answered once committed in `__mirror_state`.
+    pub async fn write_states(&self, req: &WriteMirrorStatesRequest) -> WriteMirrorStatesResponse {
         let image = self.controller.image();
-        let topics = req
-            .topics
-            .iter()
-            .map(|t| WriteMirrorStateTopicResult {
-                name: t.name.clone(),
-                partitions: t
-                    .partitions
-                    .iter()
-                    .map(|p| {
-                        let result = match image.topic(&t.name) {
-                            None => Err(ApiError::new(
-                                ResponseError::UnknownTopicOrPartition,
-                                format!("Topic {} does not exist", t.name),
-                            )),
-                            Some(topic) => {
-                                let key = MirrorPartitionKey {
-                                    mirror: req.mirror_name.clone(),
-                                    topic_id: topic.id,
-                                    partition: p.partition_index,
-                                };
-                                let mut store = self.store.lock();
-                                let cur = store.state(&key);
-                                let next = MirrorPartitionState::from_id(p.state);
-                                if !cur.can_become(next) {
-                                    Err(ApiError::new(
-                                        ResponseError::InvalidRequest,
-                                        format!(
-                                            "invalid transition {} -> {}",
-                                            cur.name(),
-                                            next.name()
-                                        ),
-                                    ))
-                                } else {
-                                    store
-                                        .write_state(
-                                            &key,
-                                            PartitionStateRecord {
-                                                state: next,
-                                                previous_state: cur,
-                                                retry_attempt: 0,
-                                                error_message: None,
-                                            },
-                                        )
-                                        .map_err(|e| {
-                                            ApiError::new(
-                                                ResponseError::NotCoordinator,
-                                                e.to_string(),
-                                            )
-                                        })
-                                }
-                            }
+        let mut topics = Vec::new();
+        for t in &req.topics {
+            let mut partitions = Vec::new();
+            for p in &t.partitions {
+                let result = match image.topic(&t.name) {
+                    None => Err((
+                        ResponseError::UnknownTopicOrPartition.code(),
+                        format!("Topic {} does not exist", t.name),
+                    )),
+                    Some(topic) => {
+                        let key = MirrorPartitionKey {
+                            mirror: req.mirror_name.clone(),
+                            topic_id: topic.id,
+                            partition: p.partition_index,
                         };
-                        WriteMirrorStatePartitionResult {
-                            partition_index: p.partition_index,
-                            error_code: result.as_ref().err().map(|e| e.code()).unwrap_or(0),
-                            error_message: result.err().map(|e| e.message),
+                        let applied = {
+                            let mut store = self.store.lock();
+                            store.sync_leadership();
+                            apply_write(&mut store, &image, &key, p)
+                        };
+                        match applied {
+                            Ok(pending) => self.committed(pending).await,
+                            Err(e) => Err(e),
                         }
-                    })
-                    .collect(),
-            })
-            .collect();
+                    }
+                };
+                partitions.push(WriteMirrorStatePartitionResult {
+                    partition_index: p.partition_index,
+                    error_code: result.as_ref().err().map(|e| e.0).unwrap_or(0),
+                    error_message: result.err().map(|e| e.1),
+                });
+            }
+            topics.push(WriteMirrorStateTopicResult {
+                name: t.name.clone(),
+                partitions,
+            });
+        }
         WriteMirrorStatesResponse {
             topics,
             ..Default::default()

@@ -6,18 +6,21 @@
 
 mod acl_sync;
 mod admin;
+mod coordination;
+mod peers;
 mod store;
 mod sync;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 use tern_controller::topic_configs::{
-    MIRROR_NAME_CONFIG, MIRROR_PAUSED_SUFFIX, MIRROR_REMOVED_SUFFIX,
+    MIRROR_NAME_CONFIG, MIRROR_PAUSED_SUFFIX, MIRROR_REMOVED_SUFFIX, MIRROR_STOPPED_SUFFIX,
 };
-use tern_controller::{ConfigResourceType, Controller};
+use tern_controller::{ConfigResourceType, Controller, MetadataImage};
+use tern_protocol::mirror::WriteMirrorStatePartition;
 use tokio::sync::{mpsc, watch, Notify};
 use uuid::Uuid;
 
@@ -25,7 +28,12 @@ use crate::config::{BrokerMirrorConfig, MirrorSettings};
 use crate::fetcher::{FetcherEvent, MirrorFetcher, PartitionFetchState, TopicPartition};
 use crate::host::MirrorHost;
 use crate::source::{connect_bootstrap, SourceConnection, SourceMetadata};
-use crate::state::{MirrorPartitionKey, MirrorPartitionState, PartitionStateRecord};
+use crate::state::{
+    metadata_coordinator_partition, MirrorPartitionKey, MirrorPartitionState, PartitionStateRecord,
+    MIRROR_STATE_TOPIC,
+};
+use coordination::StoredState;
+use peers::Peers;
 pub use store::{StateStore, StoreError};
 
 /// How often the manager re-examines its partitions without being woken.
@@ -42,7 +50,8 @@ pub enum DesiredState {
     Mirroring,
     /// `M.paused`: keep it read-only, do not fetch.
     Paused,
-    /// `M.removed`: fail over.
+    /// `M.removed`: fail over (read-only until every partition is STOPPED); `M.stopped`:
+    /// failed over, writable.
     Stopped,
 }
 
@@ -50,6 +59,9 @@ pub enum DesiredState {
 pub fn parse_mirror_name(value: &str) -> Option<(&str, DesiredState)> {
     if value.is_empty() {
         return None;
+    }
+    if let Some(m) = value.strip_suffix(MIRROR_STOPPED_SUFFIX) {
+        return Some((m, DesiredState::Stopped));
     }
     if let Some(m) = value.strip_suffix(MIRROR_REMOVED_SUFFIX) {
         let m = m.strip_suffix(MIRROR_PAUSED_SUFFIX).unwrap_or(m);
@@ -162,12 +174,22 @@ impl MirrorRuntime {
     }
 }
 
+/// A mirror partition this broker leads, with its state as its coordinator holds it.
+struct Driven {
+    topic: String,
+    stored: StoredState,
+}
+
 /// This broker's mirror coordinator and fetcher manager.
 pub struct MirrorManager {
     host: Arc<dyn MirrorHost>,
     controller: Arc<Controller>,
     config: BrokerMirrorConfig,
+    /// States of the partitions this broker coordinates.
     store: Mutex<StateStore>,
+    /// States of the mirror partitions this broker leads (and so drives).
+    driven: Mutex<HashMap<MirrorPartitionKey, Driven>>,
+    peers: Peers,
     status: Mutex<HashMap<MirrorPartitionKey, PartitionStatus>>,
     runtimes: tokio::sync::Mutex<HashMap<String, MirrorRuntime>>,
     cluster_ids: Mutex<HashMap<String, String>>,
@@ -188,10 +210,12 @@ impl MirrorManager {
         let (events_tx, events_rx) = mpsc::unbounded_channel();
         let store = StateStore::new(host.clone(), config.state_topic_partitions);
         Arc::new(MirrorManager {
+            peers: Peers::new(host.clone()),
             host,
             controller,
             config,
             store: Mutex::new(store),
+            driven: Mutex::new(HashMap::new()),
             status: Mutex::new(HashMap::new()),
             runtimes: tokio::sync::Mutex::new(HashMap::new()),
             cluster_ids: Mutex::new(HashMap::new()),
@@ -202,28 +226,22 @@ impl MirrorManager {
         })
     }
 
-    /// Reloads persisted partition states from `__mirror_state`.
+    /// Loads the persisted partition states of the `__mirror_state` partitions led here.
     pub fn load(&self) {
-        self.store.lock().load();
+        self.store.lock().sync_leadership();
     }
 
-    /// Whether produce to `topic`/`partition` must fail with READ_ONLY_TOPIC, given the
-    /// topic's `mirror.name` value: mirrored and paused topics are read-only, stopped ones
-    /// once their partition reached STOPPED.
-    pub fn is_read_only(&self, topic_id: Uuid, partition: i32, mirror_name: Option<&str>) -> bool {
-        let Some((mirror, desired)) = mirror_name.and_then(parse_mirror_name) else {
+    /// Whether produce to a topic with this `mirror.name` value must fail with
+    /// READ_ONLY_TOPIC: mirrored and paused topics are, and a failing-over topic until every
+    /// one of its partitions is STOPPED (the topic becomes writable whole, never in part).
+    pub fn is_read_only(&self, mirror_name: Option<&str>) -> bool {
+        let Some(value) = mirror_name else {
             return false;
         };
-        match desired {
-            DesiredState::Mirroring | DesiredState::Paused => true,
-            DesiredState::Stopped => {
-                let key = MirrorPartitionKey {
-                    mirror: mirror.to_string(),
-                    topic_id,
-                    partition,
-                };
-                self.store.lock().state(&key) != MirrorPartitionState::Stopped
-            }
+        match parse_mirror_name(value) {
+            None => false,
+            Some((_, DesiredState::Mirroring | DesiredState::Paused)) => true,
+            Some((_, DesiredState::Stopped)) => !failover_complete(value),
         }
     }
 
@@ -232,15 +250,19 @@ impl MirrorManager {
         let mut images = self.controller.subscribe();
         let mut events = self.events_rx.lock().await;
         loop {
+            let mut batch = Vec::new();
             tokio::select! {
                 _ = images.changed() => {}
                 _ = self.wake.notified() => {}
-                Some(event) = events.recv() => self.on_event(event),
+                Some(event) = events.recv() => batch.push(event),
                 _ = tokio::time::sleep(TICK) => {}
                 _ = shutdown.changed() => break,
             }
             while let Ok(event) = events.try_recv() {
-                self.on_event(event);
+                batch.push(event);
+            }
+            for event in batch {
+                self.on_event(event).await;
             }
             self.reconcile().await;
             self.passes.send_modify(|n| *n += 1);
@@ -266,7 +288,7 @@ impl MirrorManager {
         .await;
     }
 
-    fn on_event(&self, event: FetcherEvent) {
+    async fn on_event(&self, event: FetcherEvent) {
         match event {
             FetcherEvent::SourceHighWatermark {
                 mirror,
@@ -281,17 +303,17 @@ impl MirrorManager {
                         s.last_error = None;
                     }
                     // A fetch succeeded: the partition has recovered, its retries start over.
-                    let mut store = self.store.lock();
-                    if let Some(r) = store.get(&key).filter(|r| {
+                    let recovered = self.record(&key).filter(|r| {
                         r.state == MirrorPartitionState::Mirroring && r.retry_attempt != 0
-                    }) {
+                    });
+                    if let Some(r) = recovered {
                         let record = PartitionStateRecord {
                             retry_attempt: 0,
                             error_message: None,
-                            ..r.clone()
+                            ..r
                         };
-                        if let Err(e) = store.write_state(&key, record) {
-                            tracing::error!(error = %e, "cannot persist mirror state");
+                        if let Err(e) = self.persist(&key, &tp.0, record, None).await {
+                            tracing::warn!(error = %e, "cannot persist mirror state");
                         }
                     }
                 }
@@ -309,7 +331,7 @@ impl MirrorManager {
             }
             FetcherEvent::Failed { mirror, tp, reason } => {
                 if let Some(key) = self.key_of(&mirror, &tp) {
-                    self.fail(&key, reason);
+                    self.fail(&key, &tp.0, reason).await;
                 }
             }
         }
@@ -323,6 +345,67 @@ impl MirrorManager {
             topic_id: topic.id,
             partition: tp.1,
         })
+    }
+
+    /// The cached state record of a partition this broker drives.
+    fn record(&self, key: &MirrorPartitionKey) -> Option<PartitionStateRecord> {
+        self.driven
+            .lock()
+            .get(key)
+            .and_then(|d| d.stored.record.clone())
+    }
+
+    /// The cached state of a partition this broker drives (UNKNOWN when none).
+    fn state(&self, key: &MirrorPartitionKey) -> MirrorPartitionState {
+        self.driven
+            .lock()
+            .get(key)
+            .map(|d| d.stored.state())
+            .unwrap_or(MirrorPartitionState::Unknown)
+    }
+
+    /// Writes a driven partition's state to its coordinator, then caches it. A refused or
+    /// failed write drops the cached state: the next pass reads it from the coordinator again.
+    async fn persist(
+        &self,
+        key: &MirrorPartitionKey,
+        topic: &str,
+        record: PartitionStateRecord,
+        last_mirrored_offset: Option<i64>,
+    ) -> Result<(), String> {
+        let Some(replica) = self.host.leader_replica(topic, key.partition) else {
+            return Err(format!("{topic}-{} is no longer led here", key.partition));
+        };
+        let write = WriteMirrorStatePartition {
+            partition_index: key.partition,
+            state: record.state.id(),
+            retry_attempt: record.retry_attempt,
+            error_message: record.error_message.clone(),
+            last_mirrored_offset: last_mirrored_offset.unwrap_or(-1),
+            previous_state: record.previous_state.id(),
+            leader_epoch: replica.leader_epoch,
+            ..Default::default()
+        };
+        match self.write_stored(key, topic, write).await {
+            Ok(()) => {
+                let mut driven = self.driven.lock();
+                let d = driven.entry(key.clone()).or_insert_with(|| Driven {
+                    topic: topic.to_string(),
+                    stored: StoredState::default(),
+                });
+                d.stored.record = Some(record);
+                if last_mirrored_offset.is_some() {
+                    d.stored.last_mirrored_offset = last_mirrored_offset;
+                }
+                Ok(())
+            }
+            Err((code, message)) => {
+                self.driven.lock().remove(key);
+                Err(format!(
+                    "the mirror coordinator refused the state (error {code}): {message}"
+                ))
+            }
+        }
     }
 
     fn backoff(&self, attempt: i16) -> Duration {
@@ -342,9 +425,12 @@ impl MirrorManager {
     }
 
     /// Records a failure: FAILED with one more retry attempt and a backoff.
-    fn fail(&self, key: &MirrorPartitionKey, reason: String) {
-        let mut store = self.store.lock();
-        let previous = store.get(key).cloned();
+    async fn fail(&self, key: &MirrorPartitionKey, topic: &str, reason: String) {
+        if !self.driven.lock().contains_key(key) {
+            // Not driven here (any more): its new leader owns its state.
+            return;
+        }
+        let previous = self.record(key);
         let cur = previous
             .as_ref()
             .map(|r| r.state)
@@ -377,23 +463,27 @@ impl MirrorManager {
             retry_attempt: next_attempt,
             error_message: Some(reason.clone()),
         };
-        if let Err(e) = store.write_state(key, record) {
-            tracing::error!(error = %e, "cannot persist FAILED mirror state");
+        if let Err(e) = self.persist(key, topic, record, None).await {
+            tracing::warn!(error = %e, "cannot persist FAILED mirror state");
         }
-        drop(store);
         let mut status = self.status.lock();
         let s = status.entry(key.clone()).or_default();
         s.last_error = Some(reason);
         s.next_retry = (next_attempt > 0).then(|| Instant::now() + self.backoff(next_attempt));
     }
 
-    fn transition(
+    async fn transition(
         &self,
         key: &MirrorPartitionKey,
+        topic: &str,
         next: MirrorPartitionState,
+        last_mirrored_offset: Option<i64>,
     ) -> Result<(), String> {
-        let mut store = self.store.lock();
-        let cur = store.state(key);
+        let previous = self.record(key);
+        let cur = previous
+            .as_ref()
+            .map(|r| r.state)
+            .unwrap_or(MirrorPartitionState::Unknown);
         if cur == next {
             return Ok(());
         }
@@ -413,26 +503,24 @@ impl MirrorManager {
             MirrorPartitionState::Preparing | MirrorPartitionState::Mirroring
         );
         let retry_attempt = if carried {
-            store.get(key).map(|r| r.retry_attempt).unwrap_or(0)
+            previous.as_ref().map(|r| r.retry_attempt).unwrap_or(0)
         } else {
             0
         };
-        store
-            .write_state(
-                key,
-                PartitionStateRecord {
-                    state: next,
-                    previous_state: cur,
-                    retry_attempt,
-                    error_message: None,
-                },
-            )
-            .map_err(|e| e.to_string())?;
+        let record = PartitionStateRecord {
+            state: next,
+            previous_state: cur,
+            retry_attempt,
+            error_message: None,
+        };
+        self.persist(key, topic, record, last_mirrored_offset)
+            .await?;
         tracing::info!(mirror = %key.mirror, topic_id = %key.topic_id, partition = key.partition, from = cur.name(), to = next.name(), "mirror partition state");
         Ok(())
     }
 
     async fn reconcile(&self) {
+        self.store.lock().sync_leadership();
         let image = self.controller.image();
         let mut runtimes = self.runtimes.lock().await;
         for (name, mirror) in &image.mirrors {
@@ -455,6 +543,51 @@ impl MirrorManager {
             }
             keep
         });
+        let led = self.led_mirror_partitions(&image);
+        self.forget_unled(&led, &runtimes);
+        self.load_driven(&led).await;
+        for (key, tp, desired) in &led {
+            if !self.driven.lock().contains_key(key) {
+                continue;
+            }
+            let rt = runtimes.get_mut(&key.mirror);
+            self.drive(rt, key, tp, *desired).await;
+        }
+        for (name, rt) in runtimes.iter_mut() {
+            if let Some(id) = rt.cluster_id.clone() {
+                self.cluster_ids.lock().insert(name.clone(), id);
+            }
+            if self.is_metadata_coordinator(name, &image) {
+                let due = rt
+                    .last_sync
+                    .is_none_or(|at| at.elapsed() >= self.config.metadata_refresh_interval);
+                let discovering = !rt.settings.topics_include.is_empty();
+                if due && (discovering || !image.mirror_topics(name).is_empty()) {
+                    rt.last_sync = Some(Instant::now());
+                    self.sync_metadata(name, rt, &image).await;
+                }
+                let stopping = failing_over_topics(&image, name);
+                if !stopping.is_empty() {
+                    self.complete_failovers(name, &stopping).await;
+                }
+            }
+            rt.fetchers.retain(|_, f| {
+                let keep = !f.is_empty();
+                if !keep {
+                    f.shutdown();
+                }
+                keep
+            });
+        }
+    }
+
+    /// The mirror partitions this broker leads, with what their topic's `mirror.name` asks.
+    fn led_mirror_partitions(
+        &self,
+        image: &MetadataImage,
+    ) -> Vec<(MirrorPartitionKey, TopicPartition, DesiredState)> {
+        let node = self.host.node_id();
+        let mut led = Vec::new();
         for ((kind, topic), configs) in &image.configs {
             if *kind != ConfigResourceType::Topic {
                 continue;
@@ -468,9 +601,8 @@ impl MirrorManager {
             let Some(topic_image) = image.topic(topic) else {
                 continue;
             };
-            let node = self.host.node_id();
             for (&partition, info) in &topic_image.partitions {
-                if info.leader != node {
+                if info.leader != node || self.host.leader_replica(topic, partition).is_none() {
                     continue;
                 }
                 let key = MirrorPartitionKey {
@@ -478,31 +610,140 @@ impl MirrorManager {
                     topic_id: topic_image.id,
                     partition,
                 };
-                let tp = (topic.clone(), partition);
-                let rt = runtimes.get_mut(mirror);
-                self.drive(rt, &key, &tp, desired).await;
+                led.push((key, (topic.clone(), partition), desired));
             }
         }
-        for (name, rt) in runtimes.iter_mut() {
-            if let Some(id) = rt.cluster_id.clone() {
-                self.cluster_ids.lock().insert(name.clone(), id);
+        led
+    }
+
+    /// Partitions this broker drove but no longer leads: their new leader continues them, so
+    /// this broker stops fetching them and forgets their state.
+    fn forget_unled(
+        &self,
+        led: &[(MirrorPartitionKey, TopicPartition, DesiredState)],
+        runtimes: &HashMap<String, MirrorRuntime>,
+    ) {
+        let led: HashSet<&MirrorPartitionKey> = led.iter().map(|(k, _, _)| k).collect();
+        let lost: Vec<(MirrorPartitionKey, String)> = self
+            .driven
+            .lock()
+            .iter()
+            .filter(|(k, _)| !led.contains(k))
+            .map(|(k, d)| (k.clone(), d.topic.clone()))
+            .collect();
+        for (key, topic) in lost {
+            tracing::info!(mirror = %key.mirror, %topic, partition = key.partition, "no longer leading the mirror partition: its new leader continues it");
+            self.driven.lock().remove(&key);
+            self.status.lock().remove(&key);
+            let tp = (topic, key.partition);
+            for rt in runtimes.values() {
+                rt.remove_partition(&tp);
             }
-            let due = rt
-                .last_sync
-                .is_none_or(|at| at.elapsed() >= self.config.metadata_refresh_interval);
-            let discovering = !rt.settings.topics_include.is_empty();
-            if due && (discovering || !image.mirror_topics(name).is_empty()) {
-                rt.last_sync = Some(Instant::now());
-                self.sync_metadata(name, rt, &image).await;
-            }
-            rt.fetchers.retain(|_, f| {
-                let keep = !f.is_empty();
-                if !keep {
-                    f.shutdown();
+        }
+    }
+
+    /// Reads from their coordinators the states of led partitions not driven here yet.
+    async fn load_driven(&self, led: &[(MirrorPartitionKey, TopicPartition, DesiredState)]) {
+        let mut missing: BTreeMap<(String, String, Uuid), Vec<i32>> = BTreeMap::new();
+        {
+            let driven = self.driven.lock();
+            for (key, tp, _) in led {
+                if !driven.contains_key(key) {
+                    missing
+                        .entry((key.mirror.clone(), tp.0.clone(), key.topic_id))
+                        .or_default()
+                        .push(key.partition);
                 }
-                keep
-            });
+            }
         }
+        for ((mirror, topic, topic_id), partitions) in missing {
+            let stored = self
+                .read_stored(&mirror, &topic, topic_id, &partitions)
+                .await;
+            for (partition, result) in stored {
+                let key = MirrorPartitionKey {
+                    mirror: mirror.clone(),
+                    topic_id,
+                    partition,
+                };
+                match result {
+                    Ok(stored) => {
+                        tracing::info!(%mirror, %topic, partition, state = stored.state().name(), "leading a mirror partition");
+                        self.driven.lock().insert(
+                            key,
+                            Driven {
+                                topic: topic.clone(),
+                                stored,
+                            },
+                        );
+                    }
+                    Err((code, message)) => {
+                        tracing::debug!(%mirror, %topic, partition, code, %message, "mirror partition state not readable yet");
+                    }
+                }
+            }
+        }
+    }
+
+    /// Whether this broker is the mirror's metadata coordinator: the leader of the
+    /// `__mirror_state` partition its name hashes to.
+    fn is_metadata_coordinator(&self, mirror: &str, image: &MetadataImage) -> bool {
+        let p = metadata_coordinator_partition(mirror, self.config.state_topic_partitions);
+        image
+            .topic(MIRROR_STATE_TOPIC)
+            .and_then(|t| t.partitions.get(&p))
+            .is_some_and(|info| info.leader == self.host.node_id())
+    }
+
+    /// Completes the failover of each of these topics whose every partition is STOPPED at its
+    /// coordinator: `M.removed` becomes `M.stopped`, and from then on the topic takes writes.
+    /// Returns the topics whose failover is complete.
+    pub(super) async fn complete_failovers(&self, mirror: &str, topics: &[String]) -> Vec<String> {
+        let mut done = Vec::new();
+        for topic in topics {
+            let image = self.controller.image();
+            let value = image.topic_configs(topic).get(MIRROR_NAME_CONFIG).cloned();
+            match value.as_deref().and_then(parse_mirror_name) {
+                Some((m, DesiredState::Stopped)) if m == mirror => {}
+                _ => continue,
+            }
+            if value.as_deref().is_some_and(failover_complete) {
+                done.push(topic.clone());
+                continue;
+            }
+            let Some(t) = image.topic(topic) else {
+                continue;
+            };
+            let partitions: Vec<i32> = t.partitions.keys().copied().collect();
+            let stored = self.read_stored(mirror, topic, t.id, &partitions).await;
+            let all_stopped = stored.len() == partitions.len()
+                && stored.values().all(|r| {
+                    r.as_ref()
+                        .is_ok_and(|s| s.state() == MirrorPartitionState::Stopped)
+                });
+            if !all_stopped {
+                continue;
+            }
+            let complete = format!("{mirror}{MIRROR_STOPPED_SUFFIX}");
+            let result = self
+                .controller
+                .update_topic_config(topic, MIRROR_NAME_CONFIG, |cur| {
+                    Ok(match cur.and_then(parse_mirror_name) {
+                        Some((m, DesiredState::Stopped)) if m == mirror => Some(complete.clone()),
+                        _ => cur.map(str::to_string),
+                    })
+                });
+            match result {
+                Ok(()) => {
+                    tracing::info!(%mirror, %topic, "every partition is STOPPED: the topic is writable");
+                    done.push(topic.clone());
+                }
+                Err(e) => {
+                    tracing::warn!(%mirror, %topic, error = ?e, "cannot complete the failover")
+                }
+            }
+        }
+        done
     }
 
     async fn drive(
@@ -513,7 +754,7 @@ impl MirrorManager {
         desired: DesiredState,
     ) {
         use MirrorPartitionState::*;
-        let cur = self.store.lock().state(key);
+        let cur = self.state(key);
         match desired {
             DesiredState::Stopped => {
                 if cur == Stopped {
@@ -523,20 +764,20 @@ impl MirrorManager {
                     rt.remove_partition(tp);
                 }
                 if cur != Stopping {
-                    if let Err(e) = self.transition(key, Stopping) {
-                        tracing::error!(error = %e, "cannot enter STOPPING");
+                    if let Err(e) = self.transition(key, &tp.0, Stopping, None).await {
+                        tracing::warn!(error = %e, "cannot enter STOPPING");
                         return;
                     }
                 }
-                self.finish_stop(key, tp);
+                self.finish_stop(key, tp).await;
             }
             DesiredState::Paused => {
                 if let Some(rt) = rt.as_ref() {
                     rt.remove_partition(tp);
                 }
                 if !matches!(cur, Paused | Stopping | Stopped) {
-                    if let Err(e) = self.transition(key, Paused) {
-                        tracing::error!(error = %e, "cannot enter PAUSED");
+                    if let Err(e) = self.transition(key, &tp.0, Paused, None).await {
+                        tracing::warn!(error = %e, "cannot enter PAUSED");
                     }
                 }
             }
@@ -544,10 +785,9 @@ impl MirrorManager {
                 let Some(rt) = rt else { return };
                 match cur {
                     Unknown | Stopped | Preparing => self.prepare(rt, key, tp, cur).await,
-                    Stopping => self.finish_stop(key, tp),
+                    Stopping => self.finish_stop(key, tp).await,
                     Failed => {
-                        let record = self.store.lock().get(key).cloned();
-                        let retryable = record.as_ref().is_some_and(|r| r.retry_attempt >= 0);
+                        let retryable = self.record(key).is_some_and(|r| r.retry_attempt >= 0);
                         let due = self
                             .status
                             .lock()
@@ -559,7 +799,7 @@ impl MirrorManager {
                         }
                     }
                     Paused => {
-                        if self.transition(key, Mirroring).is_ok() {
+                        if self.transition(key, &tp.0, Mirroring, None).await.is_ok() {
                             self.assign(rt, key, tp, false).await;
                         }
                     }
@@ -591,16 +831,15 @@ impl MirrorManager {
         // A crash mid-PREPARING redoes the step it was doing; so does a retry after a failure
         // while aligning the log (FAILED entered from PREPARING: the truncation did not happen).
         let from = {
-            let store = self.store.lock();
-            let record = store.get(key);
+            let record = self.record(key);
             match from {
                 Preparing => record.map(|r| r.previous_state).unwrap_or(Unknown),
                 Failed if record.is_some_and(|r| r.previous_state == Preparing) => Unknown,
                 other => other,
             }
         };
-        if let Err(e) = self.transition(key, Preparing) {
-            tracing::error!(error = %e, "cannot enter PREPARING");
+        if let Err(e) = self.transition(key, &tp.0, Preparing, None).await {
+            tracing::warn!(error = %e, "cannot enter PREPARING");
             return;
         }
         let Some(replica) = self.host.leader_replica(&tp.0, tp.1) else {
@@ -619,7 +858,8 @@ impl MirrorManager {
                         .await
                 }
                 Err(e) => {
-                    self.fail(key, format!("connecting to the source: {e}"));
+                    self.fail(key, &tp.0, format!("connecting to the source: {e}"))
+                        .await;
                     return;
                 }
             };
@@ -634,8 +874,10 @@ impl MirrorManager {
                     {
                         self.fail(
                             key,
+                            &tp.0,
                             "the source still mirrors this topic (MIRROR_TOPIC_NOT_STOPPED): stop it there before failing back".to_string(),
-                        );
+                        )
+                        .await;
                         return;
                     }
                     _ => None,
@@ -646,15 +888,20 @@ impl MirrorManager {
                     rt.source = None;
                     self.fail(
                         key,
+                        &tp.0,
                         format!("asking the source for last mirrored offsets: {e}"),
-                    );
+                    )
+                    .await;
                     return;
                 }
             };
             // Restarting a topic this mirror stopped: up to our own last mirrored offset the log
             // is the source's, so only what was written here after the failover goes.
             let own = if from == Stopped {
-                self.store.lock().last_mirrored_offset(key)
+                self.driven
+                    .lock()
+                    .get(key)
+                    .and_then(|d| d.stored.last_mirrored_offset)
             } else {
                 None
             };
@@ -672,12 +919,14 @@ impl MirrorManager {
                 log.truncate_to(target)
             };
             if let Err(e) = result {
-                self.fail(key, format!("truncating to {target}: {e}"));
+                self.fail(key, &tp.0, format!("truncating to {target}: {e}"))
+                    .await;
                 return;
             }
             self.host.on_log_reset(&tp.0, tp.1);
         }
-        if self.transition(key, Mirroring).is_err() {
+        if let Err(e) = self.transition(key, &tp.0, Mirroring, None).await {
+            tracing::warn!(error = %e, "cannot enter MIRRORING");
             return;
         }
         self.assign(rt, key, tp, true).await;
@@ -699,7 +948,7 @@ impl MirrorManager {
         let metadata = match rt.metadata(&key.mirror, max_age).await {
             Ok(m) => m.clone(),
             Err(e) => {
-                self.fail(key, e);
+                self.fail(key, &tp.0, e).await;
                 return;
             }
         };
@@ -719,14 +968,21 @@ impl MirrorManager {
             return;
         };
         let Some(p) = topic.partitions.get(&tp.1).copied() else {
-            self.fail(key, format!("partition {} missing on the source", tp.1));
+            self.fail(
+                key,
+                &tp.0,
+                format!("partition {} missing on the source", tp.1),
+            )
+            .await;
             return;
         };
         let Some(addr) = metadata.brokers.get(&p.leader).cloned() else {
             self.fail(
                 key,
+                &tp.0,
                 format!("source partition {}-{} has no leader", tp.0, tp.1),
-            );
+            )
+            .await;
             return;
         };
         let Some(replica) = self.host.leader_replica(&tp.0, tp.1) else {
@@ -760,24 +1016,47 @@ impl MirrorManager {
     }
 
     /// STOPPING -> STOPPED: persist the last mirrored offset, keep producer ids apart.
-    fn finish_stop(&self, key: &MirrorPartitionKey, tp: &TopicPartition) {
+    async fn finish_stop(&self, key: &MirrorPartitionKey, tp: &TopicPartition) {
         let Some(replica) = self.host.leader_replica(&tp.0, tp.1) else {
             return;
         };
         let lmo = replica.log.log_end_offset();
-        if let Err(e) = self.store.lock().write_last_mirrored_offset(key, lmo) {
-            tracing::error!(error = %e, "cannot persist the last mirrored offset");
-            return;
-        }
         if let Some(max) = replica.log.max_producer_id() {
             self.host.reserve_producer_ids_above(max);
         }
-        if let Err(e) = self.transition(key, MirrorPartitionState::Stopped) {
-            tracing::error!(error = %e, "cannot enter STOPPED");
+        if let Err(e) = self
+            .transition(key, &tp.0, MirrorPartitionState::Stopped, Some(lmo))
+            .await
+        {
+            tracing::warn!(error = %e, "cannot enter STOPPED");
             return;
         }
-        tracing::info!(topic = %tp.0, partition = tp.1, last_mirrored_offset = lmo, "mirror partition stopped: writable");
+        tracing::info!(topic = %tp.0, partition = tp.1, last_mirrored_offset = lmo, "mirror partition stopped");
     }
+}
+
+/// Whether a `mirror.name` value says the topic's failover is complete (every partition
+/// STOPPED): `M.stopped`.
+pub fn failover_complete(value: &str) -> bool {
+    value.ends_with(MIRROR_STOPPED_SUFFIX)
+}
+
+/// A mirror's topics that are failing over and not yet complete (`M.removed`).
+fn failing_over_topics(image: &MetadataImage, mirror: &str) -> Vec<String> {
+    image
+        .configs
+        .iter()
+        .filter(|((kind, _), _)| *kind == ConfigResourceType::Topic)
+        .filter_map(|((_, topic), configs)| {
+            let value = configs.get(MIRROR_NAME_CONFIG)?;
+            match parse_mirror_name(value) {
+                Some((m, DesiredState::Stopped)) if m == mirror && !failover_complete(value) => {
+                    Some(topic.clone())
+                }
+                _ => None,
+            }
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -804,6 +1083,12 @@ mod tests {
             Some(("dr", DesiredState::Stopped))
         );
         // Mirror names may contain dots.
+        assert_eq!(
+            parse_mirror_name("dr.stopped"),
+            Some(("dr", DesiredState::Stopped))
+        );
+        assert!(failover_complete("dr.stopped"));
+        assert!(!failover_complete("dr.removed"));
         assert_eq!(
             parse_mirror_name("eu.west.removed"),
             Some(("eu.west", DesiredState::Stopped))

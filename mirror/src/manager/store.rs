@@ -1,7 +1,9 @@
-//! The coordinator's persisted state: every mirror partition's state and last mirrored offset,
-//! kept in memory and written to the compacted `__mirror_state` topic.
+//! The coordinator's persisted state: the state and last mirrored offset of every mirror
+//! partition whose `__mirror_state` partition this broker leads, kept in memory and written to
+//! that compacted topic. Loaded when this broker gains a `__mirror_state` partition, dropped
+//! when it loses it.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
@@ -35,6 +37,8 @@ pub struct StateStore {
     num_partitions: i32,
     states: HashMap<MirrorPartitionKey, PartitionStateRecord>,
     last_mirrored: HashMap<MirrorPartitionKey, i64>,
+    /// The `__mirror_state` partitions loaded (led here when last looked).
+    loaded: BTreeSet<i32>,
 }
 
 impl StateStore {
@@ -45,14 +49,47 @@ impl StateStore {
             num_partitions,
             states: HashMap::new(),
             last_mirrored: HashMap::new(),
+            loaded: BTreeSet::new(),
         }
     }
 
-    /// Replays every `__mirror_state` partition this broker leads.
-    pub fn load(&mut self) {
+    /// The number of `__mirror_state` partitions.
+    pub fn num_partitions(&self) -> i32 {
+        self.num_partitions
+    }
+
+    /// Whether this broker coordinates `key` (leads its `__mirror_state` partition).
+    pub fn coordinates(&self, key: &MirrorPartitionKey) -> bool {
+        self.loaded
+            .contains(&coordinator_partition(key, self.num_partitions))
+    }
+
+    /// Loads the `__mirror_state` partitions this broker now leads and forgets the ones it
+    /// no longer leads (another broker coordinates them now).
+    pub fn sync_leadership(&mut self) {
         for p in 0..self.num_partitions {
+            let leads = self.host.leader_replica(MIRROR_STATE_TOPIC, p).is_some();
+            if leads && !self.loaded.contains(&p) {
+                self.load_partition(p);
+                self.loaded.insert(p);
+            } else if !leads && self.loaded.remove(&p) {
+                let n = self.num_partitions;
+                self.states.retain(|k, _| coordinator_partition(k, n) != p);
+                self.last_mirrored
+                    .retain(|k, _| coordinator_partition(k, n) != p);
+                tracing::info!(
+                    partition = p,
+                    "no longer the mirror coordinator of this {MIRROR_STATE_TOPIC} partition"
+                );
+            }
+        }
+    }
+
+    /// Replays one `__mirror_state` partition this broker leads.
+    fn load_partition(&mut self, p: i32) {
+        {
             let Some(replica) = self.host.leader_replica(MIRROR_STATE_TOPIC, p) else {
-                continue;
+                return;
             };
             let log = &replica.log;
             let mut offset = log.log_start_offset();
@@ -84,6 +121,7 @@ impl StateStore {
             }
         }
         tracing::info!(
+            coordinator_partition = p,
             partitions = self.states.len(),
             "loaded mirror partition states"
         );
@@ -130,28 +168,24 @@ impl StateStore {
         self.last_mirrored.get(key).copied()
     }
 
-    /// Persists a new state, then applies it.
-    pub fn write_state(
+    /// Persists a state and, when given, the last mirrored offset first (a STOPPED partition
+    /// always has its offset recorded), then applies them. The write is durable once the
+    /// returned [`Pending`] is committed (the ISR of the `__mirror_state` partition has it).
+    pub fn write(
         &mut self,
         key: &MirrorPartitionKey,
         record: PartitionStateRecord,
-    ) -> Result<(), StoreError> {
+        last_mirrored_offset: Option<i64>,
+    ) -> Result<Pending, StoreError> {
+        if let Some(offset) = last_mirrored_offset {
+            let (k, v) = encode_last_mirrored_offset(key, offset);
+            self.append(key, k, Some(v))?;
+            self.last_mirrored.insert(key.clone(), offset);
+        }
         let (k, v) = encode_state(key, &record);
-        self.append(key, k, Some(v))?;
+        let pending = self.append(key, k, Some(v))?;
         self.states.insert(key.clone(), record);
-        Ok(())
-    }
-
-    /// Persists a stopped partition's last mirrored offset, then applies it.
-    pub fn write_last_mirrored_offset(
-        &mut self,
-        key: &MirrorPartitionKey,
-        offset: i64,
-    ) -> Result<(), StoreError> {
-        let (k, v) = encode_last_mirrored_offset(key, offset);
-        self.append(key, k, Some(v))?;
-        self.last_mirrored.insert(key.clone(), offset);
-        Ok(())
+        Ok(pending)
     }
 
     fn append(
@@ -159,7 +193,7 @@ impl StateStore {
         key: &MirrorPartitionKey,
         k: Bytes,
         v: Option<Bytes>,
-    ) -> Result<(), StoreError> {
+    ) -> Result<Pending, StoreError> {
         let p = coordinator_partition(key, self.num_partitions);
         let replica = self
             .host
@@ -176,11 +210,23 @@ impl StateStore {
         let batch = builder
             .build()
             .map_err(|e| StoreError::Write(e.to_string()))?;
-        replica
+        let info = replica
             .log
             .append_as_leader(BytesMut::from(&batch[..]), replica.leader_epoch)
             .map_err(|e| StoreError::Write(e.to_string()))?;
         self.host.on_mirror_append(MIRROR_STATE_TOPIC, p);
-        Ok(())
+        Ok(Pending {
+            partition: p,
+            offset: info.last_offset + 1,
+        })
     }
+}
+
+/// A `__mirror_state` write waiting for the partition's high watermark.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Pending {
+    /// The `__mirror_state` partition written.
+    pub partition: i32,
+    /// Committed once the high watermark reaches this offset.
+    pub offset: i64,
 }

@@ -1,12 +1,18 @@
 //! Periodic metadata sync from the source (the spec's MirrorMetadataManager): partition
-//! counts, topic configs and consumer-group offsets of the topics a mirror mirrors.
+//! counts, topic configs and consumer-group offsets of the topics a mirror mirrors. It runs on
+//! the mirror's metadata coordinator only.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+use kafka_protocol::messages::{BrokerId, ListOffsetsRequest, TopicName};
+use kafka_protocol::protocol::StrBytes;
 
 use tern_controller::topic_configs::{topic_config, validate_topic_config, MIRROR_NAME_CONFIG};
 use tern_controller::MetadataImage;
 
 use super::{MirrorManager, MirrorRuntime};
+use crate::host::CommittedOffset;
 
 /// Connect/request timeout for the per-broker group-offset sync connections.
 const GROUP_SYNC_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
@@ -19,18 +25,20 @@ impl MirrorManager {
         rt: &mut MirrorRuntime,
         image: &MetadataImage,
     ) {
-        let topics: Vec<String> = image
-            .mirror_topics(mirror)
-            .into_iter()
+        // Paused topics too get their group offsets synced, within what is mirrored.
+        let group_topics = image.mirror_topics(mirror);
+        let topics: Vec<String> = group_topics
+            .iter()
             .filter(|t| {
                 image
                     .topic_configs(t)
                     .get(MIRROR_NAME_CONFIG)
                     .is_some_and(|m| m == mirror)
             })
+            .cloned()
             .collect();
         let discovering = !rt.settings.topics_include.is_empty();
-        if topics.is_empty() && !discovering {
+        if group_topics.is_empty() && !discovering {
             return;
         }
         let metadata = match rt.metadata(mirror, std::time::Duration::ZERO).await {
@@ -110,7 +118,7 @@ impl MirrorManager {
                 }
             }
         }
-        self.sync_group_offsets(mirror, rt, &metadata, &topics)
+        self.sync_group_offsets(mirror, rt, &metadata, &group_topics, image)
             .await;
         self.sync_acls(mirror, rt, &topics, image).await;
     }
@@ -158,13 +166,19 @@ impl MirrorManager {
         }
     }
 
+    /// Copies the source's committed offsets of the mirrored topics to the destination's
+    /// groups, each kept within what is mirrored here (the destination's high watermark), so
+    /// that after a failover no committed offset lies beyond the topic's end; a lagging mirror
+    /// is re-synced as it catches up.
     async fn sync_group_offsets(
         &self,
         mirror: &str,
         rt: &mut MirrorRuntime,
         metadata: &crate::source::SourceMetadata,
         topics: &[String],
+        image: &MetadataImage,
     ) {
+        let mut synced = Vec::new();
         // Read the TLS files once for the whole pass, not once per source broker.
         let Ok(security) = rt.settings.client_security() else {
             return;
@@ -209,13 +223,108 @@ impl MirrorManager {
                 };
                 let offsets: Vec<_> = offsets
                     .into_iter()
-                    .filter(|(t, _, _, _)| topics.contains(t))
+                    .filter(|o| topics.contains(&o.topic))
                     .collect();
                 if !offsets.is_empty() {
-                    self.host.sync_group_offsets(&group, offsets);
+                    synced.push((group, offsets));
                 }
             }
         }
+        if synced.is_empty() {
+            return;
+        }
+        let wanted: BTreeSet<(String, i32)> = synced
+            .iter()
+            .flat_map(|(_, o)| o.iter().map(|c| (c.topic.clone(), c.partition)))
+            .collect();
+        let ends = self.destination_ends(image, &wanted).await;
+        for (group, offsets) in synced {
+            let clamped: Vec<_> = offsets
+                .into_iter()
+                .filter_map(|c| {
+                    let end = *ends.get(&(c.topic.clone(), c.partition))?;
+                    // A clamped offset points at another record: its epoch is not known here.
+                    Some(if c.offset > end {
+                        CommittedOffset {
+                            offset: end,
+                            leader_epoch: -1,
+                            ..c
+                        }
+                    } else {
+                        c
+                    })
+                })
+                .collect();
+            if !clamped.is_empty() {
+                self.host.sync_group_offsets(&group, clamped);
+            }
+        }
+    }
+
+    /// The high watermarks of destination partitions: from this broker for those it leads,
+    /// else from their leaders (ListOffsets LATEST). Partitions without an answer are left out.
+    async fn destination_ends(
+        &self,
+        image: &MetadataImage,
+        wanted: &BTreeSet<(String, i32)>,
+    ) -> HashMap<(String, i32), i64> {
+        let mut ends = HashMap::new();
+        let mut remote: BTreeMap<i32, BTreeMap<String, Vec<i32>>> = BTreeMap::new();
+        for (topic, p) in wanted {
+            if let Some(hw) = self.host.watch_high_watermark(topic, *p) {
+                ends.insert((topic.clone(), *p), *hw.borrow());
+                continue;
+            }
+            let leader = image
+                .topic(topic)
+                .and_then(|t| t.partitions.get(p))
+                .map(|info| info.leader)
+                .filter(|&l| l >= 0 && l != self.host.node_id());
+            if let Some(leader) = leader {
+                remote
+                    .entry(leader)
+                    .or_default()
+                    .entry(topic.clone())
+                    .or_default()
+                    .push(*p);
+            }
+        }
+        for (node, topics) in remote {
+            let request = ListOffsetsRequest::default()
+                .with_replica_id(BrokerId(-1))
+                .with_topics(
+                    topics
+                        .into_iter()
+                        .map(|(t, ps)| {
+                            ListOffsetsTopic::default()
+                                .with_name(TopicName(StrBytes::from_string(t)))
+                                .with_partitions(
+                                    ps.into_iter()
+                                        .map(|p| {
+                                            ListOffsetsPartition::default()
+                                                .with_partition_index(p)
+                                                .with_current_leader_epoch(-1)
+                                                .with_timestamp(-1)
+                                        })
+                                        .collect(),
+                                )
+                        })
+                        .collect(),
+                );
+            match self.peers.send_kafka(node, &request, 5).await {
+                Ok(response) => {
+                    for t in response.topics {
+                        for p in t.partitions.into_iter().filter(|p| p.error_code == 0) {
+                            ends.insert((t.name.to_string(), p.partition_index), p.offset);
+                        }
+                    }
+                }
+                Err(e) => {
+                    tracing::debug!(broker = node, error = %e, "group sync: destination ends unknown")
+                }
+            }
+        }
+        ends
     }
 }
 

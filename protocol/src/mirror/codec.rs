@@ -389,6 +389,9 @@ fn encode_request_body(buf: &mut BytesMut, request: &MirrorRequest) {
                     })
                 }));
             }
+            if req.local_only {
+                tags.push(tagged(2, |b| put_bool(b, true)));
+            }
             put_tags(buf, &tags);
         }
         MirrorRequest::ReadMirrorStates(req) => {
@@ -404,7 +407,23 @@ fn encode_request_body(buf: &mut BytesMut, request: &MirrorRequest) {
                     b.put_i32(p.partition_index);
                     b.put_i32(p.last_mirror_epoch);
                     b.put_i8(p.state);
-                    put_no_tags(b);
+                    let mut tags = Vec::new();
+                    if p.retry_attempt != 0 {
+                        tags.push(tagged(0, |b| b.put_i16(p.retry_attempt)));
+                    }
+                    if let Some(m) = &p.error_message {
+                        tags.push(tagged(1, |b| put_compact_nullable_string(b, Some(m))));
+                    }
+                    if p.last_mirrored_offset != -1 {
+                        tags.push(tagged(2, |b| b.put_i64(p.last_mirrored_offset)));
+                    }
+                    if p.previous_state != -1 {
+                        tags.push(tagged(3, |b| b.put_i8(p.previous_state)));
+                    }
+                    if p.leader_epoch != -1 {
+                        tags.push(tagged(4, |b| b.put_i32(p.leader_epoch)));
+                    }
+                    put_tags(b, &tags);
                 });
                 put_no_tags(b);
             });
@@ -534,6 +553,7 @@ fn decode_request_body(api_key: i16, r: &mut Reader<'_>) -> DResult<MirrorReques
             let include_authorized_operations = r.bool("IncludeAuthorizedOperations")?;
             let mut cluster_id = None;
             let mut last_mirror_epoch_lookups = Vec::new();
+            let mut local_only = false;
             r.tagged_fields("request tags", |tag, f| match tag {
                 0 => {
                     cluster_id = f.compact_nullable_string("ClusterId")?;
@@ -551,6 +571,10 @@ fn decode_request_body(api_key: i16, r: &mut Reader<'_>) -> DResult<MirrorReques
                     })?;
                     Ok(true)
                 }
+                2 => {
+                    local_only = f.bool("LocalOnly")?;
+                    Ok(true)
+                }
                 _ => Ok(false),
             })?;
             MirrorRequest::DescribeClusterMirrors(DescribeClusterMirrorsRequest {
@@ -558,6 +582,7 @@ fn decode_request_body(api_key: i16, r: &mut Reader<'_>) -> DResult<MirrorReques
                 include_authorized_operations,
                 cluster_id,
                 last_mirror_epoch_lookups,
+                local_only,
             })
         }
         READ_MIRROR_STATES => {
@@ -577,12 +602,24 @@ fn decode_request_body(api_key: i16, r: &mut Reader<'_>) -> DResult<MirrorReques
                     let partition_index = r.i32("PartitionIndex")?;
                     let last_mirror_epoch = r.i32("LastMirrorEpoch")?;
                     let state = r.i8("State")?;
-                    r.skip_tagged_fields("PartitionData tags")?;
-                    Ok(WriteMirrorStatePartition {
+                    let mut p = WriteMirrorStatePartition {
                         partition_index,
                         last_mirror_epoch,
                         state,
-                    })
+                        ..Default::default()
+                    };
+                    r.tagged_fields("PartitionData tags", |tag, f| {
+                        match tag {
+                            0 => p.retry_attempt = f.i16("RetryAttempt")?,
+                            1 => p.error_message = f.compact_nullable_string("ErrorMessage")?,
+                            2 => p.last_mirrored_offset = f.i64("LastMirroredOffset")?,
+                            3 => p.previous_state = f.i8("PreviousState")?,
+                            4 => p.leader_epoch = f.i32("LeaderEpoch")?,
+                            _ => return Ok(false),
+                        }
+                        Ok(true)
+                    })?;
+                    Ok(p)
                 })?;
                 r.skip_tagged_fields("TopicMetadata tags")?;
                 Ok(WriteMirrorStateTopic { name, partitions })
@@ -775,7 +812,11 @@ fn encode_response_body(buf: &mut BytesMut, response: &MirrorResponse) {
                     b.put_i8(p.previous_state);
                     b.put_i16(p.retry_attempt);
                     put_compact_nullable_string(b, p.error_message.as_deref());
-                    put_no_tags(b);
+                    let mut tags = Vec::new();
+                    if p.last_mirrored_offset != -1 {
+                        tags.push(tagged(0, |b| b.put_i64(p.last_mirrored_offset)));
+                    }
+                    put_tags(b, &tags);
                 });
                 put_no_tags(b);
             });
@@ -948,7 +989,14 @@ fn decode_response_body(api_key: i16, r: &mut Reader<'_>) -> DResult<MirrorRespo
                     let previous_state = r.i8("PreviousState")?;
                     let retry_attempt = r.i16("RetryAttempt")?;
                     let error_message = r.compact_nullable_string("ErrorMessage")?;
-                    r.skip_tagged_fields("PartitionResult tags")?;
+                    let mut last_mirrored_offset = -1;
+                    r.tagged_fields("PartitionResult tags", |tag, f| match tag {
+                        0 => {
+                            last_mirrored_offset = f.i64("LastMirroredOffset")?;
+                            Ok(true)
+                        }
+                        _ => Ok(false),
+                    })?;
                     Ok(ReadMirrorStatePartition {
                         partition_index,
                         last_mirror_epoch,
@@ -957,6 +1005,7 @@ fn decode_response_body(api_key: i16, r: &mut Reader<'_>) -> DResult<MirrorRespo
                         previous_state,
                         retry_attempt,
                         error_message,
+                        last_mirrored_offset,
                     })
                 })?;
                 r.skip_tagged_fields("TopicResult tags")?;

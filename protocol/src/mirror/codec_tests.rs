@@ -108,12 +108,14 @@ fn sample_requests() -> Vec<MirrorRequest> {
                     partitions: vec![],
                 },
             ],
+            local_only: false,
         }),
         MirrorRequest::DescribeClusterMirrors(DescribeClusterMirrorsRequest {
             mirror_names: vec![],
             include_authorized_operations: false,
             cluster_id: Some(String::new()),
             last_mirror_epoch_lookups: vec![],
+            local_only: true,
         }),
         MirrorRequest::DescribeClusterMirrors(DescribeClusterMirrorsRequest {
             mirror_names: vec![],
@@ -123,6 +125,7 @@ fn sample_requests() -> Vec<MirrorRequest> {
                 topic_id: uuid_seq(7),
                 partitions: vec![1],
             }],
+            local_only: false,
         }),
         MirrorRequest::DescribeClusterMirrors(DescribeClusterMirrorsRequest::default()),
         MirrorRequest::ReadMirrorStates(ReadMirrorStatesRequest {
@@ -142,6 +145,17 @@ fn sample_requests() -> Vec<MirrorRequest> {
                             partition_index: 0,
                             last_mirror_epoch: 17,
                             state: 2,
+                            ..Default::default()
+                        },
+                        WriteMirrorStatePartition {
+                            partition_index: 1,
+                            last_mirror_epoch: -1,
+                            state: 5,
+                            retry_attempt: 3,
+                            error_message: Some("source down".into()),
+                            last_mirrored_offset: 1234,
+                            previous_state: 2,
+                            leader_epoch: 7,
                         },
                         WriteMirrorStatePartition::default(),
                     ],
@@ -306,6 +320,13 @@ fn sample_responses() -> Vec<MirrorResponse> {
                         previous_state: 0,
                         retry_attempt: 2,
                         error_message: Some("retrying".into()),
+                        last_mirrored_offset: -1,
+                    },
+                    ReadMirrorStatePartition {
+                        partition_index: 4,
+                        state: 4,
+                        last_mirrored_offset: 77,
+                        ..Default::default()
                     },
                     ReadMirrorStatePartition::default(),
                 ],
@@ -521,6 +542,7 @@ fn mirror_describe_request_tag_bytes() {
             topic_id: Uuid::nil(),
             partitions: vec![3],
         }],
+        local_only: false,
     });
     let encoded = encode_mirror_request(1, "", &request);
     let mut expected: Vec<u8> = vec![0x01, 0x01, 0x02, 0x00, 0x02, 0x02, b'c', 0x01, 23, 0x02];

@@ -248,6 +248,9 @@ pub struct DescribeClusterMirrorsRequest {
     pub cluster_id: Option<String>,
     /// Tagged 1: last-mirror-epoch lookups.
     pub last_mirror_epoch_lookups: Vec<LastMirrorEpochLookup>,
+    /// Tagged 2 (Tern): answer only for the partitions this broker leads; brokers set it when
+    /// they gather the cluster's view from each other.
+    pub local_only: bool,
 }
 
 /// One partition of a described mirror.
@@ -375,6 +378,8 @@ pub struct ReadMirrorStatePartition {
     pub retry_attempt: i16,
     /// Error message.
     pub error_message: Option<String>,
+    /// Tagged 0 (Tern): the offset recorded when the partition was stopped, or -1.
+    pub last_mirrored_offset: i64,
 }
 
 impl Default for ReadMirrorStatePartition {
@@ -387,6 +392,7 @@ impl Default for ReadMirrorStatePartition {
             previous_state: 16,
             retry_attempt: 0,
             error_message: None,
+            last_mirrored_offset: -1,
         }
     }
 }
@@ -422,6 +428,18 @@ pub struct WriteMirrorStatePartition {
     pub last_mirror_epoch: i32,
     /// State id.
     pub state: i8,
+    /// Tagged 0 (Tern): retries while FAILED.
+    pub retry_attempt: i16,
+    /// Tagged 1 (Tern): the error that made the partition FAILED.
+    pub error_message: Option<String>,
+    /// Tagged 2 (Tern): the offset to record as last mirrored, or -1 to keep the recorded one.
+    pub last_mirrored_offset: i64,
+    /// Tagged 3 (Tern): the state before this one as the writer sees it, or -1 for the
+    /// coordinator's current state.
+    pub previous_state: i8,
+    /// Tagged 4 (Tern): the writer's leader epoch of this partition, or -1; a lower epoch
+    /// than the partition's current one is refused (FENCED_LEADER_EPOCH).
+    pub leader_epoch: i32,
 }
 
 impl Default for WriteMirrorStatePartition {
@@ -430,6 +448,11 @@ impl Default for WriteMirrorStatePartition {
             partition_index: 0,
             last_mirror_epoch: -1,
             state: -1,
+            retry_attempt: 0,
+            error_message: None,
+            last_mirrored_offset: -1,
+            previous_state: -1,
+            leader_epoch: -1,
         }
     }
 }

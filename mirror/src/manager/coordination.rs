@@ -1,0 +1,343 @@
+//! Where a mirror partition's state is kept and how it is read and written. The coordinator of
+//! a partition is the leader of its `__mirror_state` partition: this broker's [`StateStore`]
+//! when that is here, else a peer reached with ReadMirrorStates / WriteMirrorStates. The broker
+//! that leads the mirror partition itself drives it and caches its state.
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::Duration;
+
+use tern_controller::MetadataImage;
+use tern_protocol::error::ResponseError;
+use tern_protocol::mirror::{
+    MirrorRequest, MirrorResponse, ReadMirrorStatePartition, ReadMirrorStatesRequest,
+    TopicPartitions, WriteMirrorStatePartition, WriteMirrorStateTopic, WriteMirrorStatesRequest,
+};
+use uuid::Uuid;
+
+use super::store::Pending;
+use super::{MirrorManager, StateStore};
+use crate::state::{
+    coordinator_partition, MirrorPartitionKey, MirrorPartitionState, PartitionStateRecord,
+    MIRROR_STATE_TOPIC,
+};
+
+/// A partition's state as its coordinator holds it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(super) struct StoredState {
+    /// The state record (None: UNKNOWN, nothing recorded).
+    pub(super) record: Option<PartitionStateRecord>,
+    /// The offset recorded when it was last stopped.
+    pub(super) last_mirrored_offset: Option<i64>,
+}
+
+impl StoredState {
+    /// The state (UNKNOWN when none is recorded).
+    pub(super) fn state(&self) -> MirrorPartitionState {
+        self.record
+            .as_ref()
+            .map(|r| r.state)
+            .unwrap_or(MirrorPartitionState::Unknown)
+    }
+}
+
+/// How long a state write may wait for the `__mirror_state` ISR.
+const COMMIT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Who coordinates a mirror partition.
+enum Coordinator {
+    Here,
+    Peer(i32),
+}
+
+/// Why a state could not be read or written: Kafka's error code and a message.
+pub(super) type CoordinationError = (i16, String);
+
+impl MirrorManager {
+    /// The coordinator of `key`, from the metadata image (loading a `__mirror_state` partition
+    /// this broker has just come to lead).
+    fn coordinator_of(
+        &self,
+        image: &MetadataImage,
+        key: &MirrorPartitionKey,
+    ) -> Result<Coordinator, CoordinationError> {
+        let mut store = self.store.lock();
+        if store.coordinates(key) {
+            return Ok(Coordinator::Here);
+        }
+        let p = coordinator_partition(key, store.num_partitions());
+        let leader = image
+            .topic(MIRROR_STATE_TOPIC)
+            .and_then(|t| t.partitions.get(&p))
+            .map(|info| info.leader)
+            .filter(|&l| l >= 0);
+        let not_available = || {
+            (
+                ResponseError::CoordinatorNotAvailable.code(),
+                format!("{MIRROR_STATE_TOPIC} partition {p} has no leader"),
+            )
+        };
+        match leader {
+            Some(l) if l == self.host.node_id() => {
+                store.sync_leadership();
+                if store.coordinates(key) {
+                    Ok(Coordinator::Here)
+                } else {
+                    Err(not_available())
+                }
+            }
+            Some(l) => Ok(Coordinator::Peer(l)),
+            None => Err(not_available()),
+        }
+    }
+
+    /// The coordinators' states of some partitions of one topic.
+    pub(super) async fn read_stored(
+        &self,
+        mirror: &str,
+        topic: &str,
+        topic_id: Uuid,
+        partitions: &[i32],
+    ) -> BTreeMap<i32, Result<StoredState, CoordinationError>> {
+        let image = self.controller.image();
+        let mut out = BTreeMap::new();
+        let mut remote: HashMap<i32, Vec<i32>> = HashMap::new();
+        for &p in partitions {
+            let key = MirrorPartitionKey {
+                mirror: mirror.to_string(),
+                topic_id,
+                partition: p,
+            };
+            match self.coordinator_of(&image, &key) {
+                Ok(Coordinator::Here) => {
+                    let store = self.store.lock();
+                    out.insert(p, Ok(stored_here(&store, &key)));
+                }
+                Ok(Coordinator::Peer(node)) => remote.entry(node).or_default().push(p),
+                Err(e) => {
+                    out.insert(p, Err(e));
+                }
+            }
+        }
+        for (node, ps) in remote {
+            let request = MirrorRequest::ReadMirrorStates(ReadMirrorStatesRequest {
+                mirror_name: mirror.to_string(),
+                topics: vec![TopicPartitions {
+                    name: topic.to_string(),
+                    partitions: ps.clone(),
+                }],
+            });
+            let answer = match self.peers.send(node, &request).await {
+                Ok(MirrorResponse::ReadMirrorStates(r)) if r.error_code != 0 => Err((
+                    r.error_code,
+                    r.error_message
+                        .unwrap_or_else(|| format!("broker {node} refused")),
+                )),
+                Ok(MirrorResponse::ReadMirrorStates(r)) => Ok(r),
+                Ok(_) => Err((
+                    ResponseError::UnknownServerError.code(),
+                    format!("broker {node} answered another API"),
+                )),
+                Err(e) => Err((ResponseError::CoordinatorNotAvailable.code(), e)),
+            };
+            let answered: HashMap<i32, ReadMirrorStatePartition> = match &answer {
+                Ok(r) => r
+                    .topics
+                    .iter()
+                    .filter(|t| t.name == topic)
+                    .flat_map(|t| t.partitions.iter().cloned())
+                    .map(|p| (p.partition_index, p))
+                    .collect(),
+                Err(_) => HashMap::new(),
+            };
+            for p in ps {
+                let result = match (&answer, answered.get(&p)) {
+                    (Err(e), _) => Err(e.clone()),
+                    (Ok(_), None) => Err((
+                        ResponseError::UnknownServerError.code(),
+                        format!("broker {node} left partition {p} out"),
+                    )),
+                    (Ok(_), Some(a)) if a.error_code != 0 => Err((
+                        a.error_code,
+                        a.error_message
+                            .clone()
+                            .unwrap_or_else(|| format!("broker {node} refused")),
+                    )),
+                    (Ok(_), Some(a)) => Ok(stored_from_wire(a)),
+                };
+                out.insert(p, result);
+            }
+        }
+        out
+    }
+
+    /// Records a partition's new state with its coordinator.
+    pub(super) async fn write_stored(
+        &self,
+        key: &MirrorPartitionKey,
+        topic: &str,
+        write: WriteMirrorStatePartition,
+    ) -> Result<(), CoordinationError> {
+        let image = self.controller.image();
+        match self.coordinator_of(&image, key)? {
+            Coordinator::Here => {
+                let pending = apply_write(&mut self.store.lock(), &image, key, &write)?;
+                self.committed(pending).await
+            }
+            Coordinator::Peer(node) => {
+                let request = MirrorRequest::WriteMirrorStates(WriteMirrorStatesRequest {
+                    mirror_name: key.mirror.clone(),
+                    topics: vec![WriteMirrorStateTopic {
+                        name: topic.to_string(),
+                        partitions: vec![write],
+                    }],
+                    stopped_topics: vec![],
+                });
+                match self.peers.send(node, &request).await {
+                    Ok(MirrorResponse::WriteMirrorStates(r)) => {
+                        if r.error_code != 0 {
+                            return Err((r.error_code, r.error_message.unwrap_or_default()));
+                        }
+                        let result = r
+                            .topics
+                            .iter()
+                            .flat_map(|t| t.partitions.iter())
+                            .find(|p| p.partition_index == key.partition);
+                        match result {
+                            Some(p) if p.error_code == 0 => Ok(()),
+                            Some(p) => {
+                                Err((p.error_code, p.error_message.clone().unwrap_or_default()))
+                            }
+                            None => Err((
+                                ResponseError::UnknownServerError.code(),
+                                format!("broker {node} left the partition out"),
+                            )),
+                        }
+                    }
+                    Ok(_) => Err((
+                        ResponseError::UnknownServerError.code(),
+                        format!("broker {node} answered another API"),
+                    )),
+                    Err(e) => Err((ResponseError::CoordinatorNotAvailable.code(), e)),
+                }
+            }
+        }
+    }
+}
+
+impl MirrorManager {
+    /// Waits until a `__mirror_state` write is committed: the partition's ISR has it, so a new
+    /// coordinator after a leader change loads it too.
+    pub(super) async fn committed(&self, pending: Pending) -> Result<(), CoordinationError> {
+        let timed_out = || {
+            (
+                ResponseError::RequestTimedOut.code(),
+                format!(
+                    "{MIRROR_STATE_TOPIC} partition {} did not commit offset {} in time",
+                    pending.partition, pending.offset
+                ),
+            )
+        };
+        let Some(mut hw) = self
+            .host
+            .watch_high_watermark(MIRROR_STATE_TOPIC, pending.partition)
+        else {
+            return Err(timed_out());
+        };
+        let wait = async {
+            while *hw.borrow_and_update() < pending.offset {
+                if hw.changed().await.is_err() {
+                    return false;
+                }
+            }
+            true
+        };
+        match tokio::time::timeout(COMMIT_TIMEOUT, wait).await {
+            Ok(true) => Ok(()),
+            _ => Err(timed_out()),
+        }
+    }
+}
+
+/// What this broker's store holds of `key` (it coordinates it).
+pub(super) fn stored_here(store: &StateStore, key: &MirrorPartitionKey) -> StoredState {
+    StoredState {
+        record: store.get(key).cloned(),
+        last_mirrored_offset: store.last_mirrored_offset(key),
+    }
+}
+
+/// A ReadMirrorStates answer as a [`StoredState`].
+fn stored_from_wire(p: &ReadMirrorStatePartition) -> StoredState {
+    let state = MirrorPartitionState::from_id(p.state);
+    StoredState {
+        record: (state != MirrorPartitionState::Unknown).then(|| PartitionStateRecord {
+            state,
+            previous_state: MirrorPartitionState::from_id(p.previous_state),
+            retry_attempt: p.retry_attempt,
+            error_message: p.error_message.clone(),
+        }),
+        last_mirrored_offset: (p.last_mirrored_offset >= 0).then_some(p.last_mirrored_offset),
+    }
+}
+
+/// The coordinator's side of a write, local or from WriteMirrorStates: a writer fenced by a
+/// newer leader epoch of the partition, a write to a broker that does not coordinate the key,
+/// or a transition the spec does not allow changes nothing.
+pub(super) fn apply_write(
+    store: &mut StateStore,
+    image: &MetadataImage,
+    key: &MirrorPartitionKey,
+    write: &WriteMirrorStatePartition,
+) -> Result<Pending, CoordinationError> {
+    if !store.coordinates(key) {
+        return Err((
+            ResponseError::NotCoordinator.code(),
+            format!(
+                "this broker does not lead {MIRROR_STATE_TOPIC} partition {}",
+                coordinator_partition(key, store.num_partitions())
+            ),
+        ));
+    }
+    if write.leader_epoch >= 0 {
+        let current = image
+            .topic_by_id(&key.topic_id)
+            .and_then(|t| t.partitions.get(&key.partition))
+            .map(|info| info.leader_epoch);
+        if let Some(current) = current.filter(|&c| write.leader_epoch < c) {
+            return Err((
+                ResponseError::FencedLeaderEpoch.code(),
+                format!(
+                    "leader epoch {} is older than the partition's current epoch {current}",
+                    write.leader_epoch
+                ),
+            ));
+        }
+    }
+    let cur = store.state(key);
+    let next = MirrorPartitionState::from_id(write.state);
+    if next == MirrorPartitionState::Unknown || !cur.can_become(next) {
+        return Err((
+            ResponseError::InvalidRequest.code(),
+            format!(
+                "invalid mirror state transition {} -> {}",
+                cur.name(),
+                next.name()
+            ),
+        ));
+    }
+    let previous_state = if write.previous_state == -1 {
+        cur
+    } else {
+        MirrorPartitionState::from_id(write.previous_state)
+    };
+    let record = PartitionStateRecord {
+        state: next,
+        previous_state,
+        retry_attempt: write.retry_attempt,
+        error_message: write.error_message.clone(),
+    };
+    let lmo = (write.last_mirrored_offset >= 0).then_some(write.last_mirrored_offset);
+    store
+        .write(key, record, lmo)
+        .map_err(|e| (ResponseError::NotCoordinator.code(), e.to_string()))
+}
