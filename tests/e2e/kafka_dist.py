@@ -98,6 +98,15 @@ rootLogger.appenderRef.stderr.ref = STDERR
 """
 
 
+def new_cluster_id():
+    """A random cluster id in Kafka's form (URL-safe base64 of 16 bytes). Like Kafka's
+    Uuid.randomUuid, never one starting with '-', which kafka-storage would take for an option."""
+    while True:
+        cid = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cid.startswith("-"):
+            return cid
+
+
 def cache_root():
     return Path(os.environ.get("TERN_CACHE") or Path.home() / ".cache" / "tern")
 
@@ -312,7 +321,7 @@ class KafkaServer:
         conf = self.data_dir / "server.properties"
         conf.write_text(self._properties())
         if not (self.data_dir / "logs" / "meta.properties").exists():
-            cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+            cluster_id = new_cluster_id()
             self.dist.run("kafka-storage", "format", "-t", cluster_id, "-c", conf, check=True)
         log4j = self.data_dir / "log4j2.properties"
         log4j.write_text(LOG4J2.replace("SYSTEM_ERR", "SYSTEM_OUT").replace("level = warn", "level = info"))

@@ -31,7 +31,7 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicCollection,
 from confluent_kafka.admin import AdminClient
 
 import mirror_util as mu
-from replication_util import VALUE, NumberedProducer, agreed_partitions, try_metadata_v7
+from replication_util import VALUE, NumberedProducer, Reader, agreed_partitions, try_metadata_v7
 from test_cluster import kafka_request, plain
 
 # Kafka error codes.
@@ -162,26 +162,9 @@ def tags(fields):
 NO_TAGS = tags({})
 
 
-class FlexReader:
-    def __init__(self, buf):
-        self.buf, self.pos = buf, 0
-
-    def _take(self, fmt):
-        v = struct.unpack_from(fmt, self.buf, self.pos)[0]
-        self.pos += struct.calcsize(fmt)
-        return v
-
-    def int8(self):
-        return self._take(">b")
-
-    def int16(self):
-        return self._take(">h")
-
-    def int32(self):
-        return self._take(">i")
-
-    def int64(self):
-        return self._take(">q")
+class FlexReader(Reader):
+    """replication_util's Reader plus the flexible versions' varints, compact strings and
+    arrays, and tagged fields."""
 
     def bool(self):
         return self._take(">b") != 0

@@ -82,6 +82,15 @@ log4j.appender.stdout.layout.ConversionPattern=[%d] %p %m (%c)%n
 """
 
 
+def new_cluster_id():
+    """A random cluster id in Kafka's form (URL-safe base64 of 16 bytes). Like Kafka's
+    Uuid.randomUuid, never one starting with '-', which kafka-storage would take for an option."""
+    while True:
+        cid = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cid.startswith("-"):
+            return cid
+
+
 def cache_root():
     return Path(os.environ.get("TERN_CACHE") or Path.home() / ".cache" / "tern")
 
@@ -434,7 +443,7 @@ class KafkaPeer:
         try:
             if kraft(self.version):
                 if not (self.data_dir / "logs" / "meta.properties").exists():
-                    cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+                    cluster_id = new_cluster_id()
                     fmt = subprocess.run(
                         self.jars.command("kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", conf,
                                           java=self.java, jvm_opts=["-Xmx256m"], log_config=log_config),
@@ -713,7 +722,7 @@ class KafkaCluster:
         self.overrides = dict(overrides or {})
         self.jvm_opts = list(CLUSTER_JVM_OPTS if jvm_opts is None else jvm_opts)
         self.procs = {}
-        self.cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        self.cluster_id = new_cluster_id()
         self._cds_dump = None  # (temporary file, archive) while node 1 records one
 
     @property

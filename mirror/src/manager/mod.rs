@@ -376,6 +376,16 @@ impl MirrorManager {
         let Some(replica) = self.host.leader_replica(topic, key.partition) else {
             return Err(format!("{topic}-{} is no longer led here", key.partition));
         };
+        // The metadata image may already hold a raised epoch the partition has not taken yet;
+        // the coordinator fences writers by the image's epoch.
+        let image_epoch = self
+            .controller
+            .image()
+            .topic_by_id(&key.topic_id)
+            .and_then(|t| t.partitions.get(&key.partition))
+            .filter(|info| info.leader == self.host.node_id())
+            .map(|info| info.leader_epoch)
+            .unwrap_or(-1);
         let write = WriteMirrorStatePartition {
             partition_index: key.partition,
             state: record.state.id(),
@@ -383,7 +393,7 @@ impl MirrorManager {
             error_message: record.error_message.clone(),
             last_mirrored_offset: last_mirrored_offset.unwrap_or(-1),
             previous_state: record.previous_state.id(),
-            leader_epoch: replica.leader_epoch,
+            leader_epoch: replica.leader_epoch.max(image_epoch),
             ..Default::default()
         };
         match self.write_stored(key, topic, write).await {
@@ -1023,6 +1033,15 @@ impl MirrorManager {
         let lmo = replica.log.log_end_offset();
         if let Some(max) = replica.log.max_producer_id() {
             self.host.reserve_producer_ids_above(max);
+        }
+        // Writes after the failover start a leader epoch of their own, above every mirrored
+        // batch's: OffsetForLeaderEpoch then shows where this cluster parts from the source
+        // (a KIP-320 client switching clusters past that point sees the divergence).
+        if let Some(latest) = replica.log.latest_epoch() {
+            if let Err(e) = self.host.raise_leader_epoch(&tp.0, tp.1, latest + 1) {
+                tracing::warn!(topic = %tp.0, partition = tp.1, error = %e, "cannot raise the leader epoch for the failover");
+                return;
+            }
         }
         if let Err(e) = self
             .transition(key, &tp.0, MirrorPartitionState::Stopped, Some(lmo))
