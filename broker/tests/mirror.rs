@@ -1258,6 +1258,58 @@ async fn synced_group_offsets_never_pass_the_mirrored_end() {
     assert_eq!(committed_offset(&mut d, "app", "g", 0).await, 60);
 }
 
+/// One mirror's source hangs (it accepts connections and never answers): every mirror has its
+/// own task, so another mirror on the same broker starts, mirrors and fails over meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_hung_source_holds_up_no_other_mirror() {
+    init_tracing();
+    let src = Node::start(&[]).await;
+    let dst = Node::start(&[("mirror.metadata.refresh.interval.ms", "300")]).await;
+    let hole = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let hole_addr = hole.local_addr().unwrap().to_string();
+    let _hold = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((conn, _)) = hole.accept().await {
+            held.push(conn);
+        }
+    });
+    let mut s = src.connect().await;
+    let mut d = dst.connect().await;
+    // The hung mirror discovers topics, so its task asks the silent source on every pass.
+    let r = create_mirror(
+        &mut d,
+        "hung",
+        &[
+            ("bootstrap.servers", Some(hole_addr.as_str())),
+            ("mirror.topics.include", Some(".*")),
+            ("request.timeout.ms", Some("300000")),
+        ],
+    )
+    .await;
+    assert_eq!(r.error_code, 0, "{r:?}");
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+
+    create_topic(&mut s, "f", 2, &[]).await;
+    for p in 0..2 {
+        produce_ok(&mut s, "f", p, make_batch(Compression::Lz4, 7, None, "f")).await;
+    }
+    let ends = end_offsets(&mut s, "f", 2).await;
+    create_mirror_to(&mut d, "fast", &src.bootstrap()).await;
+    assert_topic_codes(&start_topics(&mut d, "fast", &["f"]).await, 0, "start");
+    wait_mirrored(&mut d, "fast", "f", &ends).await;
+    for p in 0..2 {
+        assert_same_log(&mut s, &mut d, "f", p).await;
+    }
+    assert_topic_codes(&stop_topics(&mut d, "fast", &["f"]).await, 0, "stop");
+    produce_ok(
+        &mut d,
+        "f",
+        0,
+        make_batch(Compression::None, 1, None, "after"),
+    )
+    .await;
+}
+
 /// The destination shuts down mid-mirroring and restarts on its dir: states come back from
 /// `__mirror_state`, mirroring resumes without gap or duplicate, a stopped topic stays writable.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -90,7 +90,7 @@ impl MirrorManager {
     pub async fn delete_mirror(&self, req: &DeleteClusterMirrorRequest) -> SimpleMirrorResponse {
         let result = self.controller.delete_mirror(&req.mirror_name);
         if result.is_ok() {
-            self.settle(1).await;
+            self.settle(None, 1).await;
         }
         simple(result)
     }
@@ -404,7 +404,7 @@ impl MirrorManager {
                 .await;
             results.push(topic_result(&name, r));
         }
-        self.settle(1).await;
+        self.settle(Some(&mirror.name), 1).await;
         TopicsMirrorResponse {
             topics: results,
             ..Default::default()
@@ -583,7 +583,7 @@ impl MirrorManager {
             .collect();
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
         while std::time::Instant::now() < deadline {
-            self.settle(1).await;
+            self.settle(None, 1).await;
             let done = self.complete_failovers(&req.mirror_name, &names).await;
             if names
                 .iter()
@@ -651,7 +651,7 @@ impl MirrorManager {
                 topic_result(name, r)
             })
             .collect();
-        self.settle(2).await;
+        self.settle(None, 2).await;
         TopicsMirrorResponse {
             topics: results,
             ..Default::default()

@@ -1,13 +1,17 @@
 //! The MirrorManager: this broker's mirror coordinator. It follows the metadata image, drives
 //! every mirror partition it leads through the spec's states (PREPARING, MIRRORING, PAUSED,
-//! STOPPING, STOPPED, FAILED), persists them in `__mirror_state`, assigns partitions to mirror
-//! fetchers by source leader, and periodically syncs topic configs, partition counts and
-//! consumer-group offsets from the source.
+//! STOPPING, STOPPED, FAILED), persists them with their coordinators in `__mirror_state`
+//! ([`coordination`], [`store`]), assigns partitions to mirror fetchers by source leader, and
+//! periodically syncs topic configs, partition counts and consumer-group offsets from the
+//! source ([`sync`], [`acl_sync`]). Its own loop handles leadership, stopping and pausing; each
+//! mirror's source work runs in a task of its own ([`runtime`]), so a slow source holds up
+//! only its mirror.
 
 mod acl_sync;
 mod admin;
 mod coordination;
 mod peers;
+mod runtime;
 mod store;
 mod sync;
 
@@ -24,16 +28,16 @@ use tern_protocol::mirror::WriteMirrorStatePartition;
 use tokio::sync::{mpsc, watch, Notify};
 use uuid::Uuid;
 
-use crate::config::{BrokerMirrorConfig, MirrorSettings};
+use crate::config::BrokerMirrorConfig;
 use crate::fetcher::{FetcherEvent, MirrorFetcher, PartitionFetchState, TopicPartition};
 use crate::host::MirrorHost;
-use crate::source::{connect_bootstrap, SourceConnection, SourceMetadata};
 use crate::state::{
     metadata_coordinator_partition, MirrorPartitionKey, MirrorPartitionState, PartitionStateRecord,
     MIRROR_STATE_TOPIC,
 };
 use coordination::StoredState;
 use peers::Peers;
+use runtime::{Fetchers, MirrorRuntime};
 pub use store::{StateStore, StoreError};
 
 /// How often the manager re-examines its partitions without being woken.
@@ -84,93 +88,40 @@ pub struct PartitionStatus {
     pub last_error: Option<String>,
 }
 
-struct MirrorRuntime {
+/// How long an admin call waits for the coordinator to act on its change.
+const SETTLE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A mirror's own task, which does its source work.
+struct MirrorTask {
+    /// The mirror's configs the task was started with.
     configs: BTreeMap<String, String>,
-    settings: MirrorSettings,
-    source: Option<SourceConnection>,
-    cluster_id: Option<String>,
-    metadata: Option<(SourceMetadata, Instant)>,
-    fetchers: HashMap<i32, Arc<MirrorFetcher>>,
-    last_sync: Option<Instant>,
+    /// Its fetchers, shared with the coordinator's loop.
+    fetchers: Fetchers,
+    /// Wakes it for a pass.
+    wake: Arc<Notify>,
+    /// Its completed passes.
+    passes: watch::Receiver<u64>,
+    handle: Option<tokio::task::JoinHandle<()>>,
 }
 
-impl MirrorRuntime {
-    fn new(configs: BTreeMap<String, String>) -> Self {
-        MirrorRuntime {
-            settings: MirrorSettings::from_configs(&configs),
-            configs,
-            source: None,
-            cluster_id: None,
-            metadata: None,
-            fetchers: HashMap::new(),
-            last_sync: None,
+impl MirrorTask {
+    /// A task that never ran (the stand-in while one is being stopped).
+    fn placeholder() -> Self {
+        MirrorTask {
+            configs: BTreeMap::new(),
+            fetchers: Fetchers::default(),
+            wake: Arc::new(Notify::new()),
+            passes: watch::channel(0).1,
+            handle: None,
         }
     }
 
-    fn shutdown(&mut self) {
-        for f in self.fetchers.values() {
-            f.shutdown();
+    /// Stops the task and its fetchers.
+    fn stop(self) {
+        if let Some(h) = self.handle {
+            h.abort();
         }
-        self.fetchers.clear();
-    }
-
-    fn remove_partition(&self, tp: &TopicPartition) {
-        for f in self.fetchers.values() {
-            f.remove(tp);
-        }
-    }
-
-    fn is_fetching(&self, tp: &TopicPartition) -> bool {
-        self.fetchers.values().any(|f| f.contains(tp))
-    }
-
-    async fn connection(&mut self, mirror: &str) -> Result<&mut SourceConnection, String> {
-        if self.source.is_none() {
-            let security = self.settings.client_security().map_err(|e| e.0)?;
-            let conn = connect_bootstrap(
-                &self.settings.bootstrap_servers,
-                &format!("tern-mirror-{mirror}"),
-                &security,
-                self.settings.request_timeout,
-            )
-            .await
-            .map_err(|e| e.to_string())?;
-            self.source = Some(conn);
-        }
-        self.source
-            .as_mut()
-            .ok_or_else(|| "no source connection".to_string())
-    }
-
-    /// Source metadata no older than `max_age` (all topics).
-    async fn metadata(
-        &mut self,
-        mirror: &str,
-        max_age: Duration,
-    ) -> Result<&SourceMetadata, String> {
-        let fresh = self
-            .metadata
-            .as_ref()
-            .is_some_and(|(_, at)| at.elapsed() < max_age);
-        if !fresh {
-            let conn = self.connection(mirror).await?;
-            match conn.metadata(None).await {
-                Ok(m) => {
-                    if m.cluster_id.is_some() {
-                        self.cluster_id = m.cluster_id.clone();
-                    }
-                    self.metadata = Some((m, Instant::now()));
-                }
-                Err(e) => {
-                    self.source = None;
-                    return Err(format!("source metadata: {e}"));
-                }
-            }
-        }
-        self.metadata
-            .as_ref()
-            .map(|(m, _)| m)
-            .ok_or_else(|| "no source metadata".to_string())
+        self.fetchers.shutdown();
     }
 }
 
@@ -191,7 +142,11 @@ pub struct MirrorManager {
     driven: Mutex<HashMap<MirrorPartitionKey, Driven>>,
     peers: Peers,
     status: Mutex<HashMap<MirrorPartitionKey, PartitionStatus>>,
-    runtimes: tokio::sync::Mutex<HashMap<String, MirrorRuntime>>,
+    /// One task per mirror (its source work), by mirror name.
+    tasks: Mutex<HashMap<String, MirrorTask>>,
+    /// Held while a mirror task hands a partition to a fetcher and while the coordinator's
+    /// loop takes a stopped or paused one away, so neither undoes the other.
+    assign_guard: Mutex<()>,
     cluster_ids: Mutex<HashMap<String, String>>,
     events_tx: mpsc::UnboundedSender<FetcherEvent>,
     events_rx: tokio::sync::Mutex<mpsc::UnboundedReceiver<FetcherEvent>>,
@@ -217,7 +172,8 @@ impl MirrorManager {
             store: Mutex::new(store),
             driven: Mutex::new(HashMap::new()),
             status: Mutex::new(HashMap::new()),
-            runtimes: tokio::sync::Mutex::new(HashMap::new()),
+            tasks: Mutex::new(HashMap::new()),
+            assign_guard: Mutex::new(()),
             cluster_ids: Mutex::new(HashMap::new()),
             events_tx,
             events_rx: tokio::sync::Mutex::new(events_rx),
@@ -267,22 +223,44 @@ impl MirrorManager {
             self.reconcile().await;
             self.passes.send_modify(|n| *n += 1);
         }
-        for rt in self.runtimes.lock().await.values_mut() {
-            rt.shutdown();
+        for (_, task) in self.tasks.lock().drain() {
+            task.stop();
         }
     }
 
-    /// Wakes the coordinator and waits for `passes` reconcile passes to complete.
-    async fn settle(&self, passes: u64) {
+    /// Wakes the coordinator, waits for one pass of its loop (mirror tasks exist and know of
+    /// the change), then for `passes` passes of `mirror`'s task.
+    async fn settle(&self, mirror: Option<&str>, passes: u64) {
+        let deadline = tokio::time::Instant::now() + SETTLE_TIMEOUT;
         let mut rx = self.passes.subscribe();
-        let target = *rx.borrow_and_update() + passes;
+        let target = *rx.borrow_and_update() + 1;
         self.wake.notify_one();
-        let _ = tokio::time::timeout(Duration::from_secs(30), async {
+        let _ = tokio::time::timeout_at(deadline, async {
             while *rx.borrow_and_update() < target {
                 if rx.changed().await.is_err() {
                     return;
                 }
                 self.wake.notify_one();
+            }
+        })
+        .await;
+        let task = mirror.and_then(|m| {
+            self.tasks
+                .lock()
+                .get(m)
+                .map(|t| (t.passes.clone(), t.wake.clone()))
+        });
+        let Some((mut rx, wake)) = task else {
+            return;
+        };
+        let target = *rx.borrow_and_update() + passes;
+        wake.notify_one();
+        let _ = tokio::time::timeout_at(deadline, async {
+            while *rx.borrow_and_update() < target {
+                if rx.changed().await.is_err() {
+                    return;
+                }
+                wake.notify_one();
             }
         })
         .await;
@@ -529,66 +507,120 @@ impl MirrorManager {
         Ok(())
     }
 
-    async fn reconcile(&self) {
+    /// One pass of the coordinator's loop: leadership of `__mirror_state` and of mirror
+    /// partitions, one task per mirror, states of newly led partitions. The source work of
+    /// each mirror runs in its own task ([`MirrorManager::mirror_pass`]).
+    async fn reconcile(self: &Arc<Self>) {
         self.store.lock().sync_leadership();
         let image = self.controller.image();
-        let mut runtimes = self.runtimes.lock().await;
-        for (name, mirror) in &image.mirrors {
-            let stale = runtimes
-                .get(name)
-                .is_some_and(|rt| rt.configs != mirror.configs);
-            if stale {
-                if let Some(mut rt) = runtimes.remove(name) {
-                    rt.shutdown();
-                }
+        self.sync_tasks(&image);
+        let led = self.led_mirror_partitions(&image);
+        self.forget_unled(&led);
+        self.load_driven(&led).await;
+        // Stopping and pausing need no source, so they are done here, never held up by a
+        // slow source; so are the partitions of a mirror that no longer exists (no task).
+        for (key, tp, desired) in &led {
+            let fetchers = self
+                .tasks
+                .lock()
+                .get(&key.mirror)
+                .map(|t| t.fetchers.clone());
+            let here = fetchers.is_none() || *desired != DesiredState::Mirroring;
+            if !here || !self.driven.lock().contains_key(key) {
+                continue;
             }
-            runtimes
-                .entry(name.clone())
-                .or_insert_with(|| MirrorRuntime::new(mirror.configs.clone()));
+            if let Some(f) = fetchers {
+                let _guard = self.assign_guard.lock();
+                f.remove_partition(tp);
+            }
+            self.drive(None, key, tp, *desired).await;
         }
-        runtimes.retain(|name, rt| {
-            let keep = image.mirrors.contains_key(name);
+        for task in self.tasks.lock().values() {
+            task.wake.notify_one();
+        }
+    }
+
+    /// One task per mirror in the image, started afresh when the mirror's configs change.
+    fn sync_tasks(self: &Arc<Self>, image: &MetadataImage) {
+        let mut tasks = self.tasks.lock();
+        tasks.retain(|name, task| {
+            let keep = image
+                .mirrors
+                .get(name)
+                .is_some_and(|m| m.configs == task.configs);
             if !keep {
-                rt.shutdown();
+                std::mem::replace(task, MirrorTask::placeholder()).stop();
             }
             keep
         });
+        for (name, mirror) in &image.mirrors {
+            if !tasks.contains_key(name) {
+                tasks.insert(name.clone(), self.spawn_mirror_task(name, &mirror.configs));
+            }
+        }
+    }
+
+    fn spawn_mirror_task(
+        self: &Arc<Self>,
+        name: &str,
+        configs: &BTreeMap<String, String>,
+    ) -> MirrorTask {
+        let mut rt = MirrorRuntime::new(configs);
+        let fetchers = rt.fetchers.clone();
+        let wake = Arc::new(Notify::new());
+        let (passes_tx, passes) = watch::channel(0u64);
+        let manager = self.clone();
+        let (mirror, task_wake) = (name.to_string(), wake.clone());
+        let handle = tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    _ = task_wake.notified() => {}
+                    _ = tokio::time::sleep(TICK) => {}
+                }
+                manager.mirror_pass(&mirror, &mut rt).await;
+                passes_tx.send_modify(|n| *n += 1);
+            }
+        });
+        MirrorTask {
+            configs: configs.clone(),
+            fetchers,
+            wake,
+            passes,
+            handle: Some(handle),
+        }
+    }
+
+    /// One pass of a mirror's own task: drives the mirror partitions this broker leads and,
+    /// on the mirror's metadata coordinator, syncs metadata and completes failovers.
+    async fn mirror_pass(&self, name: &str, rt: &mut MirrorRuntime) {
+        let image = self.controller.image();
         let led = self.led_mirror_partitions(&image);
-        self.forget_unled(&led, &runtimes);
-        self.load_driven(&led).await;
-        for (key, tp, desired) in &led {
-            if !self.driven.lock().contains_key(key) {
-                continue;
+        let mirrored = led
+            .iter()
+            .filter(|(k, _, d)| k.mirror == name && *d == DesiredState::Mirroring);
+        for (key, tp, desired) in mirrored {
+            if self.driven.lock().contains_key(key) {
+                self.drive(Some(&mut *rt), key, tp, *desired).await;
             }
-            let rt = runtimes.get_mut(&key.mirror);
-            self.drive(rt, key, tp, *desired).await;
         }
-        for (name, rt) in runtimes.iter_mut() {
-            if let Some(id) = rt.cluster_id.clone() {
-                self.cluster_ids.lock().insert(name.clone(), id);
-            }
-            if self.is_metadata_coordinator(name, &image) {
-                let due = rt
-                    .last_sync
-                    .is_none_or(|at| at.elapsed() >= self.config.metadata_refresh_interval);
-                let discovering = !rt.settings.topics_include.is_empty();
-                if due && (discovering || !image.mirror_topics(name).is_empty()) {
-                    rt.last_sync = Some(Instant::now());
-                    self.sync_metadata(name, rt, &image).await;
-                }
-                let stopping = failing_over_topics(&image, name);
-                if !stopping.is_empty() {
-                    self.complete_failovers(name, &stopping).await;
-                }
-            }
-            rt.fetchers.retain(|_, f| {
-                let keep = !f.is_empty();
-                if !keep {
-                    f.shutdown();
-                }
-                keep
-            });
+        if let Some(id) = rt.cluster_id.clone() {
+            self.cluster_ids.lock().insert(name.to_string(), id);
         }
+        if self.is_metadata_coordinator(name, &image) {
+            let due = rt
+                .last_sync
+                .is_none_or(|at| at.elapsed() >= self.config.metadata_refresh_interval);
+            let discovering = !rt.settings.topics_include.is_empty();
+            if due && (discovering || !image.mirror_topics(name).is_empty()) {
+                rt.last_sync = Some(Instant::now());
+                self.sync_metadata(name, rt, &image).await;
+            }
+            let stopping = failing_over_topics(&image, name);
+            if !stopping.is_empty() {
+                self.complete_failovers(name, &stopping).await;
+            }
+        }
+        rt.fetchers.drop_idle();
     }
 
     /// The mirror partitions this broker leads, with what their topic's `mirror.name` asks.
@@ -628,11 +660,7 @@ impl MirrorManager {
 
     /// Partitions this broker drove but no longer leads: their new leader continues them, so
     /// this broker stops fetching them and forgets their state.
-    fn forget_unled(
-        &self,
-        led: &[(MirrorPartitionKey, TopicPartition, DesiredState)],
-        runtimes: &HashMap<String, MirrorRuntime>,
-    ) {
+    fn forget_unled(&self, led: &[(MirrorPartitionKey, TopicPartition, DesiredState)]) {
         let led: HashSet<&MirrorPartitionKey> = led.iter().map(|(k, _, _)| k).collect();
         let lost: Vec<(MirrorPartitionKey, String)> = self
             .driven
@@ -646,8 +674,8 @@ impl MirrorManager {
             self.driven.lock().remove(&key);
             self.status.lock().remove(&key);
             let tp = (topic, key.partition);
-            for rt in runtimes.values() {
-                rt.remove_partition(&tp);
+            for task in self.tasks.lock().values() {
+                task.fetchers.remove_partition(&tp);
             }
         }
     }
@@ -756,6 +784,9 @@ impl MirrorManager {
         done
     }
 
+    /// Moves a led partition towards what its `mirror.name` asks. Mirroring needs the
+    /// mirror's runtime (the source); the caller has taken a stopped or paused partition from
+    /// the fetchers.
     async fn drive(
         &self,
         rt: Option<&mut MirrorRuntime>,
@@ -770,9 +801,6 @@ impl MirrorManager {
                 if cur == Stopped {
                     return;
                 }
-                if let Some(rt) = rt.as_ref() {
-                    rt.remove_partition(tp);
-                }
                 if cur != Stopping {
                     if let Err(e) = self.transition(key, &tp.0, Stopping, None).await {
                         tracing::warn!(error = %e, "cannot enter STOPPING");
@@ -782,9 +810,6 @@ impl MirrorManager {
                 self.finish_stop(key, tp).await;
             }
             DesiredState::Paused => {
-                if let Some(rt) = rt.as_ref() {
-                    rt.remove_partition(tp);
-                }
                 if !matches!(cur, Paused | Stopping | Stopped) {
                     if let Err(e) = self.transition(key, &tp.0, Paused, None).await {
                         tracing::warn!(error = %e, "cannot enter PAUSED");
@@ -820,7 +845,7 @@ impl MirrorManager {
                             .get(key)
                             .and_then(|s| s.next_retry)
                             .is_some_and(|t| Instant::now() < t);
-                        if !rt.is_fetching(tp) && !waiting {
+                        if !rt.fetchers.is_fetching(tp) && !waiting {
                             self.assign(rt, key, tp, true).await;
                         }
                     }
@@ -998,28 +1023,39 @@ impl MirrorManager {
         let Some(replica) = self.host.leader_replica(&tp.0, tp.1) else {
             return;
         };
-        rt.remove_partition(tp);
-        let fetcher = rt
-            .fetchers
-            .entry(p.leader)
-            .or_insert_with(|| {
-                MirrorFetcher::spawn(
-                    &key.mirror,
-                    p.leader,
-                    addr,
-                    rt.settings.clone(),
-                    self.host.clone(),
-                    self.events_tx.clone(),
-                )
-            })
-            .clone();
-        fetcher.add(
-            tp.clone(),
-            PartitionFetchState {
-                fetch_offset: replica.log.log_end_offset(),
-                source_epoch: p.leader_epoch,
-            },
-        );
+        rt.fetchers.remove_partition(tp);
+        let fetcher = rt.fetchers.get_or_spawn(p.leader, || {
+            MirrorFetcher::spawn(
+                &key.mirror,
+                p.leader,
+                addr,
+                rt.settings.clone(),
+                self.host.clone(),
+                self.events_tx.clone(),
+            )
+        });
+        {
+            // Under the guard the coordinator's loop takes to stop or pause a partition: a
+            // stop decided meanwhile either is seen here or removes what is added here.
+            let _guard = self.assign_guard.lock();
+            let still_mirrored = self
+                .controller
+                .image()
+                .topic_configs(&tp.0)
+                .get(MIRROR_NAME_CONFIG)
+                .and_then(|v| parse_mirror_name(v))
+                .is_some_and(|(m, d)| m == key.mirror && d == DesiredState::Mirroring);
+            if !still_mirrored || self.state(key) != MirrorPartitionState::Mirroring {
+                return;
+            }
+            fetcher.add(
+                tp.clone(),
+                PartitionFetchState {
+                    fetch_offset: replica.log.log_end_offset(),
+                    source_epoch: p.leader_epoch,
+                },
+            );
+        }
         let mut status = self.status.lock();
         let s = status.entry(key.clone()).or_default();
         s.next_retry = None;

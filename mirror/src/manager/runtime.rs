@@ -1,0 +1,137 @@
+//! What one mirror's task works with: its settings, its connection to the source, the source's
+//! metadata and its fetchers. Each mirror has its own task and runtime, so a slow or
+//! unreachable source holds up only its own mirror. The fetchers are shared with the
+//! coordinator's loop, which takes partitions away from them (this broker no longer leads
+//! them) without waiting for the mirror's task.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+
+use crate::config::MirrorSettings;
+use crate::fetcher::{MirrorFetcher, TopicPartition};
+use crate::source::{connect_bootstrap, SourceConnection, SourceMetadata};
+
+/// A mirror's fetchers by source broker id.
+#[derive(Clone, Default)]
+pub(super) struct Fetchers(Arc<Mutex<HashMap<i32, Arc<MirrorFetcher>>>>);
+
+impl Fetchers {
+    /// Stops every fetcher.
+    pub(super) fn shutdown(&self) {
+        for (_, f) in self.0.lock().drain() {
+            f.shutdown();
+        }
+    }
+
+    /// Takes a partition away from whichever fetcher has it.
+    pub(super) fn remove_partition(&self, tp: &TopicPartition) {
+        for f in self.0.lock().values() {
+            f.remove(tp);
+        }
+    }
+
+    /// Whether some fetcher has the partition.
+    pub(super) fn is_fetching(&self, tp: &TopicPartition) -> bool {
+        self.0.lock().values().any(|f| f.contains(tp))
+    }
+
+    /// The fetcher of source broker `leader`, made by `spawn` if there is none.
+    pub(super) fn get_or_spawn(
+        &self,
+        leader: i32,
+        spawn: impl FnOnce() -> Arc<MirrorFetcher>,
+    ) -> Arc<MirrorFetcher> {
+        self.0.lock().entry(leader).or_insert_with(spawn).clone()
+    }
+
+    /// Stops and drops fetchers left without partitions.
+    pub(super) fn drop_idle(&self) {
+        self.0.lock().retain(|_, f| {
+            let keep = !f.is_empty();
+            if !keep {
+                f.shutdown();
+            }
+            keep
+        });
+    }
+}
+
+/// One mirror's source side.
+pub(super) struct MirrorRuntime {
+    pub(super) settings: MirrorSettings,
+    pub(super) source: Option<SourceConnection>,
+    pub(super) cluster_id: Option<String>,
+    metadata: Option<(SourceMetadata, Instant)>,
+    pub(super) fetchers: Fetchers,
+    pub(super) last_sync: Option<Instant>,
+}
+
+impl MirrorRuntime {
+    /// A runtime for a mirror with these configs; connects on first use.
+    pub(super) fn new(configs: &BTreeMap<String, String>) -> Self {
+        MirrorRuntime {
+            settings: MirrorSettings::from_configs(configs),
+            source: None,
+            cluster_id: None,
+            metadata: None,
+            fetchers: Fetchers::default(),
+            last_sync: None,
+        }
+    }
+
+    /// The connection to the source, made if there is none.
+    pub(super) async fn connection(
+        &mut self,
+        mirror: &str,
+    ) -> Result<&mut SourceConnection, String> {
+        if self.source.is_none() {
+            let security = self.settings.client_security().map_err(|e| e.0)?;
+            let conn = connect_bootstrap(
+                &self.settings.bootstrap_servers,
+                &format!("tern-mirror-{mirror}"),
+                &security,
+                self.settings.request_timeout,
+            )
+            .await
+            .map_err(|e| e.to_string())?;
+            self.source = Some(conn);
+        }
+        self.source
+            .as_mut()
+            .ok_or_else(|| "no source connection".to_string())
+    }
+
+    /// Source metadata no older than `max_age` (all topics).
+    pub(super) async fn metadata(
+        &mut self,
+        mirror: &str,
+        max_age: Duration,
+    ) -> Result<&SourceMetadata, String> {
+        let fresh = self
+            .metadata
+            .as_ref()
+            .is_some_and(|(_, at)| at.elapsed() < max_age);
+        if !fresh {
+            let conn = self.connection(mirror).await?;
+            match conn.metadata(None).await {
+                Ok(m) => {
+                    if m.cluster_id.is_some() {
+                        self.cluster_id = m.cluster_id.clone();
+                    }
+                    self.metadata = Some((m, Instant::now()));
+                }
+                Err(e) => {
+                    self.source = None;
+                    return Err(format!("source metadata: {e}"));
+                }
+            }
+        }
+        self.metadata
+            .as_ref()
+            .map(|(m, _)| m)
+            .ok_or_else(|| "no source metadata".to_string())
+    }
+}
