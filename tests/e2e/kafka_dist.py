@@ -20,19 +20,20 @@ KafkaServer starts a real single-node Apache Kafka 4.x (KRaft) for comparisons; 
 run against one instead of tern with TERN_E2E_PEER=kafka (see conftest.py).
 """
 
-import base64
 import fcntl
 import hashlib
 import signal
 import socket
 import tempfile
 import time
-import uuid
 import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "harness"))
+from kafka_peer import new_cluster_id  # noqa: E402
 
 DEFAULT_VERSION = os.environ.get("TERN_KAFKA_VERSION", "4.4.0")
 
@@ -96,15 +97,6 @@ appender.stderr.layout.pattern = [%d] %p %m (%c)%n
 rootLogger.level = warn
 rootLogger.appenderRef.stderr.ref = STDERR
 """
-
-
-def new_cluster_id():
-    """A random cluster id in Kafka's form (URL-safe base64 of 16 bytes). Like Kafka's
-    Uuid.randomUuid, never one starting with '-', which kafka-storage would take for an option."""
-    while True:
-        cid = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-        if not cid.startswith("-"):
-            return cid
 
 
 def cache_root():
