@@ -153,12 +153,9 @@ impl BrokerMirrorHost {
     /// Sends synced offsets to the broker that coordinates the group, as a standalone
     /// OffsetCommit (generation -1, no member): refused there too while the group is active.
     fn commit_at_coordinator(&self, group: &str, offsets: Vec<CommittedOffset>) {
-        let partition = self.groups.partition_for(group);
-        let image = self.controller.image();
-        let Some(leader) = image
-            .topic(crate::group_coordinator::offsets_topic::OFFSETS_TOPIC)
-            .and_then(|t| t.partitions.get(&partition))
-            .map(|info| info.leader)
+        let Some(leader) = self
+            .groups
+            .coordinator_in(&self.controller.image(), group)
             .filter(|&l| l >= 0 && l != self.node_id)
         else {
             tracing::debug!(

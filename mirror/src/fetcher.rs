@@ -15,7 +15,7 @@ use kafka_protocol::messages::fetch_response::PartitionData;
 use kafka_protocol::messages::{BrokerId, FetchRequest, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use parking_lot::Mutex;
-use tern_protocol::record_batch::RecordBatchHeader;
+use tern_protocol::record_batch::BatchIter;
 use tokio::sync::{mpsc, Notify};
 
 use crate::config::MirrorSettings;
@@ -484,16 +484,11 @@ fn build_request(targets: &[(FetchTarget, i64)], settings: &MirrorSettings) -> F
 
 /// The highest partition leader epoch among whole batches (-1 if none has one).
 fn max_leader_epoch(batches: &[u8]) -> i32 {
-    let mut pos = 0;
-    let mut max = -1;
-    while pos < batches.len() {
-        let Ok(h) = RecordBatchHeader::parse(&batches[pos..]) else {
-            break;
-        };
-        max = max.max(h.partition_leader_epoch);
-        pos += h.size();
-    }
-    max
+    BatchIter::new(batches)
+        .map_while(Result::ok)
+        .map(|(h, _)| h.partition_leader_epoch)
+        .max()
+        .unwrap_or(-1)
 }
 
 /// Appends one partition's fetched batches; returns whether anything was appended.

@@ -269,22 +269,8 @@ impl SourceConnection {
         let version = self
             .version(ApiKey::ListOffsets, (1, 7))
             .ok_or(SourceError::Unsupported(ApiKey::ListOffsets))?;
-        let request = ListOffsetsRequest::default()
-            .with_replica_id(kafka_protocol::messages::BrokerId(-1))
-            .with_isolation_level(1)
-            .with_topics(vec![ListOffsetsTopic::default()
-                .with_name(TopicName(StrBytes::from_string(topic.to_string())))
-                .with_partitions(
-                    partitions
-                        .iter()
-                        .map(|p| {
-                            ListOffsetsPartition::default()
-                                .with_partition_index(*p)
-                                .with_current_leader_epoch(-1)
-                                .with_timestamp(timestamp)
-                        })
-                        .collect(),
-                )]);
+        let request =
+            list_offsets_request([(topic.to_string(), partitions.to_vec())], timestamp, 1);
         let response = self.call(&request, version).await?;
         Ok(response
             .topics
@@ -450,4 +436,35 @@ pub async fn connect_bootstrap(
         }
     }
     Err(SourceError::Unreachable(errors.join("; ")))
+}
+
+/// A consumer's ListOffsets request (no replica id) at `timestamp` (-2 earliest, -1 latest)
+/// for these partitions; `isolation_level` 1 is read_committed.
+pub(crate) fn list_offsets_request(
+    topics: impl IntoIterator<Item = (String, Vec<i32>)>,
+    timestamp: i64,
+    isolation_level: i8,
+) -> ListOffsetsRequest {
+    ListOffsetsRequest::default()
+        .with_replica_id(kafka_protocol::messages::BrokerId(-1))
+        .with_isolation_level(isolation_level)
+        .with_topics(
+            topics
+                .into_iter()
+                .map(|(t, ps)| {
+                    ListOffsetsTopic::default()
+                        .with_name(TopicName(StrBytes::from_string(t)))
+                        .with_partitions(
+                            ps.into_iter()
+                                .map(|p| {
+                                    ListOffsetsPartition::default()
+                                        .with_partition_index(p)
+                                        .with_current_leader_epoch(-1)
+                                        .with_timestamp(timestamp)
+                                })
+                                .collect(),
+                        )
+                })
+                .collect(),
+        )
 }

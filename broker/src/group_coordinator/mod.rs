@@ -72,6 +72,17 @@ impl GroupCoordinator {
         partition_for(group_id, self.config.offsets_partitions)
     }
 
+    /// The broker coordinating a group in `image`: the leader of its `__consumer_offsets`
+    /// partition (-1 while it has none).
+    pub fn coordinator_in(
+        &self,
+        image: &tern_controller::MetadataImage,
+        group_id: &str,
+    ) -> Option<i32> {
+        let topic = image.topic(offsets_topic::OFFSETS_TOPIC)?;
+        Some(topic.partitions.get(&self.partition_for(group_id))?.leader)
+    }
+
     /// Whether this broker coordinates the group; Kafka's error otherwise.
     pub fn check_coordinator(&self, group_id: &str) -> Result<(), ResponseError> {
         if group_id.is_empty() {

@@ -80,9 +80,7 @@ fn coordinator_for(
 /// The broker leading the `__consumer_offsets` partition of `group`, if any.
 fn group_partition_leader(broker: &Broker, group: &str) -> Option<tern_controller::BrokerInfo> {
     let image = broker.controller.image();
-    let topic = image.topic(crate::group_coordinator::offsets_topic::OFFSETS_TOPIC)?;
-    let partition = broker.groups.partition_for(group);
-    let leader = topic.partitions.get(&partition)?.leader;
+    let leader = broker.groups.coordinator_in(&image, group)?;
     image.brokers.get(&leader).cloned()
 }
 

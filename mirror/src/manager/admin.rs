@@ -666,6 +666,7 @@ impl MirrorManager {
         req: &LastMirroredOffsetsRequest,
     ) -> LastMirroredOffsetsResponse {
         let image = self.controller.image();
+        self.store.lock().sync_leadership();
         let mut topics = Vec::new();
         for t in &req.topics {
             let unknown = |p: i32| LastMirroredOffsetPartition {
@@ -803,11 +804,7 @@ impl MirrorManager {
                             topic_id: topic.id,
                             partition: p.partition_index,
                         };
-                        let applied = {
-                            let mut store = self.store.lock();
-                            store.sync_leadership();
-                            apply_write(&mut store, &image, &key, p)
-                        };
+                        let applied = apply_write(&mut self.store.lock(), &image, &key, p);
                         match applied {
                             Ok(pending) => self.committed(pending).await,
                             Err(e) => Err(e),

@@ -87,35 +87,33 @@ impl StateStore {
 
     /// Replays one `__mirror_state` partition this broker leads.
     fn load_partition(&mut self, p: i32) {
-        {
-            let Some(replica) = self.host.leader_replica(MIRROR_STATE_TOPIC, p) else {
-                return;
+        let Some(replica) = self.host.leader_replica(MIRROR_STATE_TOPIC, p) else {
+            return;
+        };
+        let log = &replica.log;
+        let mut offset = log.log_start_offset();
+        let end = log.log_end_offset();
+        while offset < end {
+            let data = match log.read(offset, LOAD_READ_BYTES, Some(end), true) {
+                Ok(d) if !d.records.is_empty() => d,
+                Ok(_) => break,
+                Err(e) => {
+                    tracing::error!(partition = p, error = %e, "cannot load mirror states");
+                    break;
+                }
             };
-            let log = &replica.log;
-            let mut offset = log.log_start_offset();
-            let end = log.log_end_offset();
-            while offset < end {
-                let data = match log.read(offset, LOAD_READ_BYTES, Some(end), true) {
-                    Ok(d) if !d.records.is_empty() => d,
-                    Ok(_) => break,
-                    Err(e) => {
-                        tracing::error!(partition = p, error = %e, "cannot load mirror states");
-                        break;
-                    }
+            for item in BatchIter::new(&data.records) {
+                let Ok((header, batch)) = item else { break };
+                offset = header.next_offset();
+                if header.is_control() {
+                    continue;
+                }
+                let Ok((_, records)) = decode_records(batch, LOAD_MAX_UNCOMPRESSED) else {
+                    continue;
                 };
-                for item in BatchIter::new(&data.records) {
-                    let Ok((header, batch)) = item else { break };
-                    offset = header.next_offset();
-                    if header.is_control() {
-                        continue;
-                    }
-                    let Ok((_, records)) = decode_records(batch, LOAD_MAX_UNCOMPRESSED) else {
-                        continue;
-                    };
-                    for r in records {
-                        if let Some(key) = r.key.as_deref() {
-                            self.apply(decode_record(key, r.value.as_deref()));
-                        }
+                for r in records {
+                    if let Some(key) = r.key.as_deref() {
+                        self.apply(decode_record(key, r.value.as_deref()));
                     }
                 }
             }

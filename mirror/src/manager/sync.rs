@@ -4,15 +4,12 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
-use kafka_protocol::messages::{BrokerId, ListOffsetsRequest, TopicName};
-use kafka_protocol::protocol::StrBytes;
-
 use tern_controller::topic_configs::{topic_config, validate_topic_config, MIRROR_NAME_CONFIG};
 use tern_controller::MetadataImage;
 
 use super::{MirrorManager, MirrorRuntime};
 use crate::host::CommittedOffset;
+use crate::source::list_offsets_request;
 
 /// Connect/request timeout for the per-broker group-offset sync connections.
 const GROUP_SYNC_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
@@ -290,27 +287,8 @@ impl MirrorManager {
             }
         }
         for (node, topics) in remote {
-            let request = ListOffsetsRequest::default()
-                .with_replica_id(BrokerId(-1))
-                .with_topics(
-                    topics
-                        .into_iter()
-                        .map(|(t, ps)| {
-                            ListOffsetsTopic::default()
-                                .with_name(TopicName(StrBytes::from_string(t)))
-                                .with_partitions(
-                                    ps.into_iter()
-                                        .map(|p| {
-                                            ListOffsetsPartition::default()
-                                                .with_partition_index(p)
-                                                .with_current_leader_epoch(-1)
-                                                .with_timestamp(-1)
-                                        })
-                                        .collect(),
-                                )
-                        })
-                        .collect(),
-                );
+            // read_uncommitted: the high watermark, what is mirrored and replicated.
+            let request = list_offsets_request(topics, -1, 0);
             match self.peers.send_kafka(node, &request, 5).await {
                 Ok(response) => {
                     for t in response.topics {
