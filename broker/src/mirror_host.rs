@@ -76,6 +76,12 @@ impl MirrorHost for BrokerMirrorHost {
         }
     }
 
+    fn followers_end_at_or_below(&self, topic: &str, partition: i32, offset: i64) -> bool {
+        self.replicas
+            .partition(topic, partition)
+            .is_some_and(|p| p.with_state(|s| s.isr_ends_at_or_below(offset)))
+    }
+
     fn raise_leader_epoch(&self, topic: &str, partition: i32, at_least: i32) -> Result<(), String> {
         let topic_id = self
             .controller

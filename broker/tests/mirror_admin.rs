@@ -372,3 +372,150 @@ async fn topics_matching_the_include_pattern_are_discovered_and_mirrored() {
     };
     assert_eq!(l.mirrors[0].topic_names, vec!["auto-1".to_string()]);
 }
+
+/// Metadata v12 of one topic on `conn`: its id and each partition's leader epoch.
+async fn leader_epochs(conn: &mut KafkaConnection, topic: &str) -> (uuid::Uuid, Vec<i32>) {
+    use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+    use kafka_protocol::messages::{MetadataRequest, TopicName};
+    let req = MetadataRequest::default().with_topics(Some(vec![MetadataRequestTopic::default()
+        .with_name(Some(TopicName(StrBytes::from_string(topic.to_string()))))]));
+    let resp = conn.send(&req, 12).await.unwrap();
+    let t = &resp.topics[0];
+    let mut partitions: Vec<(i32, i32)> = t
+        .partitions
+        .iter()
+        .map(|p| (p.partition_index, p.leader_epoch))
+        .collect();
+    partitions.sort();
+    (t.topic_id, partitions.into_iter().map(|(_, e)| e).collect())
+}
+
+async fn bump(
+    conn: &mut KafkaConnection,
+    topic_id: uuid::Uuid,
+    partitions: &[(i32, i32)],
+) -> BumpLeaderEpochsResponse {
+    let MirrorResponse::BumpLeaderEpochs(r) = mirror_call(
+        conn,
+        MirrorRequest::BumpLeaderEpochs(BumpLeaderEpochsRequest {
+            topics: vec![BumpLeaderEpochTopic {
+                topic_id,
+                partitions: partitions
+                    .iter()
+                    .map(
+                        |&(partition_index, min_leader_epoch)| BumpLeaderEpochPartition {
+                            partition_index,
+                            min_leader_epoch,
+                        },
+                    )
+                    .collect(),
+            }],
+        }),
+    )
+    .await
+    else {
+        panic!("wrong response")
+    };
+    r
+}
+
+/// The per-partition error codes of a BumpLeaderEpochs answer with one topic.
+fn bump_codes(r: &BumpLeaderEpochsResponse) -> Vec<(i32, i16)> {
+    assert_eq!(r.error_code, 0, "{r:?}");
+    r.topics[0]
+        .partitions
+        .iter()
+        .map(|p| (p.partition_index, p.error_code))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bump_leader_epochs_raises_mirror_partitions_and_refuses_stale_or_foreign_input() {
+    let source = TestServer::start().await;
+    let dest = TestServer::start().await;
+    let mut src = source.connect().await;
+    create_topic(&mut src, "bumped", 2, &[]).await;
+    let mut dst = dest.connect().await;
+    create_topic(&mut dst, "plain", 1, &[]).await;
+    let bootstrap = source.addr().to_string();
+    assert_eq!(
+        create_mirror(&mut dst, "dr", &[("bootstrap.servers", &bootstrap)]).await,
+        0
+    );
+    let MirrorResponse::StartMirrorTopics(r) = mirror_call(
+        &mut dst,
+        MirrorRequest::StartMirrorTopics(StartMirrorTopicsRequest {
+            mirror_name: "dr".into(),
+            topics: vec![StartMirrorTopic {
+                topic_name: "bumped".into(),
+                num_partitions: -1,
+                ..Default::default()
+            }],
+            ..Default::default()
+        }),
+    )
+    .await
+    else {
+        panic!("wrong response")
+    };
+    assert_eq!(r.topics[0].error_code, 0, "{r:?}");
+    let (id, before) = leader_epochs(&mut dst, "bumped").await;
+    assert_eq!(
+        before.len(),
+        2,
+        "the mirror topic exists on the destination"
+    );
+    let (plain_id, plain_before) = leader_epochs(&mut dst, "plain").await;
+
+    // Raised to at least the minimum; the other partition keeps its epoch.
+    let target = before[0] + 5;
+    let r = bump(&mut dst, id, &[(0, target)]).await;
+    assert_eq!(r.topics[0].topic_name, "bumped");
+    assert_eq!(bump_codes(&r), vec![(0, 0)]);
+    let (_, after) = leader_epochs(&mut dst, "bumped").await;
+    assert_eq!(after, vec![target, before[1]]);
+
+    // A stale minimum is fenced and changes nothing; the current epoch again is a no-op;
+    // an unknown partition is named as such.
+    let r = bump(&mut dst, id, &[(0, target - 2), (0, target), (9, target)]).await;
+    assert_eq!(bump_codes(&r), vec![(0, 74), (0, 0), (9, 3)]);
+    let (_, after) = leader_epochs(&mut dst, "bumped").await;
+    assert_eq!(after, vec![target, before[1]], "nothing changed");
+
+    // An unknown topic id, and a topic that is not mirrored: refused, nothing changed.
+    let r = bump(&mut dst, uuid::Uuid::from_bytes([7; 16]), &[(0, 100)]).await;
+    assert_eq!(r.topics[0].topic_name, "");
+    assert_eq!(bump_codes(&r), vec![(0, 100)], "UNKNOWN_TOPIC_ID");
+    let r = bump(&mut dst, plain_id, &[(0, plain_before[0] + 3)]).await;
+    assert_eq!(bump_codes(&r), vec![(0, 42)], "INVALID_REQUEST");
+    assert_eq!(leader_epochs(&mut dst, "plain").await.1, plain_before);
+
+    // The mirror goes on under the raised epoch: new source records arrive.
+    let r = produce(&mut src, "bumped", 0, support::batch(4)).await;
+    assert_eq!(r.responses[0].partition_responses[0].error_code, 0);
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let MirrorResponse::DescribeClusterMirrors(d) = mirror_call(
+            &mut dst,
+            MirrorRequest::DescribeClusterMirrors(DescribeClusterMirrorsRequest::default()),
+        )
+        .await
+        else {
+            panic!()
+        };
+        let p0 = d.mirrors[0].topics[0]
+            .partitions
+            .iter()
+            .find(|p| p.partition_index == 0)
+            .map(|p| p.destination_offset);
+        if p0 == Some(4) {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "records produced after the bump were not mirrored: {d:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(leader_epochs(&mut dst, "bumped").await.1[0], target);
+}

@@ -52,6 +52,10 @@ pub trait MirrorHost: Send + Sync + 'static {
     /// The log was truncated or restarted: the high watermark follows the log end.
     fn on_log_reset(&self, topic: &str, partition: i32);
 
+    /// Whether every in-sync follower of this led partition has fetched since and ends at or
+    /// below `offset` (so none holds what a truncation to `offset` removed).
+    fn followers_end_at_or_below(&self, topic: &str, partition: i32, offset: i64) -> bool;
+
     /// Raises this partition's leader epoch to at least `at_least` (through the controller).
     fn raise_leader_epoch(&self, topic: &str, partition: i32, at_least: i32) -> Result<(), String>;
 

@@ -3,17 +3,23 @@
 //!
 //! - [`config`]: per-mirror and broker-level settings; [`acl_rules`]: `mirror.acls.include`.
 //! - [`state`]: partition states and their `__mirror_state` records.
+//! - [`coordinator`]: the partition state machine (sans-I/O) and where states are kept.
 //! - [`source`]: connections to the source cluster and the RPCs the mirror sends.
 //! - [`source_security`]: TLS and SASL settings for a secured source.
-//! - [`fetcher`]: mirror fetchers, one per (mirror, source broker), many partitions each.
-//! - [`manager`]: the MirrorManager (coordinator, metadata sync, admin operations).
+//! - [`fetcher`]: the fetcher manager: mirror fetchers, one per (mirror, source broker), many
+//!   partitions each, and each mirror's source connection.
+//! - [`metadata`]: the metadata manager (topics, configs, group offsets, ACLs from the source).
+//! - [`manager`]: the MirrorManager, which joins the three, and the mirror RPCs' admin side.
 //! - [`host`]: the trait through which the mirror reaches the broker.
 
 pub mod acl_rules;
 pub mod config;
+pub mod coordinator;
 pub mod fetcher;
 pub mod host;
 pub mod manager;
+pub mod metadata;
+mod peers;
 pub mod source;
 pub mod source_security;
 pub mod state;

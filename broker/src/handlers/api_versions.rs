@@ -10,7 +10,7 @@ fn api_keys() -> Vec<ApiVersion> {
     let kafka = SUPPORTED_APIS
         .iter()
         .map(|(k, min, max)| (*k as i16, *min, *max));
-    // The mirror RPCs (94..=104), version 0 each.
+    // The mirror RPCs (94..=105), version 0 each.
     let mirror = (tern_protocol::mirror::api_keys::FIRST..=tern_protocol::mirror::api_keys::LAST)
         .map(|k| (k, 0, 0));
     kafka

@@ -1,9 +1,9 @@
-//! The mirror RPCs (api keys 94..=104), answered by the MirrorManager after the authorization
+//! The mirror RPCs (api keys 94..=105), answered by the MirrorManager after the authorization
 //! checks of the prototype (aiven/inkless, branch inkless-linking): CREATE on the cluster
 //! mirror to create it, ALTER on it (and ALTER_CONFIGS on each named topic) to start, stop,
 //! pause or resume topics, DELETE on it to delete it, DESCRIBE on it to list, describe or look
 //! up its last mirrored offsets, CLUSTER_ACTION on the cluster for the broker-to-coordinator
-//! state RPCs. A refused mirror permission answers CLUSTER_MIRROR_AUTHORIZATION_FAILED (144).
+//! state RPCs and BumpLeaderEpochs. A refused mirror permission answers CLUSTER_MIRROR_AUTHORIZATION_FAILED (144).
 
 use tern_controller::acls::{AclOperation, AclResourceType};
 use tern_protocol::error::ResponseError;
@@ -216,5 +216,14 @@ pub async fn handle(
                 },
             },
         ),
+        MirrorRequest::BumpLeaderEpochs(r) => {
+            MirrorResponse::BumpLeaderEpochs(match cluster_action() {
+                None => m.bump_leader_epochs(&r),
+                Some((error_code, _)) => tern_protocol::mirror::BumpLeaderEpochsResponse {
+                    error_code,
+                    ..Default::default()
+                },
+            })
+        }
     }
 }

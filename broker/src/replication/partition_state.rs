@@ -156,6 +156,24 @@ impl PartitionState {
         true
     }
 
+    /// Whether every other ISR member has fetched since this broker led and its log ends at or
+    /// below `offset`: after the leader truncated its log to `offset` (a mirror failing
+    /// back), no in-sync follower still holds what the truncation removed. False unless
+    /// this broker leads.
+    pub fn isr_ends_at_or_below(&self, offset: i64) -> bool {
+        self.is_leader()
+            && self
+                .assignment
+                .isr
+                .iter()
+                .filter(|r| **r != self.own_id)
+                .all(|r| {
+                    self.followers
+                        .get(r)
+                        .is_some_and(|f| f.log_end_offset >= 0 && f.log_end_offset <= offset)
+                })
+    }
+
     /// The high watermark the ISR allows: the smallest log end offset among its members
     /// (this leader's own included); None while a member's is unknown, or if not leader.
     pub fn high_watermark(&self, own_leo: i64) -> Option<i64> {
@@ -252,6 +270,26 @@ mod tests {
         s.follower_fetched(2, 120, 120, 1_100);
         assert_eq!(s.high_watermark(120), Some(120));
         assert!(!s.follower_fetched(7, 120, 120, 1_100), "not a replica");
+    }
+
+    #[test]
+    fn the_isr_ends_below_a_truncation_once_every_follower_fetched_there() {
+        let mut s = leader_of(&[1, 2, 3]);
+        assert!(!s.isr_ends_at_or_below(100), "followers not heard from yet");
+        s.follower_fetched(2, 130, 100, 1_100);
+        s.follower_fetched(3, 90, 100, 1_100);
+        assert!(
+            !s.isr_ends_at_or_below(100),
+            "follower 2 still ends past the truncation"
+        );
+        s.follower_fetched(2, 100, 100, 1_200);
+        assert!(s.isr_ends_at_or_below(100));
+        // Only the ISR counts; a follower never leads.
+        let mut s = leader_of(&[1, 2]);
+        s.follower_fetched(2, 100, 100, 1_100);
+        s.follower_fetched(3, 500, 100, 1_100);
+        assert!(s.isr_ends_at_or_below(100));
+        assert!(!PartitionState::new(1).isr_ends_at_or_below(100));
     }
 
     #[test]

@@ -12,10 +12,10 @@ use tern_protocol::mirror::errors::*;
 use tern_protocol::mirror::*;
 use uuid::Uuid;
 
-use super::coordination::{apply_write, stored_here};
 use super::{parse_mirror_name, DesiredState, MirrorManager};
 use crate::config::{is_secret, validate_mirror_configs, MirrorSettings, PatternSet};
-use crate::manager::sync::mirrored_topic_configs;
+use crate::coordinator::{apply_write, stored_here};
+use crate::metadata::sync::mirrored_topic_configs;
 use crate::source::{connect_bootstrap, SourceMetadata};
 use crate::state::{MirrorPartitionKey, MirrorPartitionState};
 
@@ -233,7 +233,7 @@ impl MirrorManager {
         } else {
             req.mirror_names.clone()
         };
-        let mut store = self.store.lock();
+        let mut store = self.states.store();
         store.sync_leadership();
         let driven = self.driven.lock();
         let status = self.status.lock();
@@ -271,8 +271,9 @@ impl MirrorManager {
                         topic_id: t.id,
                         partition: p,
                     };
-                    let record = match driven.get(&key) {
-                        Some(d) => d.stored.record.as_ref(),
+                    let machine = driven.get(&key).map(|d| &d.machine);
+                    let record = match machine {
+                        Some(m) => m.stored().record.as_ref(),
                         None => store.get(&key),
                     };
                     let st = status.get(&key);
@@ -293,7 +294,7 @@ impl MirrorManager {
                     let error_message =
                         record.and_then(|r| r.error_message.clone()).or_else(|| {
                             (state != MirrorPartitionState::Stopped)
-                                .then(|| st.and_then(|s| s.last_error.clone()))
+                                .then(|| machine.and_then(|m| m.last_error().map(str::to_string)))
                                 .flatten()
                         });
                     partitions.push(MirrorPartitionDetail {
@@ -411,7 +412,7 @@ impl MirrorManager {
         }
     }
 
-    pub(super) async fn start_topic(
+    pub(crate) async fn start_topic(
         &self,
         mirror: &str,
         name: &str,
@@ -472,7 +473,8 @@ impl MirrorManager {
             );
             let stopping = match current_mirror {
                 Some(m) => self
-                    .read_stored(&m, name, local_id, &partitions)
+                    .states
+                    .read(&m, name, local_id, &partitions)
                     .await
                     .values()
                     .any(|r| {
@@ -666,7 +668,7 @@ impl MirrorManager {
         req: &LastMirroredOffsetsRequest,
     ) -> LastMirroredOffsetsResponse {
         let image = self.controller.image();
-        self.store.lock().sync_leadership();
+        self.states.store().sync_leadership();
         let mut topics = Vec::new();
         for t in &req.topics {
             let unknown = |p: i32| LastMirroredOffsetPartition {
@@ -682,7 +684,8 @@ impl MirrorManager {
             let partitions = match (image.topic(&t.name), mirror) {
                 (Some(topic), Some(mirror)) => {
                     let stored = self
-                        .read_stored(&mirror, &t.name, topic.id, &t.partitions)
+                        .states
+                        .read(&mirror, &t.name, topic.id, &t.partitions)
                         .await;
                     t.partitions
                         .iter()
@@ -725,7 +728,7 @@ impl MirrorManager {
     /// ReadMirrorStates: the coordinator's records for the asked partitions.
     pub fn read_states(&self, req: &ReadMirrorStatesRequest) -> ReadMirrorStatesResponse {
         let image = self.controller.image();
-        let mut store = self.store.lock();
+        let mut store = self.states.store();
         store.sync_leadership();
         ReadMirrorStatesResponse {
             topics: req
@@ -804,9 +807,9 @@ impl MirrorManager {
                             topic_id: topic.id,
                             partition: p.partition_index,
                         };
-                        let applied = apply_write(&mut self.store.lock(), &image, &key, p);
+                        let applied = apply_write(&mut self.states.store(), &image, &key, p);
                         match applied {
-                            Ok(pending) => self.committed(pending).await,
+                            Ok(pending) => self.states.committed(pending).await,
                             Err(e) => Err(e),
                         }
                     }
@@ -837,5 +840,64 @@ fn simple(result: Result<(), ApiError>) -> SimpleMirrorResponse {
             error_message: Some(e.message),
             ..Default::default()
         },
+    }
+}
+
+impl MirrorManager {
+    /// BumpLeaderEpochs (105): raises each named mirror partition's leader epoch to at least its
+    /// MinLeaderEpoch through the controller, so every broker agrees on it. A minimum below the
+    /// partition's current epoch is stale and refused with FENCED_LEADER_EPOCH (nothing
+    /// changes); a minimum equal to it changes nothing; topics that are not mirror topics are
+    /// refused with INVALID_REQUEST.
+    pub fn bump_leader_epochs(&self, req: &BumpLeaderEpochsRequest) -> BumpLeaderEpochsResponse {
+        let image = self.controller.image();
+        let mut topics = Vec::with_capacity(req.topics.len());
+        for t in &req.topics {
+            let topic = image.topic_by_id(&t.topic_id);
+            let is_mirror_topic = topic.is_some_and(|topic| {
+                image
+                    .topic_configs(&topic.name)
+                    .get(MIRROR_NAME_CONFIG)
+                    .and_then(|v| parse_mirror_name(v))
+                    .is_some()
+            });
+            let partitions = t
+                .partitions
+                .iter()
+                .map(|p| {
+                    let error = match topic {
+                        None => Some(ResponseError::UnknownTopicId),
+                        Some(_) if !is_mirror_topic => Some(ResponseError::InvalidRequest),
+                        Some(topic) => match topic.partitions.get(&p.partition_index) {
+                            None => Some(ResponseError::UnknownTopicOrPartition),
+                            Some(info) if p.min_leader_epoch < info.leader_epoch => {
+                                Some(ResponseError::FencedLeaderEpoch)
+                            }
+                            Some(_) => self
+                                .controller
+                                .raise_leader_epoch(
+                                    t.topic_id,
+                                    p.partition_index,
+                                    p.min_leader_epoch,
+                                )
+                                .err()
+                                .map(|e| e.error),
+                        },
+                    };
+                    BumpLeaderEpochPartitionResult {
+                        partition_index: p.partition_index,
+                        error_code: error.map_or(0, |e| e.code()),
+                    }
+                })
+                .collect();
+            topics.push(BumpLeaderEpochTopicResult {
+                topic_name: topic.map(|t| t.name.clone()).unwrap_or_default(),
+                partitions,
+            });
+        }
+        BumpLeaderEpochsResponse {
+            topics,
+            ..Default::default()
+        }
     }
 }

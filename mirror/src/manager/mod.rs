@@ -1,19 +1,12 @@
-//! The MirrorManager: this broker's mirror coordinator. It follows the metadata image, drives
-//! every mirror partition it leads through the spec's states (PREPARING, MIRRORING, PAUSED,
-//! STOPPING, STOPPED, FAILED), persists them with their coordinators in `__mirror_state`
-//! ([`coordination`], [`store`]), assigns partitions to mirror fetchers by source leader, and
-//! periodically syncs topic configs, partition counts and consumer-group offsets from the
-//! source ([`sync`], [`acl_sync`]). Its own loop handles leadership, stopping and pausing; each
-//! mirror's source work runs in a task of its own ([`runtime`]), so a slow source holds up
-//! only its mirror.
+//! The MirrorManager joins the spec's three components: it follows the metadata image, drives
+//! every mirror partition this broker leads with its state machine (`crate::coordinator`),
+//! carries the machines' actions out (states written at their coordinators, partitions handed
+//! to the mirror fetchers by source leader: `crate::fetcher`), and on each mirror's metadata
+//! coordinator runs the metadata sync (`crate::metadata`). Its own loop handles leadership,
+//! stopping and pausing; each mirror's source work runs in a task of its own, so a slow source
+//! holds up only its mirror. [`admin`] answers the mirror RPCs.
 
-mod acl_sync;
 mod admin;
-mod coordination;
-mod peers;
-mod runtime;
-mod store;
-mod sync;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
@@ -29,35 +22,26 @@ use tokio::sync::{mpsc, watch, Notify};
 use uuid::Uuid;
 
 use crate::config::BrokerMirrorConfig;
+pub use crate::coordinator::DesiredState;
+use crate::coordinator::PartitionStates;
+use crate::coordinator::{
+    Action, LocalLog, Observed, Outcome, PartitionMachine, RemoteOffset, RetryPolicy,
+};
+use crate::fetcher::runtime::{Fetchers, MirrorRuntime};
 use crate::fetcher::{FetcherEvent, MirrorFetcher, PartitionFetchState, TopicPartition};
 use crate::host::MirrorHost;
+use crate::peers::Peers;
 use crate::state::{
     metadata_coordinator_partition, MirrorPartitionKey, MirrorPartitionState, PartitionStateRecord,
     MIRROR_STATE_TOPIC,
 };
-use coordination::StoredState;
-use peers::Peers;
-use runtime::{Fetchers, MirrorRuntime};
-pub use store::{StateStore, StoreError};
 
 /// How often the manager re-examines its partitions without being woken.
 const TICK: Duration = Duration::from_millis(500);
-/// Wait before looking up a moved source leader again.
-const LEADER_LOOKUP_BACKOFF: Duration = Duration::from_millis(200);
 /// Source metadata older than this is refreshed before a partition is assigned.
 const METADATA_MAX_AGE: Duration = Duration::from_secs(5);
-
-/// What a topic's `mirror.name` asks for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DesiredState {
-    /// `M`: mirror it.
-    Mirroring,
-    /// `M.paused`: keep it read-only, do not fetch.
-    Paused,
-    /// `M.removed`: fail over (read-only until every partition is STOPPED); `M.stopped`:
-    /// failed over, writable.
-    Stopped,
-}
+/// Actions one partition may take in one pass (a step that keeps failing waits for the next).
+const MAX_STEPS_PER_PASS: usize = 8;
 
 /// Splits a `mirror.name` value into the mirror and what it asks for.
 pub fn parse_mirror_name(value: &str) -> Option<(&str, DesiredState)> {
@@ -77,15 +61,11 @@ pub fn parse_mirror_name(value: &str) -> Option<(&str, DesiredState)> {
     Some((value, DesiredState::Mirroring))
 }
 
-/// What the manager knows of a partition beyond its persisted state.
+/// What the manager knows of a partition beyond its state machine.
 #[derive(Debug, Clone, Default)]
 pub struct PartitionStatus {
     /// Source high watermark from the last fetch, or None.
     pub source_high_watermark: Option<i64>,
-    /// When a FAILED partition may be retried.
-    pub next_retry: Option<Instant>,
-    /// The last error seen (also kept while the partition recovers).
-    pub last_error: Option<String>,
 }
 
 /// How long an admin call waits for the coordinator to act on its change.
@@ -125,29 +105,31 @@ impl MirrorTask {
     }
 }
 
-/// A mirror partition this broker leads, with its state as its coordinator holds it.
+/// A mirror partition this broker leads, with its state machine.
 struct Driven {
     topic: String,
-    stored: StoredState,
+    machine: PartitionMachine,
 }
 
-/// This broker's mirror coordinator and fetcher manager.
+/// This broker's mirror coordinator, metadata manager and fetcher manager, joined: the
+/// metadata image says what each mirror partition should do, the state machines decide, and
+/// this carries their actions out.
 pub struct MirrorManager {
-    host: Arc<dyn MirrorHost>,
-    controller: Arc<Controller>,
-    config: BrokerMirrorConfig,
-    /// States of the partitions this broker coordinates.
-    store: Mutex<StateStore>,
-    /// States of the mirror partitions this broker leads (and so drives).
+    pub(crate) host: Arc<dyn MirrorHost>,
+    pub(crate) controller: Arc<Controller>,
+    pub(crate) config: BrokerMirrorConfig,
+    /// Partition states at their coordinators (this broker's store or its peers).
+    pub(crate) states: PartitionStates,
+    /// The mirror partitions this broker leads (and so drives), with their state machines.
     driven: Mutex<HashMap<MirrorPartitionKey, Driven>>,
-    peers: Peers,
-    status: Mutex<HashMap<MirrorPartitionKey, PartitionStatus>>,
+    pub(crate) peers: Arc<Peers>,
+    pub(crate) status: Mutex<HashMap<MirrorPartitionKey, PartitionStatus>>,
     /// One task per mirror (its source work), by mirror name.
     tasks: Mutex<HashMap<String, MirrorTask>>,
     /// Held while a mirror task hands a partition to a fetcher and while the coordinator's
     /// loop takes a stopped or paused one away, so neither undoes the other.
     assign_guard: Mutex<()>,
-    cluster_ids: Mutex<HashMap<String, String>>,
+    pub(crate) cluster_ids: Mutex<HashMap<String, String>>,
     events_tx: mpsc::UnboundedSender<FetcherEvent>,
     events_rx: tokio::sync::Mutex<mpsc::UnboundedReceiver<FetcherEvent>>,
     wake: Notify,
@@ -163,13 +145,19 @@ impl MirrorManager {
         config: BrokerMirrorConfig,
     ) -> Arc<Self> {
         let (events_tx, events_rx) = mpsc::unbounded_channel();
-        let store = StateStore::new(host.clone(), config.state_topic_partitions);
+        let peers = Arc::new(Peers::new(host.clone()));
+        let states = PartitionStates::new(
+            host.clone(),
+            controller.clone(),
+            config.state_topic_partitions,
+            peers.clone(),
+        );
         Arc::new(MirrorManager {
-            peers: Peers::new(host.clone()),
+            peers,
             host,
             controller,
             config,
-            store: Mutex::new(store),
+            states,
             driven: Mutex::new(HashMap::new()),
             status: Mutex::new(HashMap::new()),
             tasks: Mutex::new(HashMap::new()),
@@ -184,7 +172,7 @@ impl MirrorManager {
 
     /// Loads the persisted partition states of the `__mirror_state` partitions led here.
     pub fn load(&self) {
-        self.store.lock().sync_leadership();
+        self.states.store().sync_leadership();
     }
 
     /// Whether produce to a topic with this `mirror.name` value must fail with
@@ -267,49 +255,38 @@ impl MirrorManager {
     }
 
     async fn on_event(&self, event: FetcherEvent) {
+        let (mirror, tp) = match &event {
+            FetcherEvent::SourceHighWatermark { mirror, tp, .. }
+            | FetcherEvent::NeedsLeader { mirror, tp, .. }
+            | FetcherEvent::Failed { mirror, tp, .. } => (mirror.clone(), tp.clone()),
+        };
+        let Some(key) = self.key_of(&mirror, &tp) else {
+            return;
+        };
+        let now = Instant::now();
+        let mut driven = self.driven.lock();
+        let machine = driven.get_mut(&key).map(|d| &mut d.machine);
         match event {
-            FetcherEvent::SourceHighWatermark {
-                mirror,
-                tp,
-                high_watermark,
-            } => {
-                if let Some(key) = self.key_of(&mirror, &tp) {
-                    {
-                        let mut status = self.status.lock();
-                        let s = status.entry(key.clone()).or_default();
-                        s.source_high_watermark = Some(high_watermark);
-                        s.last_error = None;
-                    }
-                    // A fetch succeeded: the partition has recovered, its retries start over.
-                    let recovered = self.record(&key).filter(|r| {
-                        r.state == MirrorPartitionState::Mirroring && r.retry_attempt != 0
-                    });
-                    if let Some(r) = recovered {
-                        let record = PartitionStateRecord {
-                            retry_attempt: 0,
-                            error_message: None,
-                            ..r
-                        };
-                        if let Err(e) = self.persist(&key, &tp.0, record, None).await {
-                            tracing::warn!(error = %e, "cannot persist mirror state");
-                        }
-                    }
+            FetcherEvent::SourceHighWatermark { high_watermark, .. } => {
+                self.status
+                    .lock()
+                    .entry(key.clone())
+                    .or_default()
+                    .source_high_watermark = Some(high_watermark);
+                if let Some(m) = machine {
+                    m.on_fetch_succeeded();
                 }
             }
-            FetcherEvent::NeedsLeader { mirror, tp, reason } => {
+            FetcherEvent::NeedsLeader { reason, .. } => {
                 tracing::info!(%mirror, topic = %tp.0, partition = tp.1, %reason, "mirror partition needs its source leader again");
-                if let Some(key) = self.key_of(&mirror, &tp) {
-                    let mut status = self.status.lock();
-                    let s = status.entry(key).or_default();
-                    s.last_error = Some(reason);
-                    // Like Kafka's replica.fetch.backoff.ms: give the source's metadata a
-                    // moment to settle before asking again.
-                    s.next_retry = Some(Instant::now() + LEADER_LOOKUP_BACKOFF);
+                if let Some(m) = machine {
+                    m.on_needs_leader(now, reason);
                 }
             }
-            FetcherEvent::Failed { mirror, tp, reason } => {
-                if let Some(key) = self.key_of(&mirror, &tp) {
-                    self.fail(&key, &tp.0, reason).await;
+            FetcherEvent::Failed { reason, .. } => {
+                tracing::warn!(%mirror, topic = %tp.0, partition = tp.1, %reason, "mirror partition failed");
+                if let Some(m) = machine {
+                    m.on_fetch_failed(now, reason);
                 }
             }
         }
@@ -325,30 +302,30 @@ impl MirrorManager {
         })
     }
 
-    /// The cached state record of a partition this broker drives.
-    fn record(&self, key: &MirrorPartitionKey) -> Option<PartitionStateRecord> {
-        self.driven
-            .lock()
-            .get(key)
-            .and_then(|d| d.stored.record.clone())
-    }
-
-    /// The cached state of a partition this broker drives (UNKNOWN when none).
+    /// The state of a partition this broker drives (UNKNOWN when none).
     fn state(&self, key: &MirrorPartitionKey) -> MirrorPartitionState {
         self.driven
             .lock()
             .get(key)
-            .map(|d| d.stored.state())
+            .map(|d| d.machine.state())
             .unwrap_or(MirrorPartitionState::Unknown)
     }
 
-    /// Writes a driven partition's state to its coordinator, then caches it. A refused or
-    /// failed write drops the cached state: the next pass reads it from the coordinator again.
+    /// How FAILED partitions are retried.
+    fn retry_policy(&self) -> RetryPolicy {
+        RetryPolicy {
+            max_attempts: self.config.failed_retry_max_attempts,
+            initial_backoff: self.config.failed_retry_initial_backoff,
+            max_backoff: self.config.failed_retry_max_backoff,
+        }
+    }
+
+    /// Writes a driven partition's state to its coordinator.
     async fn persist(
         &self,
         key: &MirrorPartitionKey,
         topic: &str,
-        record: PartitionStateRecord,
+        record: &PartitionStateRecord,
         last_mirrored_offset: Option<i64>,
     ) -> Result<(), String> {
         let Some(replica) = self.host.leader_replica(topic, key.partition) else {
@@ -374,136 +351,164 @@ impl MirrorManager {
             leader_epoch: replica.leader_epoch.max(image_epoch),
             ..Default::default()
         };
-        match self.write_stored(key, topic, write).await {
-            Ok(()) => {
-                let mut driven = self.driven.lock();
-                let d = driven.entry(key.clone()).or_insert_with(|| Driven {
-                    topic: topic.to_string(),
-                    stored: StoredState::default(),
-                });
-                d.stored.record = Some(record);
-                if last_mirrored_offset.is_some() {
-                    d.stored.last_mirrored_offset = last_mirrored_offset;
-                }
-                Ok(())
-            }
-            Err((code, message)) => {
-                self.driven.lock().remove(key);
-                Err(format!(
-                    "the mirror coordinator refused the state (error {code}): {message}"
-                ))
-            }
-        }
+        self.states
+            .write(key, topic, write)
+            .await
+            .map_err(|(code, message)| {
+                format!("the mirror coordinator refused the state (error {code}): {message}")
+            })
     }
 
-    fn backoff(&self, attempt: i16) -> Duration {
-        let initial = self.config.failed_retry_initial_backoff.as_millis() as u64;
-        let max = self.config.failed_retry_max_backoff.as_millis() as u64;
-        let exp = initial
-            .saturating_mul(1u64 << (attempt.clamp(1, 30) - 1) as u32)
-            .min(max)
-            .max(1);
-        // Jitter from the clock: retries of many partitions spread out without a RNG dependency.
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.subsec_nanos() as u64)
-            .unwrap_or(0);
-        let jittered = exp / 2 + nanos % (exp / 2 + 1);
-        Duration::from_millis(jittered)
-    }
-
-    /// Records a failure: FAILED with one more retry attempt and a backoff.
-    async fn fail(&self, key: &MirrorPartitionKey, topic: &str, reason: String) {
-        if !self.driven.lock().contains_key(key) {
-            // Not driven here (any more): its new leader owns its state.
-            return;
-        }
-        let previous = self.record(key);
-        let cur = previous
-            .as_ref()
-            .map(|r| r.state)
-            .unwrap_or(MirrorPartitionState::Unknown);
-        if matches!(
-            cur,
-            MirrorPartitionState::Stopping
-                | MirrorPartitionState::Stopped
-                | MirrorPartitionState::Paused
-        ) {
-            return;
-        }
-        // Retries count on through PREPARING and MIRRORING until a fetch succeeds (see
-        // `on_event`), so a source that stays down backs off up to the maximum.
-        let attempts = previous.as_ref().map(|r| r.retry_attempt).unwrap_or(0);
-        let next_attempt = if attempts < 0 || attempts >= self.config.failed_retry_max_attempts {
-            -1
-        } else {
-            attempts + 1
-        };
-        let previous_state = if cur == MirrorPartitionState::Failed {
-            previous.as_ref().map(|r| r.previous_state).unwrap_or(cur)
-        } else {
-            cur
-        };
-        tracing::warn!(mirror = %key.mirror, topic_id = %key.topic_id, partition = key.partition, attempt = next_attempt, %reason, "mirror partition failed");
-        let record = PartitionStateRecord {
-            state: MirrorPartitionState::Failed,
-            previous_state,
-            retry_attempt: next_attempt,
-            error_message: Some(reason.clone()),
-        };
-        if let Err(e) = self.persist(key, topic, record, None).await {
-            tracing::warn!(error = %e, "cannot persist FAILED mirror state");
-        }
-        let mut status = self.status.lock();
-        let s = status.entry(key.clone()).or_default();
-        s.last_error = Some(reason);
-        s.next_retry = (next_attempt > 0).then(|| Instant::now() + self.backoff(next_attempt));
-    }
-
-    async fn transition(
+    /// Moves a led partition towards what its `mirror.name` asks: its state machine decides,
+    /// this carries its actions out. Source actions need the mirror's runtime (only the
+    /// mirror's own task has it).
+    async fn drive(
         &self,
+        mut rt: Option<&mut MirrorRuntime>,
         key: &MirrorPartitionKey,
-        topic: &str,
-        next: MirrorPartitionState,
-        last_mirrored_offset: Option<i64>,
-    ) -> Result<(), String> {
-        let previous = self.record(key);
-        let cur = previous
-            .as_ref()
-            .map(|r| r.state)
-            .unwrap_or(MirrorPartitionState::Unknown);
-        if cur == next {
-            return Ok(());
+        tp: &TopicPartition,
+        desired: DesiredState,
+    ) {
+        let fetchers = match rt.as_ref() {
+            Some(rt) => Some(rt.fetchers.clone()),
+            None => self
+                .tasks
+                .lock()
+                .get(&key.mirror)
+                .map(|t| t.fetchers.clone()),
+        };
+        for _ in 0..MAX_STEPS_PER_PASS {
+            let seen = Observed {
+                log: self.host.leader_replica(&tp.0, tp.1).map(|r| LocalLog {
+                    start: r.log.log_start_offset(),
+                    end: r.log.log_end_offset(),
+                }),
+                fetching: fetchers.as_ref().is_some_and(|f| f.is_fetching(tp)),
+                source: rt.is_some(),
+            };
+            let action = {
+                let mut driven = self.driven.lock();
+                let Some(d) = driven.get_mut(key) else { return };
+                d.machine.poll(Instant::now(), desired, seen)
+            };
+            let Some(action) = action else { return };
+            let outcome = self
+                .execute(rt.as_deref_mut(), fetchers.as_ref(), key, tp, &action)
+                .await;
+            match (&action, &outcome) {
+                (Action::Persist { record, .. }, Outcome::Done) => {
+                    tracing::info!(mirror = %key.mirror, topic = %tp.0, partition = tp.1, to = record.state.name(), retry = record.retry_attempt, "mirror partition state")
+                }
+                (_, Outcome::Failed(e)) => {
+                    tracing::warn!(mirror = %key.mirror, topic = %tp.0, partition = tp.1, action = ?action, error = %e, "mirror partition step failed")
+                }
+                _ => {}
+            }
+            let mut driven = self.driven.lock();
+            let Some(d) = driven.get_mut(key) else { return };
+            d.machine.on_outcome(Instant::now(), outcome);
+            if d.machine.is_stale() {
+                // The coordinator refused or missed the write: read its state again next pass.
+                driven.remove(key);
+                return;
+            }
         }
-        if !cur.can_become(next) {
-            return Err(format!(
-                "invalid mirror state transition {} -> {}",
-                cur.name(),
-                next.name()
-            ));
+    }
+
+    /// Carries out one action of a partition's state machine.
+    async fn execute(
+        &self,
+        rt: Option<&mut MirrorRuntime>,
+        fetchers: Option<&Fetchers>,
+        key: &MirrorPartitionKey,
+        tp: &TopicPartition,
+        action: &Action,
+    ) -> Outcome {
+        let done = |r: Result<(), String>| r.map_or_else(Outcome::Failed, |()| Outcome::Done);
+        match action {
+            Action::Persist {
+                record,
+                last_mirrored_offset,
+            } => done(
+                self.persist(key, &tp.0, record, *last_mirrored_offset)
+                    .await,
+            ),
+            Action::StopFetching => {
+                if let Some(f) = fetchers {
+                    let _guard = self.assign_guard.lock();
+                    f.remove_partition(tp);
+                }
+                Outcome::Done
+            }
+            Action::AskRemoteOffset => match rt {
+                Some(rt) => self.ask_remote_offset(rt, key, tp).await,
+                None => Outcome::Skipped,
+            },
+            Action::Truncate { to } => done(self.truncate(tp, *to)),
+            Action::AwaitFollowers { offset } => {
+                if self.host.followers_end_at_or_below(&tp.0, tp.1, *offset) {
+                    Outcome::Done
+                } else {
+                    Outcome::Skipped
+                }
+            }
+            Action::Assign { refresh_metadata } => match rt {
+                Some(rt) => self.assign(rt, key, tp, *refresh_metadata).await,
+                None => Outcome::Skipped,
+            },
+            Action::PrepareStop => self.prepare_stop(tp),
         }
-        // A retry (FAILED -> PREPARING -> MIRRORING) keeps its attempt count.
-        let carried = matches!(
-            cur,
-            MirrorPartitionState::Failed | MirrorPartitionState::Preparing
-        ) && matches!(
-            next,
-            MirrorPartitionState::Preparing | MirrorPartitionState::Mirroring
-        );
-        let retry_attempt = if carried {
-            previous.as_ref().map(|r| r.retry_attempt).unwrap_or(0)
+    }
+
+    /// Failback: the offset the other side last mirrored of this partition.
+    async fn ask_remote_offset(
+        &self,
+        rt: &mut MirrorRuntime,
+        key: &MirrorPartitionKey,
+        tp: &TopicPartition,
+    ) -> Outcome {
+        let answer = match rt.connection(&key.mirror).await {
+            Ok(conn) => {
+                conn.last_mirrored_offsets(&key.mirror, &tp.0, &[tp.1])
+                    .await
+            }
+            Err(e) => return Outcome::Failed(format!("connecting to the source: {e}")),
+        };
+        let not_stopped = tern_protocol::mirror::errors::MIRROR_TOPIC_NOT_STOPPED.code();
+        let remote = match answer {
+            Ok(Some(offsets)) => match offsets.get(&tp.1) {
+                Some((0, offset)) if *offset >= 0 => RemoteOffset::At(*offset),
+                // The other side still mirrors this topic: failing back now would truncate
+                // this log and let the two clusters truncate each other.
+                Some((code, _)) if *code == not_stopped => RemoteOffset::StillMirrored,
+                _ => RemoteOffset::Unknown,
+            },
+            Ok(None) | Err(crate::source::SourceError::Kafka { .. }) => RemoteOffset::Unknown,
+            Err(e) => {
+                rt.source = None;
+                return Outcome::Failed(format!(
+                    "asking the source for last mirrored offsets: {e}"
+                ));
+            }
+        };
+        Outcome::RemoteOffset(remote)
+    }
+
+    /// Truncates the local log to `to` (restarting it there if that is at or below its start).
+    fn truncate(&self, tp: &TopicPartition, to: i64) -> Result<(), String> {
+        let replica = self
+            .host
+            .leader_replica(&tp.0, tp.1)
+            .ok_or_else(|| format!("{}-{} is no longer led here", tp.0, tp.1))?;
+        let log = &replica.log;
+        tracing::info!(topic = %tp.0, partition = tp.1, local_end = log.log_end_offset(), truncate_to = to, "failback: truncating to the last mirrored offset");
+        let result = if to <= log.log_start_offset() {
+            log.truncate_fully_and_start_at(to)
         } else {
-            0
+            log.truncate_to(to)
         };
-        let record = PartitionStateRecord {
-            state: next,
-            previous_state: cur,
-            retry_attempt,
-            error_message: None,
-        };
-        self.persist(key, topic, record, last_mirrored_offset)
-            .await?;
-        tracing::info!(mirror = %key.mirror, topic_id = %key.topic_id, partition = key.partition, from = cur.name(), to = next.name(), "mirror partition state");
+        result.map_err(|e| format!("truncating to {to}: {e}"))?;
+        self.host.on_log_reset(&tp.0, tp.1);
         Ok(())
     }
 
@@ -511,7 +516,7 @@ impl MirrorManager {
     /// partitions, one task per mirror, states of newly led partitions. The source work of
     /// each mirror runs in its own task ([`MirrorManager::mirror_pass`]).
     async fn reconcile(self: &Arc<Self>) {
-        self.store.lock().sync_leadership();
+        self.states.store().sync_leadership();
         let image = self.controller.image();
         self.sync_tasks(&image);
         let led = self.led_mirror_partitions(&image);
@@ -520,20 +525,11 @@ impl MirrorManager {
         // Stopping and pausing need no source, so they are done here, never held up by a
         // slow source; so are the partitions of a mirror that no longer exists (no task).
         for (key, tp, desired) in &led {
-            let fetchers = self
-                .tasks
-                .lock()
-                .get(&key.mirror)
-                .map(|t| t.fetchers.clone());
-            let here = fetchers.is_none() || *desired != DesiredState::Mirroring;
-            if !here || !self.driven.lock().contains_key(key) {
-                continue;
+            let has_task = self.tasks.lock().contains_key(&key.mirror);
+            let here = !has_task || *desired != DesiredState::Mirroring;
+            if here && self.driven.lock().contains_key(key) {
+                self.drive(None, key, tp, *desired).await;
             }
-            if let Some(f) = fetchers {
-                let _guard = self.assign_guard.lock();
-                f.remove_partition(tp);
-            }
-            self.drive(None, key, tp, *desired).await;
         }
         for task in self.tasks.lock().values() {
             task.wake.notify_one();
@@ -696,7 +692,8 @@ impl MirrorManager {
         }
         for ((mirror, topic, topic_id), partitions) in missing {
             let stored = self
-                .read_stored(&mirror, &topic, topic_id, &partitions)
+                .states
+                .read(&mirror, &topic, topic_id, &partitions)
                 .await;
             for (partition, result) in stored {
                 let key = MirrorPartitionKey {
@@ -707,11 +704,13 @@ impl MirrorManager {
                 match result {
                     Ok(stored) => {
                         tracing::info!(%mirror, %topic, partition, state = stored.state().name(), "leading a mirror partition");
+                        let machine =
+                            PartitionMachine::new(stored, self.retry_policy(), jitter_seed(&key));
                         self.driven.lock().insert(
                             key,
                             Driven {
                                 topic: topic.clone(),
-                                stored,
+                                machine,
                             },
                         );
                     }
@@ -753,7 +752,7 @@ impl MirrorManager {
                 continue;
             };
             let partitions: Vec<i32> = t.partitions.keys().copied().collect();
-            let stored = self.read_stored(mirror, topic, t.id, &partitions).await;
+            let stored = self.states.read(mirror, topic, t.id, &partitions).await;
             let all_stopped = stored.len() == partitions.len()
                 && stored.values().all(|r| {
                     r.as_ref()
@@ -784,189 +783,6 @@ impl MirrorManager {
         done
     }
 
-    /// Moves a led partition towards what its `mirror.name` asks. Mirroring needs the
-    /// mirror's runtime (the source); the caller has taken a stopped or paused partition from
-    /// the fetchers.
-    async fn drive(
-        &self,
-        rt: Option<&mut MirrorRuntime>,
-        key: &MirrorPartitionKey,
-        tp: &TopicPartition,
-        desired: DesiredState,
-    ) {
-        use MirrorPartitionState::*;
-        let cur = self.state(key);
-        match desired {
-            DesiredState::Stopped => {
-                if cur == Stopped {
-                    return;
-                }
-                if cur != Stopping {
-                    if let Err(e) = self.transition(key, &tp.0, Stopping, None).await {
-                        tracing::warn!(error = %e, "cannot enter STOPPING");
-                        return;
-                    }
-                }
-                self.finish_stop(key, tp).await;
-            }
-            DesiredState::Paused => {
-                if !matches!(cur, Paused | Stopping | Stopped) {
-                    if let Err(e) = self.transition(key, &tp.0, Paused, None).await {
-                        tracing::warn!(error = %e, "cannot enter PAUSED");
-                    }
-                }
-            }
-            DesiredState::Mirroring => {
-                let Some(rt) = rt else { return };
-                match cur {
-                    Unknown | Stopped | Preparing => self.prepare(rt, key, tp, cur).await,
-                    Stopping => self.finish_stop(key, tp).await,
-                    Failed => {
-                        let retryable = self.record(key).is_some_and(|r| r.retry_attempt >= 0);
-                        let due = self
-                            .status
-                            .lock()
-                            .get(key)
-                            .and_then(|s| s.next_retry)
-                            .is_none_or(|t| Instant::now() >= t);
-                        if retryable && due {
-                            self.prepare(rt, key, tp, Failed).await;
-                        }
-                    }
-                    Paused => {
-                        if self.transition(key, &tp.0, Mirroring, None).await.is_ok() {
-                            self.assign(rt, key, tp, false).await;
-                        }
-                    }
-                    Mirroring => {
-                        let waiting = self
-                            .status
-                            .lock()
-                            .get(key)
-                            .and_then(|s| s.next_retry)
-                            .is_some_and(|t| Instant::now() < t);
-                        if !rt.fetchers.is_fetching(tp) && !waiting {
-                            self.assign(rt, key, tp, true).await;
-                        }
-                    }
-                }
-            }
-        }
-    }
-
-    /// PREPARING: align the local log with the source, then MIRRORING.
-    async fn prepare(
-        &self,
-        rt: &mut MirrorRuntime,
-        key: &MirrorPartitionKey,
-        tp: &TopicPartition,
-        from: MirrorPartitionState,
-    ) {
-        use MirrorPartitionState::*;
-        // A crash mid-PREPARING redoes the step it was doing; so does a retry after a failure
-        // while aligning the log (FAILED entered from PREPARING: the truncation did not happen).
-        let from = {
-            let record = self.record(key);
-            match from {
-                Preparing => record.map(|r| r.previous_state).unwrap_or(Unknown),
-                Failed if record.is_some_and(|r| r.previous_state == Preparing) => Unknown,
-                other => other,
-            }
-        };
-        if let Err(e) = self.transition(key, &tp.0, Preparing, None).await {
-            tracing::warn!(error = %e, "cannot enter PREPARING");
-            return;
-        }
-        let Some(replica) = self.host.leader_replica(&tp.0, tp.1) else {
-            return;
-        };
-        let log = replica.log.clone();
-        // A log that holds data this mirror did not put there (failback: the old source
-        // mirroring back from the new one, or a restart after a failover) is truncated to
-        // the offset the other side last mirrored, so only the delta is fetched.
-        let needs_truncation =
-            matches!(from, Unknown | Stopped) && log.log_end_offset() > log.log_start_offset();
-        if needs_truncation {
-            let answer = match rt.connection(&key.mirror).await {
-                Ok(conn) => {
-                    conn.last_mirrored_offsets(&key.mirror, &tp.0, &[tp.1])
-                        .await
-                }
-                Err(e) => {
-                    self.fail(key, &tp.0, format!("connecting to the source: {e}"))
-                        .await;
-                    return;
-                }
-            };
-            let remote = match answer {
-                Ok(Some(offsets)) => match offsets.get(&tp.1) {
-                    Some((0, offset)) if *offset >= 0 => Some(*offset),
-                    // The other side still mirrors this topic: failing back now would truncate
-                    // this log and let the two clusters truncate each other.
-                    Some((code, _))
-                        if *code
-                            == tern_protocol::mirror::errors::MIRROR_TOPIC_NOT_STOPPED.code() =>
-                    {
-                        self.fail(
-                            key,
-                            &tp.0,
-                            "the source still mirrors this topic (MIRROR_TOPIC_NOT_STOPPED): stop it there before failing back".to_string(),
-                        )
-                        .await;
-                        return;
-                    }
-                    _ => None,
-                },
-                Ok(None) => None,
-                Err(crate::source::SourceError::Kafka { .. }) => None,
-                Err(e) => {
-                    rt.source = None;
-                    self.fail(
-                        key,
-                        &tp.0,
-                        format!("asking the source for last mirrored offsets: {e}"),
-                    )
-                    .await;
-                    return;
-                }
-            };
-            // Restarting a topic this mirror stopped: up to our own last mirrored offset the log
-            // is the source's, so only what was written here after the failover goes.
-            let own = if from == Stopped {
-                self.driven
-                    .lock()
-                    .get(key)
-                    .and_then(|d| d.stored.last_mirrored_offset)
-            } else {
-                None
-            };
-            let target = match (remote, own) {
-                (Some(r), Some(o)) => r.min(o),
-                (Some(r), None) => r,
-                (None, Some(o)) => o,
-                (None, None) => 0,
-            };
-            let leo = log.log_end_offset();
-            tracing::info!(topic = %tp.0, partition = tp.1, local_end = leo, truncate_to = target, "failback: truncating to the last mirrored offset");
-            let result = if target <= log.log_start_offset() {
-                log.truncate_fully_and_start_at(target)
-            } else {
-                log.truncate_to(target)
-            };
-            if let Err(e) = result {
-                self.fail(key, &tp.0, format!("truncating to {target}: {e}"))
-                    .await;
-                return;
-            }
-            self.host.on_log_reset(&tp.0, tp.1);
-        }
-        if let Err(e) = self.transition(key, &tp.0, Mirroring, None).await {
-            tracing::warn!(error = %e, "cannot enter MIRRORING");
-            return;
-        }
-        self.assign(rt, key, tp, true).await;
-    }
-
     /// Hands a MIRRORING partition to the fetcher of its source leader.
     async fn assign(
         &self,
@@ -974,7 +790,7 @@ impl MirrorManager {
         key: &MirrorPartitionKey,
         tp: &TopicPartition,
         refresh: bool,
-    ) {
+    ) -> Outcome {
         let max_age = if refresh {
             Duration::ZERO
         } else {
@@ -982,10 +798,7 @@ impl MirrorManager {
         };
         let metadata = match rt.metadata(&key.mirror, max_age).await {
             Ok(m) => m.clone(),
-            Err(e) => {
-                self.fail(key, &tp.0, e).await;
-                return;
-            }
+            Err(e) => return Outcome::Failed(e),
         };
         // A source topic recreated under the same name (another topic id) is not this topic:
         // treat it as the deletion of the mirrored one.
@@ -1000,28 +813,16 @@ impl MirrorManager {
             let _ = self
                 .controller
                 .update_topic_config(&tp.0, MIRROR_NAME_CONFIG, |_| Ok(Some(stopped.clone())));
-            return;
+            return Outcome::Skipped;
         };
         let Some(p) = topic.partitions.get(&tp.1).copied() else {
-            self.fail(
-                key,
-                &tp.0,
-                format!("partition {} missing on the source", tp.1),
-            )
-            .await;
-            return;
+            return Outcome::Failed(format!("partition {} missing on the source", tp.1));
         };
         let Some(addr) = metadata.brokers.get(&p.leader).cloned() else {
-            self.fail(
-                key,
-                &tp.0,
-                format!("source partition {}-{} has no leader", tp.0, tp.1),
-            )
-            .await;
-            return;
+            return Outcome::Failed(format!("source partition {}-{} has no leader", tp.0, tp.1));
         };
         let Some(replica) = self.host.leader_replica(&tp.0, tp.1) else {
-            return;
+            return Outcome::Skipped;
         };
         rt.fetchers.remove_partition(tp);
         let fetcher = rt.fetchers.get_or_spawn(p.leader, || {
@@ -1034,60 +835,66 @@ impl MirrorManager {
                 self.events_tx.clone(),
             )
         });
-        {
-            // Under the guard the coordinator's loop takes to stop or pause a partition: a
-            // stop decided meanwhile either is seen here or removes what is added here.
-            let _guard = self.assign_guard.lock();
-            let still_mirrored = self
-                .controller
-                .image()
-                .topic_configs(&tp.0)
-                .get(MIRROR_NAME_CONFIG)
-                .and_then(|v| parse_mirror_name(v))
-                .is_some_and(|(m, d)| m == key.mirror && d == DesiredState::Mirroring);
-            if !still_mirrored || self.state(key) != MirrorPartitionState::Mirroring {
-                return;
-            }
-            fetcher.add(
-                tp.clone(),
-                PartitionFetchState {
-                    fetch_offset: replica.log.log_end_offset(),
-                    source_epoch: p.leader_epoch,
-                },
-            );
+        // Under the guard the coordinator's loop takes to stop or pause a partition: a stop
+        // decided meanwhile either is seen here or removes what is added here.
+        let _guard = self.assign_guard.lock();
+        let still_mirrored = self
+            .controller
+            .image()
+            .topic_configs(&tp.0)
+            .get(MIRROR_NAME_CONFIG)
+            .and_then(|v| parse_mirror_name(v))
+            .is_some_and(|(m, d)| m == key.mirror && d == DesiredState::Mirroring);
+        if !still_mirrored || self.state(key) != MirrorPartitionState::Mirroring {
+            return Outcome::Skipped;
         }
-        let mut status = self.status.lock();
-        let s = status.entry(key.clone()).or_default();
-        s.next_retry = None;
+        fetcher.add(
+            tp.clone(),
+            PartitionFetchState {
+                fetch_offset: replica.log.log_end_offset(),
+                source_epoch: p.leader_epoch,
+            },
+        );
+        Outcome::Done
     }
 
-    /// STOPPING -> STOPPED: persist the last mirrored offset, keep producer ids apart.
-    async fn finish_stop(&self, key: &MirrorPartitionKey, tp: &TopicPartition) {
+    /// Before STOPPED: keep producer ids apart and start an epoch of this cluster's own.
+    fn prepare_stop(&self, tp: &TopicPartition) -> Outcome {
         let Some(replica) = self.host.leader_replica(&tp.0, tp.1) else {
-            return;
+            return Outcome::Failed(format!("{}-{} is no longer led here", tp.0, tp.1));
         };
-        let lmo = replica.log.log_end_offset();
+        let last_mirrored_offset = replica.log.log_end_offset();
         if let Some(max) = replica.log.max_producer_id() {
             self.host.reserve_producer_ids_above(max);
         }
         // Writes after the failover start a leader epoch of their own, above every mirrored
-        // batch's: OffsetForLeaderEpoch then shows where this cluster parts from the source
-        // (a KIP-320 client switching clusters past that point sees the divergence).
+        // batch's and every epoch this partition led in before: OffsetForLeaderEpoch then shows
+        // where this cluster parts from the source (a KIP-320 client switching clusters past
+        // that point sees the divergence), and no epoch stands for two different histories.
         if let Some(latest) = replica.log.latest_epoch() {
-            if let Err(e) = self.host.raise_leader_epoch(&tp.0, tp.1, latest + 1) {
-                tracing::warn!(topic = %tp.0, partition = tp.1, error = %e, "cannot raise the leader epoch for the failover");
-                return;
+            let next = latest.max(replica.leader_epoch) + 1;
+            if let Err(e) = self.host.raise_leader_epoch(&tp.0, tp.1, next) {
+                return Outcome::Failed(format!("raising the leader epoch for the failover: {e}"));
             }
         }
-        if let Err(e) = self
-            .transition(key, &tp.0, MirrorPartitionState::Stopped, Some(lmo))
-            .await
-        {
-            tracing::warn!(error = %e, "cannot enter STOPPED");
-            return;
+        tracing::info!(topic = %tp.0, partition = tp.1, last_mirrored_offset, "mirror partition stopping at its log end");
+        Outcome::Stopped {
+            last_mirrored_offset,
         }
-        tracing::info!(topic = %tp.0, partition = tp.1, last_mirrored_offset = lmo, "mirror partition stopped");
     }
+}
+
+/// A seed that spreads the retries of many partitions: the key and the clock.
+fn jitter_seed(key: &MirrorPartitionKey) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    key.hash(&mut h);
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0)
+        .hash(&mut h);
+    h.finish()
 }
 
 /// Whether a `mirror.name` value says the topic's failover is complete (every partition

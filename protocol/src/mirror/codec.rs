@@ -361,6 +361,7 @@ fn encode_request_body(buf: &mut BytesMut, request: &MirrorRequest) {
             put_tags(buf, &tags);
         }
         MirrorRequest::StopMirrorTopics(req) => encode_mirror_topics(buf, req, true),
+        MirrorRequest::BumpLeaderEpochs(req) => encode_bump_leader_epochs(buf, req),
         MirrorRequest::PauseMirrorTopics(req) | MirrorRequest::ResumeMirrorTopics(req) => {
             encode_mirror_topics(buf, req, false)
         }
@@ -439,6 +440,41 @@ fn encode_request_body(buf: &mut BytesMut, request: &MirrorRequest) {
 }
 
 /// Stop (`with_patterns`: tagged field 0 `Patterns`), Pause and Resume requests.
+fn encode_bump_leader_epochs(buf: &mut BytesMut, req: &BumpLeaderEpochsRequest) {
+    put_compact_array(buf, &req.topics, |b, t| {
+        put_uuid(b, &t.topic_id);
+        put_compact_array(b, &t.partitions, |b, p| {
+            b.put_i32(p.partition_index);
+            b.put_i32(p.min_leader_epoch);
+            put_no_tags(b);
+        });
+        put_no_tags(b);
+    });
+    put_no_tags(buf);
+}
+
+fn decode_bump_leader_epochs(r: &mut Reader<'_>) -> DResult<BumpLeaderEpochsRequest> {
+    let topics = r.compact_array("Topics", |r| {
+        let topic_id = r.uuid("TopicId")?;
+        let partitions = r.compact_array("Partitions", |r| {
+            let partition_index = r.i32("PartitionIndex")?;
+            let min_leader_epoch = r.i32("MinLeaderEpoch")?;
+            r.skip_tagged_fields("LeaderEpochState tags")?;
+            Ok(BumpLeaderEpochPartition {
+                partition_index,
+                min_leader_epoch,
+            })
+        })?;
+        r.skip_tagged_fields("TopicState tags")?;
+        Ok(BumpLeaderEpochTopic {
+            topic_id,
+            partitions,
+        })
+    })?;
+    r.skip_tagged_fields("request tags")?;
+    Ok(BumpLeaderEpochsRequest { topics })
+}
+
 fn encode_mirror_topics(buf: &mut BytesMut, req: &MirrorTopicsRequest, with_patterns: bool) {
     put_compact_string(buf, &req.mirror_name);
     put_compact_array(buf, &req.topics, |b, t| {
@@ -530,6 +566,7 @@ fn decode_request_body(api_key: i16, r: &mut Reader<'_>) -> DResult<MirrorReques
             })
         }
         STOP_MIRROR_TOPICS => MirrorRequest::StopMirrorTopics(decode_mirror_topics(r, true)?),
+        BUMP_LEADER_EPOCHS => MirrorRequest::BumpLeaderEpochs(decode_bump_leader_epochs(r)?),
         PAUSE_MIRROR_TOPICS => MirrorRequest::PauseMirrorTopics(decode_mirror_topics(r, false)?),
         RESUME_MIRROR_TOPICS => MirrorRequest::ResumeMirrorTopics(decode_mirror_topics(r, false)?),
         LAST_MIRRORED_OFFSETS => {
@@ -707,8 +744,52 @@ fn decode_topics_response(r: &mut Reader<'_>) -> DResult<TopicsMirrorResponse> {
     })
 }
 
+fn encode_bump_leader_epochs_response(buf: &mut BytesMut, resp: &BumpLeaderEpochsResponse) {
+    buf.put_i32(resp.throttle_time_ms);
+    buf.put_i16(resp.error_code);
+    put_compact_array(buf, &resp.topics, |b, t| {
+        put_compact_string(b, &t.topic_name);
+        put_compact_array(b, &t.partitions, |b, p| {
+            b.put_i32(p.partition_index);
+            b.put_i16(p.error_code);
+            put_no_tags(b);
+        });
+        put_no_tags(b);
+    });
+    put_no_tags(buf);
+}
+
+fn decode_bump_leader_epochs_response(r: &mut Reader<'_>) -> DResult<BumpLeaderEpochsResponse> {
+    let throttle_time_ms = r.i32("ThrottleTimeMs")?;
+    let error_code = r.i16("ErrorCode")?;
+    let topics = r.compact_array("Topics", |r| {
+        let topic_name = r.compact_string("TopicName")?;
+        let partitions = r.compact_array("Partitions", |r| {
+            let partition_index = r.i32("PartitionIndex")?;
+            let error_code = r.i16("ErrorCode")?;
+            r.skip_tagged_fields("PartitionDetail tags")?;
+            Ok(BumpLeaderEpochPartitionResult {
+                partition_index,
+                error_code,
+            })
+        })?;
+        r.skip_tagged_fields("TopicPartitions tags")?;
+        Ok(BumpLeaderEpochTopicResult {
+            topic_name,
+            partitions,
+        })
+    })?;
+    r.skip_tagged_fields("response tags")?;
+    Ok(BumpLeaderEpochsResponse {
+        throttle_time_ms,
+        error_code,
+        topics,
+    })
+}
+
 fn encode_response_body(buf: &mut BytesMut, response: &MirrorResponse) {
     match response {
+        MirrorResponse::BumpLeaderEpochs(resp) => encode_bump_leader_epochs_response(buf, resp),
         MirrorResponse::CreateClusterMirror(resp) | MirrorResponse::DeleteClusterMirror(resp) => {
             encode_simple(buf, resp)
         }
@@ -847,6 +928,9 @@ fn encode_response_body(buf: &mut BytesMut, response: &MirrorResponse) {
 fn decode_response_body(api_key: i16, r: &mut Reader<'_>) -> DResult<MirrorResponse> {
     use api_keys::*;
     Ok(match api_key {
+        BUMP_LEADER_EPOCHS => {
+            MirrorResponse::BumpLeaderEpochs(decode_bump_leader_epochs_response(r)?)
+        }
         CREATE_CLUSTER_MIRROR => MirrorResponse::CreateClusterMirror(decode_simple(r)?),
         DELETE_CLUSTER_MIRROR => MirrorResponse::DeleteClusterMirror(decode_simple(r)?),
         START_MIRROR_TOPICS => MirrorResponse::StartMirrorTopics(decode_topics_response(r)?),

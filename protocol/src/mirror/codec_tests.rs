@@ -172,6 +172,21 @@ fn sample_requests() -> Vec<MirrorRequest> {
             state_validation_offset: 99,
         }),
         MirrorRequest::DeleteClusterMirror(DeleteClusterMirrorRequest::default()),
+        MirrorRequest::BumpLeaderEpochs(BumpLeaderEpochsRequest {
+            topics: vec![BumpLeaderEpochTopic {
+                topic_id: uuid_seq(9),
+                partitions: vec![
+                    BumpLeaderEpochPartition {
+                        partition_index: 0,
+                        min_leader_epoch: 7,
+                    },
+                    BumpLeaderEpochPartition {
+                        partition_index: 3,
+                        min_leader_epoch: -1,
+                    },
+                ],
+            }],
+        }),
     ]
 }
 
@@ -357,6 +372,23 @@ fn sample_responses() -> Vec<MirrorResponse> {
             error_code: 143,
             error_message: None,
         }),
+        MirrorResponse::BumpLeaderEpochs(BumpLeaderEpochsResponse {
+            throttle_time_ms: 3,
+            error_code: 0,
+            topics: vec![BumpLeaderEpochTopicResult {
+                topic_name: "orders".into(),
+                partitions: vec![
+                    BumpLeaderEpochPartitionResult {
+                        partition_index: 0,
+                        error_code: 0,
+                    },
+                    BumpLeaderEpochPartitionResult {
+                        partition_index: 1,
+                        error_code: 74,
+                    },
+                ],
+            }],
+        }),
     ]
 }
 
@@ -374,6 +406,7 @@ fn response_api_key(response: &MirrorResponse) -> i16 {
         MirrorResponse::PauseMirrorTopics(_) => PAUSE_MIRROR_TOPICS,
         MirrorResponse::ResumeMirrorTopics(_) => RESUME_MIRROR_TOPICS,
         MirrorResponse::DeleteClusterMirror(_) => DELETE_CLUSTER_MIRROR,
+        MirrorResponse::BumpLeaderEpochs(_) => BUMP_LEADER_EPOCHS,
     }
 }
 
@@ -447,6 +480,65 @@ fn mirror_create_cluster_mirror_request_bytes() {
     assert_eq!(&encoded[..], expected);
     let (_, decoded) = decode_mirror_request(Bytes::from_static(expected)).unwrap();
     assert_eq!(decoded, request);
+}
+
+#[test]
+fn mirror_bump_leader_epochs_bytes() {
+    let request = MirrorRequest::BumpLeaderEpochs(BumpLeaderEpochsRequest {
+        topics: vec![BumpLeaderEpochTopic {
+            topic_id: Uuid::from_bytes([1; 16]),
+            partitions: vec![BumpLeaderEpochPartition {
+                partition_index: 2,
+                min_leader_epoch: 5,
+            }],
+        }],
+    });
+    let encoded = encode_mirror_request(1, "", &request);
+    #[rustfmt::skip]
+    let body: &[u8] = &[
+        0x02,                                   // Topics: compact array of 1
+        1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, // TopicId
+        0x02,                                   // Partitions: compact array of 1
+        0x00, 0x00, 0x00, 0x02,                 // PartitionIndex
+        0x00, 0x00, 0x00, 0x05,                 // MinLeaderEpoch
+        0x00,                                   // partition tags
+        0x00,                                   // topic tags
+        0x00,                                   // body tags
+    ];
+    assert_eq!(&encoded[..2], &[0x00, 0x69], "api key 105");
+    assert_eq!(&encoded[encoded.len() - body.len()..], body);
+    let (_, decoded) = decode_mirror_request(Bytes::from(encoded.to_vec())).unwrap();
+    assert_eq!(decoded, request);
+
+    // The response has no top-level error message.
+    let response = MirrorResponse::BumpLeaderEpochs(BumpLeaderEpochsResponse {
+        throttle_time_ms: 0,
+        error_code: 0,
+        topics: vec![BumpLeaderEpochTopicResult {
+            topic_name: "t".into(),
+            partitions: vec![BumpLeaderEpochPartitionResult {
+                partition_index: 2,
+                error_code: 74,
+            }],
+        }],
+    });
+    #[rustfmt::skip]
+    let expected: &[u8] = &[
+        0x00, 0x00, 0x00, 0x00, // ThrottleTimeMs
+        0x00, 0x00,             // ErrorCode
+        0x02,                   // Topics: compact array of 1
+        0x02, b't',             // TopicName
+        0x02,                   // Partitions: compact array of 1
+        0x00, 0x00, 0x00, 0x02, // PartitionIndex
+        0x00, 0x4a,             // ErrorCode 74
+        0x00, 0x00, 0x00,       // partition, topic and body tags
+    ];
+    let encoded = encode_mirror_response(1, &response);
+    assert_eq!(&encoded[5..], expected);
+    assert_eq!(
+        decode_mirror_response(api_keys::BUMP_LEADER_EPOCHS, Bytes::from_static(expected)).unwrap(),
+        response
+    );
 }
 
 #[test]
@@ -664,7 +756,7 @@ fn mirror_request_errors() {
         "c",
         &MirrorRequest::ListClusterMirrors(ListClusterMirrorsRequest::default()),
     );
-    for key in [0i16, 93, 105, 500, -1] {
+    for key in [0i16, 93, 106, 500, -1] {
         let mut frame = valid.to_vec();
         frame[..2].copy_from_slice(&key.to_be_bytes());
         match decode_mirror_request(Bytes::from(frame)) {

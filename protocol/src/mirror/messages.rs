@@ -30,10 +30,12 @@ pub mod api_keys {
     pub const RESUME_MIRROR_TOPICS: i16 = 103;
     /// DeleteClusterMirror.
     pub const DELETE_CLUSTER_MIRROR: i16 = 104;
+    /// BumpLeaderEpochs (broker to controller: raise mirror partitions' leader epochs).
+    pub const BUMP_LEADER_EPOCHS: i16 = 105;
     /// The lowest mirror api key.
     pub const FIRST: i16 = CREATE_CLUSTER_MIRROR;
     /// The highest mirror api key Tern serves.
-    pub const LAST: i16 = DELETE_CLUSTER_MIRROR;
+    pub const LAST: i16 = BUMP_LEADER_EPOCHS;
 }
 
 /// 94 request: define a mirror.
@@ -528,6 +530,61 @@ impl Default for DeleteClusterMirrorRequest {
     }
 }
 
+/// One partition of a BumpLeaderEpochs request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BumpLeaderEpochPartition {
+    /// Partition index.
+    pub partition_index: i32,
+    /// The epoch the partition's leader epoch must reach at least.
+    pub min_leader_epoch: i32,
+}
+
+/// One topic of a BumpLeaderEpochs request.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BumpLeaderEpochTopic {
+    /// Topic id.
+    pub topic_id: Uuid,
+    /// Partitions.
+    pub partitions: Vec<BumpLeaderEpochPartition>,
+}
+
+/// 105 request: raise the leader epochs of mirror partitions to at least a minimum (the source's
+/// epoch of a mirrored batch), so every broker of the cluster agrees on them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BumpLeaderEpochsRequest {
+    /// Topics.
+    pub topics: Vec<BumpLeaderEpochTopic>,
+}
+
+/// One partition's BumpLeaderEpochs result.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BumpLeaderEpochPartitionResult {
+    /// Partition index.
+    pub partition_index: i32,
+    /// Error code.
+    pub error_code: i16,
+}
+
+/// One topic's BumpLeaderEpochs results.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BumpLeaderEpochTopicResult {
+    /// Topic name (empty when the topic id is unknown).
+    pub topic_name: String,
+    /// Partitions.
+    pub partitions: Vec<BumpLeaderEpochPartitionResult>,
+}
+
+/// 105 response (no top-level error message in its schema).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BumpLeaderEpochsResponse {
+    /// Throttle time.
+    pub throttle_time_ms: i32,
+    /// Error code.
+    pub error_code: i16,
+    /// Topics.
+    pub topics: Vec<BumpLeaderEpochTopicResult>,
+}
+
 /// A decoded mirror request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum MirrorRequest {
@@ -553,6 +610,8 @@ pub enum MirrorRequest {
     ResumeMirrorTopics(MirrorTopicsRequest),
     /// 104.
     DeleteClusterMirror(DeleteClusterMirrorRequest),
+    /// 105.
+    BumpLeaderEpochs(BumpLeaderEpochsRequest),
 }
 
 /// A mirror response.
@@ -580,6 +639,8 @@ pub enum MirrorResponse {
     ResumeMirrorTopics(TopicsMirrorResponse),
     /// 104.
     DeleteClusterMirror(SimpleMirrorResponse),
+    /// 105.
+    BumpLeaderEpochs(BumpLeaderEpochsResponse),
 }
 
 impl MirrorRequest {
@@ -598,6 +659,7 @@ impl MirrorRequest {
             MirrorRequest::PauseMirrorTopics(_) => PAUSE_MIRROR_TOPICS,
             MirrorRequest::ResumeMirrorTopics(_) => RESUME_MIRROR_TOPICS,
             MirrorRequest::DeleteClusterMirror(_) => DELETE_CLUSTER_MIRROR,
+            MirrorRequest::BumpLeaderEpochs(_) => BUMP_LEADER_EPOCHS,
         }
     }
 }

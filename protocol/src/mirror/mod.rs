@@ -1,4 +1,4 @@
-//! The cluster-mirroring RPCs (api keys 94..=104), hand-written because the kafka-protocol
+//! The cluster-mirroring RPCs (api keys 94..=105), hand-written because the kafka-protocol
 //! crate does not know them, and their error codes.
 
 pub mod codec;

@@ -14,8 +14,9 @@ use std::collections::BTreeSet;
 use tern_controller::acls::{AclBinding, AclBindingFilter, AclPatternType, AclResourceType};
 use tern_controller::MetadataImage;
 
-use super::{MirrorManager, MirrorRuntime};
 use crate::config::MirrorSettings;
+use crate::fetcher::runtime::MirrorRuntime;
+use crate::manager::MirrorManager;
 
 /// Whether the mirror's ACL sync owns `acl`, given the topics it mirrors now.
 fn in_scope(acl: &AclBinding, topics: &BTreeSet<&str>, settings: &MirrorSettings) -> bool {
@@ -50,13 +51,13 @@ fn exact(acl: &AclBinding) -> AclBindingFilter {
 
 /// What one sync pass must create and delete.
 #[derive(Debug, Default, PartialEq, Eq)]
-pub(super) struct AclChanges {
+pub(crate) struct AclChanges {
     pub create: Vec<AclBinding>,
     pub delete: Vec<AclBinding>,
 }
 
 /// Compares the source's ACLs with ours within the mirror's scope.
-pub(super) fn acl_changes<'a>(
+pub(crate) fn acl_changes<'a>(
     source: &[AclBinding],
     ours: impl IntoIterator<Item = &'a AclBinding>,
     topics: &BTreeSet<&str>,
@@ -77,7 +78,7 @@ pub(super) fn acl_changes<'a>(
 
 impl MirrorManager {
     /// One ACL sync pass for `mirror`, whose mirrored topics are `topics`.
-    pub(super) async fn sync_acls(
+    pub(crate) async fn sync_acls(
         &self,
         mirror: &str,
         rt: &mut MirrorRuntime,

@@ -16,30 +16,30 @@ use crate::source::{connect_bootstrap, SourceConnection, SourceMetadata};
 
 /// A mirror's fetchers by source broker id.
 #[derive(Clone, Default)]
-pub(super) struct Fetchers(Arc<Mutex<HashMap<i32, Arc<MirrorFetcher>>>>);
+pub(crate) struct Fetchers(Arc<Mutex<HashMap<i32, Arc<MirrorFetcher>>>>);
 
 impl Fetchers {
     /// Stops every fetcher.
-    pub(super) fn shutdown(&self) {
+    pub(crate) fn shutdown(&self) {
         for (_, f) in self.0.lock().drain() {
             f.shutdown();
         }
     }
 
     /// Takes a partition away from whichever fetcher has it.
-    pub(super) fn remove_partition(&self, tp: &TopicPartition) {
+    pub(crate) fn remove_partition(&self, tp: &TopicPartition) {
         for f in self.0.lock().values() {
             f.remove(tp);
         }
     }
 
     /// Whether some fetcher has the partition.
-    pub(super) fn is_fetching(&self, tp: &TopicPartition) -> bool {
+    pub(crate) fn is_fetching(&self, tp: &TopicPartition) -> bool {
         self.0.lock().values().any(|f| f.contains(tp))
     }
 
     /// The fetcher of source broker `leader`, made by `spawn` if there is none.
-    pub(super) fn get_or_spawn(
+    pub(crate) fn get_or_spawn(
         &self,
         leader: i32,
         spawn: impl FnOnce() -> Arc<MirrorFetcher>,
@@ -48,7 +48,7 @@ impl Fetchers {
     }
 
     /// Stops and drops fetchers left without partitions.
-    pub(super) fn drop_idle(&self) {
+    pub(crate) fn drop_idle(&self) {
         self.0.lock().retain(|_, f| {
             let keep = !f.is_empty();
             if !keep {
@@ -60,18 +60,18 @@ impl Fetchers {
 }
 
 /// One mirror's source side.
-pub(super) struct MirrorRuntime {
-    pub(super) settings: MirrorSettings,
-    pub(super) source: Option<SourceConnection>,
-    pub(super) cluster_id: Option<String>,
+pub(crate) struct MirrorRuntime {
+    pub(crate) settings: MirrorSettings,
+    pub(crate) source: Option<SourceConnection>,
+    pub(crate) cluster_id: Option<String>,
     metadata: Option<(SourceMetadata, Instant)>,
-    pub(super) fetchers: Fetchers,
-    pub(super) last_sync: Option<Instant>,
+    pub(crate) fetchers: Fetchers,
+    pub(crate) last_sync: Option<Instant>,
 }
 
 impl MirrorRuntime {
     /// A runtime for a mirror with these configs; connects on first use.
-    pub(super) fn new(configs: &BTreeMap<String, String>) -> Self {
+    pub(crate) fn new(configs: &BTreeMap<String, String>) -> Self {
         MirrorRuntime {
             settings: MirrorSettings::from_configs(configs),
             source: None,
@@ -83,7 +83,7 @@ impl MirrorRuntime {
     }
 
     /// The connection to the source, made if there is none.
-    pub(super) async fn connection(
+    pub(crate) async fn connection(
         &mut self,
         mirror: &str,
     ) -> Result<&mut SourceConnection, String> {
@@ -105,7 +105,7 @@ impl MirrorRuntime {
     }
 
     /// Source metadata no older than `max_age` (all topics).
-    pub(super) async fn metadata(
+    pub(crate) async fn metadata(
         &mut self,
         mirror: &str,
         max_age: Duration,

@@ -7,8 +7,9 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use tern_controller::topic_configs::{topic_config, validate_topic_config, MIRROR_NAME_CONFIG};
 use tern_controller::MetadataImage;
 
-use super::{MirrorManager, MirrorRuntime};
+use crate::fetcher::runtime::MirrorRuntime;
 use crate::host::CommittedOffset;
+use crate::manager::MirrorManager;
 use crate::source::list_offsets_request;
 
 /// Connect/request timeout for the per-broker group-offset sync connections.
@@ -16,7 +17,7 @@ const GROUP_SYNC_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5
 use crate::source::SourceConnection;
 
 impl MirrorManager {
-    pub(super) async fn sync_metadata(
+    pub(crate) async fn sync_metadata(
         &self,
         mirror: &str,
         rt: &mut MirrorRuntime,
@@ -307,7 +308,7 @@ impl MirrorManager {
 }
 
 /// The source topic configs Tern takes over: known to Tern, valid, not excluded.
-pub(super) fn mirrored_topic_configs(
+pub(crate) fn mirrored_topic_configs(
     source: &[(String, String)],
     exclude: &[String],
 ) -> BTreeMap<String, String> {

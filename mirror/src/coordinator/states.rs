@@ -1,12 +1,14 @@
 //! Where a mirror partition's state is kept and how it is read and written. The coordinator of
 //! a partition is the leader of its `__mirror_state` partition: this broker's [`StateStore`]
 //! when that is here, else a peer reached with ReadMirrorStates / WriteMirrorStates. The broker
-//! that leads the mirror partition itself drives it and caches its state.
+//! that leads the mirror partition itself drives it (its state machine holds the state).
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 use std::time::Duration;
 
-use tern_controller::MetadataImage;
+use parking_lot::{Mutex, MutexGuard};
+use tern_controller::{Controller, MetadataImage};
 use tern_protocol::error::ResponseError;
 use tern_protocol::mirror::{
     MirrorRequest, MirrorResponse, ReadMirrorStatePartition, ReadMirrorStatesRequest,
@@ -14,31 +16,14 @@ use tern_protocol::mirror::{
 };
 use uuid::Uuid;
 
-use super::store::Pending;
-use super::{MirrorManager, StateStore};
+use super::store::{Pending, StateStore};
+use super::StoredState;
+use crate::host::MirrorHost;
+use crate::peers::Peers;
 use crate::state::{
     coordinator_partition, MirrorPartitionKey, MirrorPartitionState, PartitionStateRecord,
     MIRROR_STATE_TOPIC,
 };
-
-/// A partition's state as its coordinator holds it.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(super) struct StoredState {
-    /// The state record (None: UNKNOWN, nothing recorded).
-    pub(super) record: Option<PartitionStateRecord>,
-    /// The offset recorded when it was last stopped.
-    pub(super) last_mirrored_offset: Option<i64>,
-}
-
-impl StoredState {
-    /// The state (UNKNOWN when none is recorded).
-    pub(super) fn state(&self) -> MirrorPartitionState {
-        self.record
-            .as_ref()
-            .map(|r| r.state)
-            .unwrap_or(MirrorPartitionState::Unknown)
-    }
-}
 
 /// How long a state write may wait for the `__mirror_state` ISR.
 const COMMIT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -50,9 +35,37 @@ enum Coordinator {
 }
 
 /// Why a state could not be read or written: Kafka's error code and a message.
-pub(super) type CoordinationError = (i16, String);
+pub type CoordinationError = (i16, String);
 
-impl MirrorManager {
+/// Mirror partition states, at this broker's store or at the peers that coordinate them.
+pub struct PartitionStates {
+    host: Arc<dyn MirrorHost>,
+    controller: Arc<Controller>,
+    store: Mutex<StateStore>,
+    peers: Arc<Peers>,
+}
+
+impl PartitionStates {
+    /// States over `num_partitions` `__mirror_state` partitions, reaching peers through `peers`.
+    pub(crate) fn new(
+        host: Arc<dyn MirrorHost>,
+        controller: Arc<Controller>,
+        num_partitions: i32,
+        peers: Arc<Peers>,
+    ) -> Self {
+        PartitionStates {
+            store: Mutex::new(StateStore::new(host.clone(), num_partitions)),
+            host,
+            controller,
+            peers,
+        }
+    }
+
+    /// This broker's store (the `__mirror_state` partitions it leads).
+    pub fn store(&self) -> MutexGuard<'_, StateStore> {
+        self.store.lock()
+    }
+
     /// The coordinator of `key`, from the metadata image (loading a `__mirror_state` partition
     /// this broker has just come to lead).
     fn coordinator_of(
@@ -91,7 +104,7 @@ impl MirrorManager {
     }
 
     /// The coordinators' states of some partitions of one topic.
-    pub(super) async fn read_stored(
+    pub async fn read(
         &self,
         mirror: &str,
         topic: &str,
@@ -171,7 +184,7 @@ impl MirrorManager {
     }
 
     /// Records a partition's new state with its coordinator.
-    pub(super) async fn write_stored(
+    pub async fn write(
         &self,
         key: &MirrorPartitionKey,
         topic: &str,
@@ -222,12 +235,10 @@ impl MirrorManager {
             }
         }
     }
-}
 
-impl MirrorManager {
     /// Waits until a `__mirror_state` write is committed: the partition's ISR has it, so a new
     /// coordinator after a leader change loads it too.
-    pub(super) async fn committed(&self, pending: Pending) -> Result<(), CoordinationError> {
+    pub async fn committed(&self, pending: Pending) -> Result<(), CoordinationError> {
         let timed_out = || {
             (
                 ResponseError::RequestTimedOut.code(),
@@ -259,7 +270,7 @@ impl MirrorManager {
 }
 
 /// What this broker's store holds of `key` (it coordinates it).
-pub(super) fn stored_here(store: &StateStore, key: &MirrorPartitionKey) -> StoredState {
+pub fn stored_here(store: &StateStore, key: &MirrorPartitionKey) -> StoredState {
     StoredState {
         record: store.get(key).cloned(),
         last_mirrored_offset: store.last_mirrored_offset(key),
@@ -283,7 +294,7 @@ fn stored_from_wire(p: &ReadMirrorStatePartition) -> StoredState {
 /// The coordinator's side of a write, local or from WriteMirrorStates: a writer fenced by a
 /// newer leader epoch of the partition, a write to a broker that does not coordinate the key,
 /// or a transition the spec does not allow changes nothing.
-pub(super) fn apply_write(
+pub fn apply_write(
     store: &mut StateStore,
     image: &MetadataImage,
     key: &MirrorPartitionKey,

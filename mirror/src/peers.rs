@@ -19,14 +19,14 @@ const PEER_TIMEOUT: Duration = Duration::from_secs(10);
 type Slot = Arc<tokio::sync::Mutex<Option<KafkaConnection>>>;
 
 /// One cached connection per peer broker; a request that fails drops it.
-pub(super) struct Peers {
+pub(crate) struct Peers {
     host: Arc<dyn MirrorHost>,
     conns: Mutex<HashMap<i32, Slot>>,
 }
 
 impl Peers {
     /// Connections made on demand to the brokers `host` knows.
-    pub(super) fn new(host: Arc<dyn MirrorHost>) -> Self {
+    pub(crate) fn new(host: Arc<dyn MirrorHost>) -> Self {
         Peers {
             host,
             conns: Mutex::new(HashMap::new()),
@@ -34,7 +34,7 @@ impl Peers {
     }
 
     /// Sends a mirror RPC to broker `node` and waits for its answer.
-    pub(super) async fn send(
+    pub(crate) async fn send(
         &self,
         node: i32,
         request: &MirrorRequest,
@@ -50,7 +50,7 @@ impl Peers {
     }
 
     /// Sends a Kafka request at `version` to broker `node` and waits for its answer.
-    pub(super) async fn send_kafka<R: Request>(
+    pub(crate) async fn send_kafka<R: Request>(
         &self,
         node: i32,
         request: &R,

@@ -1,9 +1,12 @@
-//! Mirror fetchers: one task per (mirror, source broker) sends consumer Fetch requests
-//! (read_committed, many partitions each) to that broker and appends what comes back through
-//! the log's replicated-append path with the partition leader epoch rewritten to ours.
+//! The fetcher manager. Mirror fetchers: one task per (mirror, source broker) sends consumer
+//! Fetch requests (read_committed, many partitions each) to that broker and appends what comes
+//! back through the log's replicated-append path, keeping the source's partition leader epochs.
 //! Batches are copied as bytes: never decompressed, never re-checksummed. Which partitions a
 //! fetcher holds, in which source epoch, and what each response means is the sans-I/O
-//! [`FetcherCore`] that the replica fetchers run on too.
+//! [`FetcherCore`] that the replica fetchers run on too. [`runtime`] holds each mirror's
+//! fetchers and its source connection.
+
+pub mod runtime;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -587,6 +590,10 @@ mod tests {
             self.appends.fetch_add(1, Ordering::SeqCst);
         }
         fn on_log_reset(&self, _: &str, _: i32) {}
+        fn followers_end_at_or_below(&self, _: &str, _: i32, _: i64) -> bool {
+            true
+        }
+
         fn raise_leader_epoch(&self, _: &str, _: i32, at_least: i32) -> Result<(), String> {
             self.raised.store(at_least as usize, Ordering::SeqCst);
             Ok(())

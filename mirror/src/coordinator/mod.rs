@@ -1,0 +1,17 @@
+//! The mirror coordinator: the state machine of every mirror partition and where its state is
+//! kept (`__mirror_state`, read and written at the partition's coordinator).
+//!
+//! - [`machine`]: the per-partition state machine, without I/O.
+//! - [`store`]: the coordinator's persisted states (`__mirror_state` partitions led here).
+//! - [`states`]: reading and writing a partition's state at its coordinator, here or a peer.
+
+pub mod machine;
+pub mod states;
+pub mod store;
+
+pub use machine::{
+    Action, DesiredState, LocalLog, Observed, Outcome, PartitionMachine, RemoteOffset, RetryPolicy,
+    StoredState,
+};
+pub use states::{apply_write, stored_here, CoordinationError, PartitionStates};
+pub use store::{Pending, StateStore, StoreError};
