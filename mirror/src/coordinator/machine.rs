@@ -261,7 +261,7 @@ impl PartitionMachine {
                     // Its log may still hold what this cluster wrote after a failover, and a
                     // resumed PAUSED partition fetches at once: it pauses where it stands (it
                     // fetches nothing there either) until it is aligned.
-                    _ if self.alignment_pending(seen) => None,
+                    _ if self.alignment_pending() => None,
                     _ => Some(self.transition(Paused, None)),
                 }
             }
@@ -319,14 +319,12 @@ impl PartitionMachine {
     }
 
     /// Whether the local log may hold records that are not the source's, so PREPARING must
-    /// align it before the partition fetches: it is preparing, or failed while preparing, or
-    /// has no recorded state but data.
-    fn alignment_pending(&self, seen: Observed) -> bool {
+    /// align it before the partition fetches: it is preparing, or failed while preparing.
+    fn alignment_pending(&self) -> bool {
         use MirrorPartitionState::*;
-        match self.stored.record.as_ref() {
-            None => seen.log.is_some_and(|l| l.end > l.start),
-            Some(r) => r.state == Preparing || (r.state == Failed && r.previous_state == Preparing),
-        }
+        self.stored.record.as_ref().is_some_and(|r| {
+            r.state == Preparing || (r.state == Failed && r.previous_state == Preparing)
+        })
     }
 
     /// STOPPING: prepare the stop, then persist STOPPED with the offset mirroring ended at:
@@ -594,3 +592,234 @@ impl PartitionMachine {
 #[cfg(test)]
 #[path = "simulation.rs"]
 mod simulation;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use MirrorPartitionState::*;
+
+    fn machine(
+        state: Option<(MirrorPartitionState, MirrorPartitionState)>,
+        lmo: Option<i64>,
+    ) -> PartitionMachine {
+        let record = state.map(|(state, previous_state)| PartitionStateRecord {
+            state,
+            previous_state,
+            retry_attempt: 0,
+            error_message: None,
+        });
+        let policy = RetryPolicy {
+            max_attempts: 3,
+            initial_backoff: Duration::from_millis(100),
+            max_backoff: Duration::from_millis(1000),
+        };
+        PartitionMachine::new(
+            StoredState {
+                record,
+                last_mirrored_offset: lmo,
+            },
+            policy,
+            7,
+        )
+    }
+
+    fn seen(start: i64, end: i64, fetching: bool) -> Observed {
+        Observed {
+            log: Some(LocalLog { start, end }),
+            fetching,
+            source: true,
+        }
+    }
+
+    /// Polls once at `now` and reports `outcome`; returns the action.
+    fn step_at(
+        m: &mut PartitionMachine,
+        now: Instant,
+        desired: DesiredState,
+        seen: Observed,
+        outcome: Outcome,
+    ) -> Option<Action> {
+        let action = m.poll(now, desired, seen)?;
+        m.on_outcome(now, outcome);
+        Some(action)
+    }
+
+    /// Polls once now and reports `outcome`.
+    fn step(
+        m: &mut PartitionMachine,
+        desired: DesiredState,
+        seen: Observed,
+        outcome: Outcome,
+    ) -> Option<Action> {
+        step_at(m, Instant::now(), desired, seen, outcome)
+    }
+
+    fn persisted(action: Option<Action>) -> (MirrorPartitionState, Option<i64>) {
+        match action {
+            Some(Action::Persist {
+                record,
+                last_mirrored_offset,
+            }) => (record.state, last_mirrored_offset),
+            other => panic!("expected a state write, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_failover_stops_the_fetcher_before_it_writes_stopping() {
+        let mut m = machine(Some((Mirroring, Preparing)), None);
+        let d = DesiredState::Stopped;
+        assert_eq!(
+            step(&mut m, d, seen(0, 50, true), Outcome::Done),
+            Some(Action::StopFetching)
+        );
+        assert_eq!(
+            persisted(step(&mut m, d, seen(0, 50, false), Outcome::Done)),
+            (Stopping, None)
+        );
+        assert_eq!(
+            step(
+                &mut m,
+                d,
+                seen(0, 50, false),
+                Outcome::Stopped {
+                    last_mirrored_offset: 50
+                }
+            ),
+            Some(Action::PrepareStop)
+        );
+        assert_eq!(
+            persisted(step(&mut m, d, seen(0, 50, false), Outcome::Done)),
+            (Stopped, Some(50))
+        );
+        assert_eq!(
+            m.poll(Instant::now(), d, seen(0, 50, false)),
+            None,
+            "nothing more to do"
+        );
+    }
+
+    #[test]
+    fn restarting_a_stopped_topic_truncates_to_the_lower_offset_and_waits_for_the_followers() {
+        // Stopped at 40; 10 records written here since; the other side last mirrored 35.
+        let mut m = machine(Some((Stopped, Stopping)), Some(40));
+        let d = DesiredState::Mirroring;
+        assert_eq!(
+            persisted(step(&mut m, d, seen(0, 50, false), Outcome::Done)),
+            (Preparing, None)
+        );
+        assert_eq!(
+            step(
+                &mut m,
+                d,
+                seen(0, 50, false),
+                Outcome::RemoteOffset(RemoteOffset::At(35))
+            ),
+            Some(Action::AskRemoteOffset)
+        );
+        assert_eq!(
+            step(&mut m, d, seen(0, 50, false), Outcome::Done),
+            Some(Action::Truncate { to: 35 })
+        );
+        // The followers have not truncated yet: asked again after a short wait.
+        assert_eq!(
+            step(&mut m, d, seen(0, 35, false), Outcome::Skipped),
+            Some(Action::AwaitFollowers { offset: 35 })
+        );
+        assert_eq!(m.poll(Instant::now(), d, seen(0, 35, false)), None);
+        let later = Instant::now() + FOLLOWERS_POLL * 2;
+        assert_eq!(
+            m.poll(later, d, seen(0, 35, false)),
+            Some(Action::AwaitFollowers { offset: 35 })
+        );
+        m.on_outcome(later, Outcome::Done);
+        assert_eq!(
+            persisted(step_at(&mut m, later, d, seen(0, 35, false), Outcome::Done)),
+            (Mirroring, None)
+        );
+        assert_eq!(
+            step_at(&mut m, later, d, seen(0, 35, false), Outcome::Done),
+            Some(Action::Assign {
+                refresh_metadata: true
+            })
+        );
+    }
+
+    #[test]
+    fn failing_back_onto_a_topic_the_source_still_mirrors_fails_and_backs_off() {
+        let mut m = machine(Some((Stopped, Stopping)), Some(40));
+        let d = DesiredState::Mirroring;
+        persisted(step(&mut m, d, seen(0, 50, false), Outcome::Done));
+        step(
+            &mut m,
+            d,
+            seen(0, 50, false),
+            Outcome::RemoteOffset(RemoteOffset::StillMirrored),
+        );
+        let record = match m.poll(Instant::now(), d, seen(0, 50, false)) {
+            Some(Action::Persist { record, .. }) => record,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(
+            (record.state, record.previous_state, record.retry_attempt),
+            (Failed, Preparing, 1)
+        );
+        assert!(record
+            .error_message
+            .unwrap()
+            .contains("MIRROR_TOPIC_NOT_STOPPED"));
+        m.on_outcome(Instant::now(), Outcome::Done);
+        assert_eq!(
+            m.poll(Instant::now(), d, seen(0, 50, false)),
+            None,
+            "backing off"
+        );
+        // Paused meanwhile, it stays FAILED until it is aligned: a resume would fetch at once.
+        assert_eq!(
+            m.poll(Instant::now(), DesiredState::Paused, seen(0, 50, false)),
+            None
+        );
+    }
+
+    #[test]
+    fn retries_stop_at_the_maximum_and_start_over_after_a_good_fetch() {
+        let mut m = machine(Some((Mirroring, Preparing)), None);
+        let d = DesiredState::Mirroring;
+        let mut now = Instant::now();
+        for attempt in 1..=4 {
+            m.on_fetch_failed(now, "down".into());
+            let Some(Action::Persist { record, .. }) = m.poll(now, d, seen(0, 5, false)) else {
+                panic!("a failure is written")
+            };
+            assert_eq!(
+                record.retry_attempt,
+                if attempt <= 3 { attempt } else { -1 }
+            );
+            m.on_outcome(now, Outcome::Done);
+            now += Duration::from_secs(5);
+            if attempt <= 3 {
+                // Retried after the backoff: PREPARING, then MIRRORING and an assignment.
+                persisted(step_at(&mut m, now, d, seen(0, 5, false), Outcome::Done));
+                persisted(step_at(&mut m, now, d, seen(0, 5, false), Outcome::Done));
+                step_at(&mut m, now, d, seen(0, 5, false), Outcome::Done);
+            }
+        }
+        assert_eq!(
+            m.poll(now, d, seen(0, 5, false)),
+            None,
+            "FAILED for good after the maximum"
+        );
+
+        let mut m = machine(Some((Mirroring, Preparing)), None);
+        m.on_fetch_failed(now, "down".into());
+        step_at(&mut m, now, d, seen(0, 5, false), Outcome::Done);
+        now += Duration::from_secs(5);
+        persisted(step_at(&mut m, now, d, seen(0, 5, false), Outcome::Done));
+        persisted(step_at(&mut m, now, d, seen(0, 5, false), Outcome::Done));
+        step_at(&mut m, now, d, seen(0, 5, false), Outcome::Done);
+        m.on_fetch_succeeded();
+        let Some(Action::Persist { record, .. }) = m.poll(now, d, seen(0, 5, true)) else {
+            panic!("the recovery is written")
+        };
+        assert_eq!((record.state, record.retry_attempt), (Mirroring, 0));
+    }
+}
