@@ -16,6 +16,55 @@ async fn mirror_call(conn: &mut KafkaConnection, req: MirrorRequest) -> MirrorRe
     conn.send_mirror(&req).await.unwrap()
 }
 
+/// StartMirrorTopics of one topic (partitions as on the source); it must be accepted.
+async fn start_topic(conn: &mut KafkaConnection, mirror: &str, topic: &str) {
+    let MirrorResponse::StartMirrorTopics(r) = mirror_call(
+        conn,
+        MirrorRequest::StartMirrorTopics(StartMirrorTopicsRequest {
+            mirror_name: mirror.into(),
+            topics: vec![StartMirrorTopic {
+                topic_name: topic.into(),
+                num_partitions: -1,
+                ..Default::default()
+            }],
+            ..Default::default()
+        }),
+    )
+    .await
+    else {
+        panic!("wrong response")
+    };
+    assert_eq!(r.topics[0].error_code, 0, "{r:?}");
+}
+
+/// Waits until the first mirror's first topic has mirrored `partition` up to `offset`.
+async fn wait_destination_offset(conn: &mut KafkaConnection, partition: i32, offset: i64) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let MirrorResponse::DescribeClusterMirrors(d) = mirror_call(
+            conn,
+            MirrorRequest::DescribeClusterMirrors(DescribeClusterMirrorsRequest::default()),
+        )
+        .await
+        else {
+            panic!("wrong response")
+        };
+        let p = d.mirrors[0].topics[0]
+            .partitions
+            .iter()
+            .find(|p| p.partition_index == partition)
+            .map(|p| p.destination_offset);
+        if p == Some(offset) {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "partition {partition} not mirrored up to {offset}: {d:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 async fn create_mirror(conn: &mut KafkaConnection, name: &str, configs: &[(&str, &str)]) -> i16 {
     let r = mirror_call(
         conn,
@@ -142,41 +191,8 @@ async fn producer_ids_after_failover_do_not_collide_with_mirrored_ones() {
         .await,
         0
     );
-    let MirrorResponse::StartMirrorTopics(r) = mirror_call(
-        &mut dst,
-        MirrorRequest::StartMirrorTopics(StartMirrorTopicsRequest {
-            mirror_name: "dr".into(),
-            topics: vec![StartMirrorTopic {
-                topic_name: "pids".into(),
-                num_partitions: -1,
-                ..Default::default()
-            }],
-            ..Default::default()
-        }),
-    )
-    .await
-    else {
-        panic!("wrong response")
-    };
-    assert_eq!(r.topics[0].error_code, 0, "{r:?}");
-    // Wait for the batch to arrive.
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    loop {
-        let MirrorResponse::DescribeClusterMirrors(d) = mirror_call(
-            &mut dst,
-            MirrorRequest::DescribeClusterMirrors(DescribeClusterMirrorsRequest::default()),
-        )
-        .await
-        else {
-            panic!()
-        };
-        let p = &d.mirrors[0].topics[0].partitions[0];
-        if p.destination_offset == 3 {
-            break;
-        }
-        assert!(std::time::Instant::now() < deadline, "not mirrored: {p:?}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    start_topic(&mut dst, "dr", "pids").await;
+    wait_destination_offset(&mut dst, 0, 3).await;
     // Before failover an InitProducerId may hand out a low id; after it, ids are above the
     // mirrored producer's.
     let _ = dst
@@ -442,23 +458,7 @@ async fn bump_leader_epochs_raises_mirror_partitions_and_refuses_stale_or_foreig
         create_mirror(&mut dst, "dr", &[("bootstrap.servers", &bootstrap)]).await,
         0
     );
-    let MirrorResponse::StartMirrorTopics(r) = mirror_call(
-        &mut dst,
-        MirrorRequest::StartMirrorTopics(StartMirrorTopicsRequest {
-            mirror_name: "dr".into(),
-            topics: vec![StartMirrorTopic {
-                topic_name: "bumped".into(),
-                num_partitions: -1,
-                ..Default::default()
-            }],
-            ..Default::default()
-        }),
-    )
-    .await
-    else {
-        panic!("wrong response")
-    };
-    assert_eq!(r.topics[0].error_code, 0, "{r:?}");
+    start_topic(&mut dst, "dr", "bumped").await;
     let (id, before) = leader_epochs(&mut dst, "bumped").await;
     assert_eq!(
         before.len(),
@@ -493,29 +493,6 @@ async fn bump_leader_epochs_raises_mirror_partitions_and_refuses_stale_or_foreig
     // The mirror goes on under the raised epoch: new source records arrive.
     let r = produce(&mut src, "bumped", 0, support::batch(4)).await;
     assert_eq!(r.responses[0].partition_responses[0].error_code, 0);
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    loop {
-        let MirrorResponse::DescribeClusterMirrors(d) = mirror_call(
-            &mut dst,
-            MirrorRequest::DescribeClusterMirrors(DescribeClusterMirrorsRequest::default()),
-        )
-        .await
-        else {
-            panic!()
-        };
-        let p0 = d.mirrors[0].topics[0]
-            .partitions
-            .iter()
-            .find(|p| p.partition_index == 0)
-            .map(|p| p.destination_offset);
-        if p0 == Some(4) {
-            break;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "records produced after the bump were not mirrored: {d:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_destination_offset(&mut dst, 0, 4).await;
     assert_eq!(leader_epochs(&mut dst, "bumped").await.1[0], target);
 }
