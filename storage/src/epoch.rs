@@ -92,14 +92,18 @@ impl LeaderEpochFileCache {
     }
 
     /// Kafka's `endOffsetFor`: (epoch, end offset) for a follower at `epoch`, or `None` when
-    /// undefined.
+    /// undefined (no epoch asked, or none known). An epoch above every known one ends where the
+    /// log ends, in the latest epoch: Kafka's leader always knows its own epoch so never meets
+    /// that case, but a mirror partition's log may hold a lower epoch than one its replicas saw
+    /// (a failback truncated the higher one away), and the answer must still show them where
+    /// they part.
     pub fn end_offset_for(&self, epoch: i32, log_end_offset: i64) -> Option<(i32, i64)> {
         if epoch < 0 {
             return None;
         }
         let latest = self.latest_epoch()?;
-        if epoch == latest {
-            return Some((epoch, log_end_offset));
+        if epoch >= latest {
+            return Some((latest, log_end_offset));
         }
         let higher = self.entries.iter().position(|&(e, _)| e > epoch)?;
         let higher_start = self.entries[higher].1;
@@ -164,7 +168,12 @@ mod tests {
         assert_eq!(c.end_offset_for(3, 30), Some((3, 20)));
         assert_eq!(c.end_offset_for(4, 30), Some((3, 20)));
         assert_eq!(c.end_offset_for(0, 30), Some((0, 0)));
-        assert_eq!(c.end_offset_for(6, 30), None);
+        assert_eq!(
+            c.end_offset_for(6, 30),
+            Some((5, 30)),
+            "above every known epoch"
+        );
+        assert_eq!(cache(&[]).end_offset_for(1, 30), None);
         assert_eq!(c.end_offset_for(-1, 30), None);
         assert_eq!(c.epoch_for_offset(15), Some(3));
         assert_eq!(c.epoch_for_offset(25), Some(5));

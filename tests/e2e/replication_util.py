@@ -654,11 +654,11 @@ def check_acked(read, acked, failed=(), number=number_of):
             last_offset, last_n = offset, n
     assert not problems, f"{len(problems)} problems in the log, e.g. {problems[:10]}"
     missing = sorted(v for v in acked if v not in where)
-    # librdkafka may acknowledge a record without its offset (-1001) when a request timed out
-    # and a retry succeeded: then only its partition is checked.
+    # librdkafka may acknowledge a record without its offset (-1001, or None from the Python
+    # client) when a request timed out and a retry succeeded: then only its partition is checked.
     def placed(v):
         (p, offset), (wp, woffset) = acked[v], where[v]
-        return p == wp and (offset < 0 or offset == woffset)
+        return p == wp and (offset is None or offset < 0 or offset == woffset)
 
     misplaced = sorted((v, acked[v], where[v]) for v in acked if v in where and not placed(v))
     unexpected = sorted(v for v in where if v not in acked and v not in failed)

@@ -51,15 +51,16 @@ struct Fetcher {
 
 /// Where a follower's log parts from the leader's, if it does (KIP-320's check on Fetch
 /// v12+): the leader's largest epoch at or below the follower's last fetched epoch, and where
-/// it ends, when that is not the follower's epoch or ends before its fetch offset.
+/// it ends, when that is not the follower's epoch or ends before its fetch offset. A leader
+/// that knows no epoch reports none (an undefined answer would not even reach the follower:
+/// the field equals its default and is not sent); the fetch offset is then checked as usual.
 fn diverging_epoch(partition: &Partition, item: &FetchItem) -> Option<EpochEndOffset> {
     if item.last_fetched_epoch < 0 {
         return None;
     }
     let (epoch, end_offset) = partition
         .log
-        .end_offset_for_epoch(item.last_fetched_epoch)
-        .unwrap_or((-1, -1));
+        .end_offset_for_epoch(item.last_fetched_epoch)?;
     (epoch < item.last_fetched_epoch || end_offset < item.fetch_offset).then(|| {
         EpochEndOffset::default()
             .with_epoch(epoch)

@@ -38,7 +38,7 @@ pub fn spawn(
                 let change = p.with_state(|st| {
                     let new_isr = st
                         .isr_to_shrink(now, lag_time_max_ms as i64)
-                        .or_else(|| st.isr_to_expand(hw))?;
+                        .or_else(|| st.isr_to_expand(hw, now, lag_time_max_ms as i64))?;
                     st.isr_change_pending = true;
                     let a = &st.assignment;
                     Some(AlterPartition {

@@ -212,9 +212,16 @@ impl PartitionState {
         (isr.len() < self.assignment.isr.len()).then_some(isr)
     }
 
-    /// The ISR with every follower that caught up to the high watermark and has fetched in
-    /// this leader's epoch (Kafka's `isFollowerInSync`), if any can join.
-    pub fn isr_to_expand(&self, high_watermark: i64) -> Option<Vec<i32>> {
+    /// The ISR with every follower that caught up to the high watermark, has fetched in this
+    /// leader's epoch (Kafka's `isFollowerInSync`) and was caught up within `lag_max_ms`, if any
+    /// can join. Kafka looks only at a follower that is fetching; the last condition keeps a
+    /// follower that stopped (dead, or stuck) from rejoining on the progress it once reported.
+    pub fn isr_to_expand(
+        &self,
+        high_watermark: i64,
+        now_ms: i64,
+        lag_max_ms: i64,
+    ) -> Option<Vec<i32>> {
         if !self.is_leader() || self.isr_change_pending {
             return None;
         }
@@ -226,6 +233,7 @@ impl PartitionState {
             if self.followers.get(r).is_some_and(|f| {
                 f.log_end_offset >= high_watermark
                     && f.log_end_offset >= self.leader_epoch_start_offset
+                    && now_ms - f.last_caught_up_ms <= lag_max_ms
             }) {
                 isr.push(*r);
             }
@@ -331,9 +339,15 @@ mod tests {
         s.follower_fetched(2, 130, 130, 1_100);
         let hw = s.high_watermark(130).unwrap();
         s.follower_fetched(3, 90, 130, 1_100);
-        assert_eq!(s.isr_to_expand(hw), None, "behind the high watermark");
+        assert_eq!(
+            s.isr_to_expand(hw, 1_200, 10_000),
+            None,
+            "behind the high watermark"
+        );
         s.follower_fetched(3, 130, 130, 1_200);
-        assert_eq!(s.isr_to_expand(hw), Some(vec![1, 2, 3]));
+        assert_eq!(s.isr_to_expand(hw, 1_300, 10_000), Some(vec![1, 2, 3]));
+        // A follower that reported the end once and then went quiet does not rejoin later.
+        assert_eq!(s.isr_to_expand(hw, 20_000, 10_000), None, "quiet since");
     }
 
     #[test]

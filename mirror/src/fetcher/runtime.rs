@@ -115,17 +115,27 @@ impl MirrorRuntime {
             .as_ref()
             .is_some_and(|(_, at)| at.elapsed() < max_age);
         if !fresh {
-            let conn = self.connection(mirror).await?;
-            match conn.metadata(None).await {
-                Ok(m) => {
-                    if m.cluster_id.is_some() {
-                        self.cluster_id = m.cluster_id.clone();
+            // A cached connection may be to a source broker that has died since: one retry
+            // on a new connection (to any bootstrap server) before the answer is a failure.
+            let mut retried = false;
+            loop {
+                let reused = self.source.is_some();
+                let conn = self.connection(mirror).await?;
+                match conn.metadata(None).await {
+                    Ok(m) => {
+                        if m.cluster_id.is_some() {
+                            self.cluster_id = m.cluster_id.clone();
+                        }
+                        self.metadata = Some((m, Instant::now()));
+                        break;
                     }
-                    self.metadata = Some((m, Instant::now()));
-                }
-                Err(e) => {
-                    self.source = None;
-                    return Err(format!("source metadata: {e}"));
+                    Err(e) => {
+                        self.source = None;
+                        if !reused || retried {
+                            return Err(format!("source metadata: {e}"));
+                        }
+                        retried = true;
+                    }
                 }
             }
         }
