@@ -12,6 +12,7 @@ pub mod handlers;
 pub mod meta_properties;
 pub mod mirror_host;
 pub mod mirrors_cli;
+pub mod mirrors_verify;
 pub mod produce_validation;
 pub mod replica_manager;
 pub mod replication;

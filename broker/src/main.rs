@@ -58,7 +58,7 @@ enum Command {
 
 #[derive(clap::Args)]
 #[command(group(clap::ArgGroup::new("action").required(true).args(
-    ["create", "start", "stop", "pause", "resume", "list", "describe", "delete"]
+    ["create", "start", "stop", "pause", "resume", "list", "describe", "delete", "verify"]
 )))]
 struct MirrorsCli {
     /// The Tern cluster to manage (host:port).
@@ -88,10 +88,15 @@ struct MirrorsCli {
     /// Delete a mirror that mirrors no topic.
     #[arg(long)]
     delete: bool,
+    /// Compare the mirror's topics with the source batch by batch (needs --mirror; exit
+    /// status 0 when equal, 2 when they differ).
+    #[arg(long)]
+    verify: bool,
     /// The mirror name.
     #[arg(long)]
     mirror: Option<String>,
-    /// A properties file with the source cluster's settings (bootstrap.servers, ...).
+    /// A properties file with the source cluster's settings (bootstrap.servers, ...; with
+    /// --verify, secrets the destination withholds).
     #[arg(long)]
     mirror_config: Option<PathBuf>,
     /// Comma-separated topic names or regexes.
@@ -100,7 +105,7 @@ struct MirrorsCli {
     /// Comma-separated regexes of topics not to start (with --start).
     #[arg(long)]
     exclude: Option<String>,
-    /// JSON output (with --describe).
+    /// JSON output (with --describe and --verify).
     #[arg(long)]
     json: bool,
     /// Only failed partitions (with --describe).
@@ -183,6 +188,7 @@ fn main() -> Result<()> {
                 (m.list, Action::List),
                 (m.describe, Action::Describe),
                 (m.delete, Action::Delete),
+                (m.verify, Action::Verify),
             ]
             .into_iter()
             .find_map(|(set, a)| set.then_some(a))

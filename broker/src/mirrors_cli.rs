@@ -28,6 +28,8 @@ pub enum Action {
     Describe,
     /// --delete
     Delete,
+    /// --verify
+    Verify,
 }
 
 /// Parsed `tern mirrors` options.
@@ -108,7 +110,8 @@ fn dash(v: i64) -> String {
     }
 }
 
-fn json_str(s: &str) -> String {
+/// `s` as a JSON string literal.
+pub(crate) fn json_str(s: &str) -> String {
     let mut out = String::from("\"");
     for c in s.chars() {
         match c {
@@ -138,8 +141,11 @@ pub async fn run(args: MirrorsArgs) -> Result<i32> {
     if args.exclude.is_some() && args.action != Action::Start {
         bail!("--exclude is only valid with --start");
     }
-    if (args.json || args.failed) && args.action != Action::Describe {
-        bail!("--json and --failed are only valid with --describe");
+    if args.failed && args.action != Action::Describe {
+        bail!("--failed is only valid with --describe");
+    }
+    if args.json && !matches!(args.action, Action::Describe | Action::Verify) {
+        bail!("--json is only valid with --describe and --verify");
     }
     let mut conn = KafkaConnection::connect(args.bootstrap_server.as_str(), "tern-mirrors-cli")
         .await
@@ -171,6 +177,26 @@ pub async fn run(args: MirrorsArgs) -> Result<i32> {
             check_top(r.error_code, r.error_message)?;
             println!("Created mirror {mirror}");
             Ok(0)
+        }
+        Action::Verify => {
+            let mirror = need_mirror()?;
+            let overrides = match &args.mirror_config {
+                Some(path) => crate::config::parse_properties(
+                    &std::fs::read_to_string(path)
+                        .with_context(|| format!("reading {}", path.display()))?,
+                ),
+                None => Default::default(),
+            };
+            let topics = args.topics.as_deref().map(split);
+            crate::mirrors_verify::verify(
+                &mut conn,
+                &args.bootstrap_server,
+                &mirror,
+                topics,
+                overrides,
+                args.json,
+            )
+            .await
         }
         Action::Delete => {
             let mirror = need_mirror()?;

@@ -259,18 +259,34 @@ impl SourceConnection {
         Ok(Some(out))
     }
 
-    /// ListOffsets at `timestamp` (-2 earliest, -1 latest) for the partitions of one topic.
+    /// ListOffsets at `timestamp` (-2 earliest, -1 latest: the last stable offset) for the
+    /// partitions of one topic.
     pub async fn list_offsets(
         &mut self,
         topic: &str,
         partitions: &[i32],
         timestamp: i64,
     ) -> Result<Vec<(i32, i16, i64)>, SourceError> {
+        self.list_offsets_isolated(topic, partitions, timestamp, 1)
+            .await
+    }
+
+    /// ListOffsets at `timestamp` with an isolation level (0: -1 is the high watermark).
+    pub async fn list_offsets_isolated(
+        &mut self,
+        topic: &str,
+        partitions: &[i32],
+        timestamp: i64,
+        isolation_level: i8,
+    ) -> Result<Vec<(i32, i16, i64)>, SourceError> {
         let version = self
             .version(ApiKey::ListOffsets, (1, 7))
             .ok_or(SourceError::Unsupported(ApiKey::ListOffsets))?;
-        let request =
-            list_offsets_request([(topic.to_string(), partitions.to_vec())], timestamp, 1);
+        let request = list_offsets_request(
+            [(topic.to_string(), partitions.to_vec())],
+            timestamp,
+            isolation_level,
+        );
         let response = self.call(&request, version).await?;
         Ok(response
             .topics

@@ -22,11 +22,16 @@ same high watermark and the same batches byte for byte except the 4-byte partiti
 7. consumer-group offsets (and topic configs, partition counts) synced from the source, resumed
    on tern after --stop, no longer synced after it;
 8. `tern mirrors` refuses bad input with the error's name and a non-zero exit code, promptly;
-9. a source topic deleted and recreated under the same name (another topic id) while paused.
+9. a source topic deleted and recreated under the same name (another topic id) while paused;
+10. `tern mirrors --verify`: equal on a healthy mirror (exit 0; a compacted topic is reported
+    as not compared); after a failover followed by writes on both sides, partition 0 differs at
+    its last mirrored offset, partition 1 (written on tern only) where the source ends, partition
+    2 (written on neither) stays equal (exit 2); an unknown mirror or topic exits 1.
 
 Sources start once per module (4.4.0 serves tests 2-9); loads are a few thousand records.
 """
 
+import json
 import os
 import sys
 import threading
@@ -920,3 +925,57 @@ def test_source_topic_recreated_is_not_mixed_in(kafka, tern, tmp_path):
             problems.append(f"{t}: old records kept, but the mirror partition is {rows[t]['state']} "
                             f"(retry {rows[t]['retryAttempt']}: {rows[t]['errorMessage']}), not STOPPED")
     assert not problems, "\n".join(problems)
+
+
+# -- 10. tern mirrors --verify ---------------------------------------------------------------------
+
+def verify(tern, mirror, *args):
+    """`tern mirrors --verify --json`: (exit status, {(topic, partition): row}, stderr)."""
+    p = mu.mirrors(tern.bootstrap, "--verify", "--mirror", mirror, "--json", *args, check=False)
+    if p.returncode not in (0, 2):
+        return p.returncode, {}, p.stderr
+    out = json.loads(p.stdout)
+    return p.returncode, {(r["topic"], r["partition"]): r for r in out["partitions"]}, p.stderr
+
+
+def test_verify_equal_then_divergent_after_failover(kafka, tern, tmp_path):
+    topic, compacted = unique("verify"), unique("verify-compacted")
+    create_topics(kafka.bootstrap, {topic: (3, None), compacted: (1, {"cleanup.policy": "compact"})})
+    produce(kafka.bootstrap, topic, 600, 3, codec="lz4", enable_idempotence=True)
+    p = producer(kafka.bootstrap)
+    for i in range(50):
+        p.produce(compacted, key=b"k-%d" % (i % 7), value=b"v-%d" % i, partition=0)
+    assert p.flush(30) == 0
+    mirror = "m-verify"
+    start_mirror(tern, kafka, mirror, [topic, compacted], tmp_path)
+    mu.wait_mirrored(tern.bootstrap, mirror, kafka.bootstrap, [topic, compacted])
+
+    code, rows, err = verify(tern, mirror)
+    assert code == 0, f"verify of a healthy mirror exited {code}: {rows} {err}"
+    for p in range(3):
+        r = rows[(topic, p)]
+        assert r["result"] == "EQUAL" and r["batches"] > 0 and r["startOffset"] == 0 \
+            and r["endOffset"] == 200, r
+    assert rows[(compacted, 0)]["result"] == "SKIPPED", rows[(compacted, 0)]
+    table = mu.mirrors(tern.bootstrap, "--verify", "--mirror", mirror, "--topics", topic).stdout
+    assert "3 partitions: 3 equal, 0 differ, 0 not compared" in table, table
+
+    # Failover; then writes on both sides of partition 0, on tern only in partition 1.
+    mu.mirrors(tern.bootstrap, "--stop", "--mirror", mirror, "--topics", topic)
+    hw = high_watermarks(tern.bootstrap, topic, 3)
+    for bootstrap, parts in ((kafka.bootstrap, [0]), (tern.bootstrap, [0, 1])):
+        p = producer(bootstrap, linger_ms=0)
+        for part in parts:
+            p.produce(topic, key=b"after", value=b"written after the failover", partition=part)
+        assert p.flush(30) == 0
+    code, rows, err = verify(tern, mirror, "--topics", topic)
+    assert code == 2, f"verify after divergent writes exited {code}: {rows} {err}"
+    assert rows[(topic, 0)]["result"] == "DIFFERS" and rows[(topic, 0)]["firstDivergentOffset"] == hw[0], rows
+    assert rows[(topic, 1)]["result"] == "DIFFERS" and rows[(topic, 1)]["firstDivergentOffset"] == hw[1], rows
+    assert "source has no batch" in rows[(topic, 1)]["detail"], rows[(topic, 1)]
+    assert rows[(topic, 2)]["result"] == "EQUAL", rows[(topic, 2)]
+
+    code, _, err = verify(tern, "no-such-mirror")
+    assert code == 1 and "UNKNOWN_CLUSTER_MIRROR" in err, (code, err)
+    code, _, err = verify(tern, mirror, "--topics", "not-mirrored")
+    assert code == 1 and "not mirrored" in err, (code, err)

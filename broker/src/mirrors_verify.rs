@@ -1,0 +1,469 @@
+//! `tern mirrors --verify`: proves, batch by batch, that a mirror's topics on the destination
+//! hold the source's bytes at the same offsets, or names where they part.
+//!
+//! For every partition it reads both sides from the later of the two log starts up to the
+//! destination's high watermark (leaders found through each side's Metadata) and compares each
+//! record batch: base offset, last offset, CRC, and the whole batch's bytes. The first
+//! difference ends that partition's check. A partition where the source ends first (writes on
+//! the destination after a failover) differs at the source's end. Compacted topics are compacted
+//! by each cluster's own cleaner, so their batches may legitimately differ: they are reported as
+//! not compared.
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::Duration;
+
+use anyhow::{anyhow, bail, Context, Result};
+use bytes::Bytes;
+use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::{BrokerId, DescribeConfigsRequest, FetchRequest, TopicName};
+use kafka_protocol::protocol::StrBytes;
+use tern_mirror::source::{connect_bootstrap, SourceConnection, SourceMetadata};
+use tern_mirror::MirrorSettings;
+use tern_protocol::client::KafkaConnection;
+use tern_protocol::client_security::ClientSecurity;
+use tern_protocol::mirror::*;
+use tern_protocol::record_batch::BatchIter;
+
+const TIMEOUT: Duration = Duration::from_secs(15);
+const FETCH_BYTES: i32 = 1 << 20;
+/// DescribeConfigs resource type of a cluster mirror (the prototype's).
+const RESOURCE_CLUSTER_MIRROR: i8 = 64;
+const RESOURCE_TOPIC: i8 = 2;
+
+/// One side of the comparison: its metadata and a connection per broker, made on demand.
+struct Side {
+    name: &'static str,
+    security: ClientSecurity,
+    metadata: SourceMetadata,
+    conns: HashMap<i32, SourceConnection>,
+}
+
+impl Side {
+    async fn connect(
+        name: &'static str,
+        servers: &[(String, u16)],
+        security: ClientSecurity,
+    ) -> Result<Side> {
+        let mut conn = connect_bootstrap(servers, "tern-mirrors-verify", &security, TIMEOUT)
+            .await
+            .map_err(|e| anyhow!("connecting to the {name}: {e}"))?;
+        let metadata = conn
+            .metadata(None)
+            .await
+            .map_err(|e| anyhow!("the {name}'s metadata: {e}"))?;
+        Ok(Side {
+            name,
+            security,
+            metadata,
+            conns: HashMap::new(),
+        })
+    }
+
+    /// The connection to the leader of a partition.
+    async fn leader(&mut self, topic: &str, partition: i32) -> Result<&mut SourceConnection> {
+        let leader = self
+            .metadata
+            .topics
+            .get(topic)
+            .filter(|t| t.error_code == 0)
+            .and_then(|t| t.partitions.get(&partition))
+            .map(|p| p.leader)
+            .ok_or_else(|| anyhow!("{topic}-{partition} is not on the {}", self.name))?;
+        if !self.conns.contains_key(&leader) {
+            let (host, port) = self
+                .metadata
+                .brokers
+                .get(&leader)
+                .cloned()
+                .ok_or_else(|| anyhow!("the {}'s broker {leader} is unknown", self.name))?;
+            let conn = SourceConnection::connect(
+                &host,
+                port,
+                "tern-mirrors-verify",
+                &self.security,
+                TIMEOUT,
+            )
+            .await
+            .map_err(|e| anyhow!("connecting to the {}'s broker {leader}: {e}", self.name))?;
+            self.conns.insert(leader, conn);
+        }
+        self.conns
+            .get_mut(&leader)
+            .ok_or_else(|| anyhow!("no connection"))
+    }
+
+    /// The partition's log start and high watermark.
+    async fn span(&mut self, topic: &str, partition: i32) -> Result<(i64, i64)> {
+        let name = self.name;
+        let conn = self.leader(topic, partition).await?;
+        let offset = |answer: Vec<(i32, i16, i64)>, what: &str| -> Result<i64> {
+            match answer.first() {
+                Some((_, 0, o)) => Ok(*o),
+                Some((_, code, _)) => bail!(
+                    "the {name}'s {what} of {topic}-{partition}: {}",
+                    crate::mirrors_cli::error_name(*code)
+                ),
+                None => bail!("the {name} did not answer {topic}-{partition}"),
+            }
+        };
+        let start = conn
+            .list_offsets_isolated(topic, &[partition], -2, 0)
+            .await
+            .map_err(|e| anyhow!("the {name}'s log start of {topic}-{partition}: {e}"))?;
+        let start = offset(start, "log start")?;
+        let end = conn
+            .list_offsets_isolated(topic, &[partition], -1, 0)
+            .await
+            .map_err(|e| anyhow!("the {name}'s high watermark of {topic}-{partition}: {e}"))?;
+        Ok((start, offset(end, "high watermark")?))
+    }
+
+    /// Whole record batches of a partition from `offset` (read_uncommitted).
+    async fn batches(&mut self, topic: &str, partition: i32, offset: i64) -> Result<Bytes> {
+        let name = self.name;
+        let conn = self.leader(topic, partition).await?;
+        let version = conn
+            .fetch_version()
+            .ok_or_else(|| anyhow!("the {name} offers no Fetch version Tern speaks"))?;
+        let request = FetchRequest::default()
+            .with_replica_id(BrokerId(-1))
+            .with_max_wait_ms(0)
+            .with_min_bytes(1)
+            .with_max_bytes(FETCH_BYTES)
+            .with_isolation_level(0)
+            .with_topics(vec![FetchTopic::default()
+                .with_topic(TopicName(StrBytes::from_string(topic.to_string())))
+                .with_partitions(vec![FetchPartition::default()
+                    .with_partition(partition)
+                    .with_fetch_offset(offset)
+                    .with_partition_max_bytes(FETCH_BYTES)])]);
+        let response = conn
+            .fetch(&request, version)
+            .await
+            .map_err(|e| anyhow!("fetching {topic}-{partition} from the {name}: {e}"))?;
+        let p = response
+            .responses
+            .first()
+            .and_then(|t| t.partitions.first())
+            .ok_or_else(|| anyhow!("the {name} answered no data for {topic}-{partition}"))?;
+        if p.error_code != 0 {
+            bail!(
+                "fetching {topic}-{partition} at {offset} from the {name}: {}",
+                crate::mirrors_cli::error_name(p.error_code)
+            );
+        }
+        Ok(p.records.clone().unwrap_or_default())
+    }
+}
+
+/// How one partition compared.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    /// Every batch in the range is the same on both sides.
+    Equal {
+        /// Batches compared.
+        batches: u64,
+    },
+    /// The sides part at this offset.
+    Differs {
+        /// The first offset where they differ.
+        offset: i64,
+        /// What differs there.
+        what: String,
+    },
+    /// Not compared (why).
+    Skipped(String),
+}
+
+/// One partition's row.
+struct Row {
+    topic: String,
+    partition: i32,
+    start: i64,
+    end: i64,
+    verdict: Verdict,
+}
+
+/// A batch's identity for the comparison: base offset, last offset, CRC.
+fn header(batch: &[u8]) -> (i64, i64, u32) {
+    let base = i64::from_be_bytes(batch[0..8].try_into().unwrap_or_default());
+    let delta = i32::from_be_bytes(batch[23..27].try_into().unwrap_or_default());
+    let crc = u32::from_be_bytes(batch[17..21].try_into().unwrap_or_default());
+    (base, base + delta as i64, crc)
+}
+
+/// Compares one partition over `[from, to)`.
+async fn compare(
+    source: &mut Side,
+    dest: &mut Side,
+    topic: &str,
+    partition: i32,
+    from: i64,
+    to: i64,
+) -> Result<Verdict> {
+    let mut pos = from;
+    let mut batches = 0u64;
+    while pos < to {
+        let d = dest.batches(topic, partition, pos).await?;
+        let s = source.batches(topic, partition, pos).await?;
+        let d_batches: Vec<&[u8]> = BatchIter::new(&d)
+            .filter_map(|b| b.ok().map(|(_, bytes)| bytes))
+            .filter(|b| b.len() >= 61)
+            .collect();
+        let s_batches: Vec<&[u8]> = BatchIter::new(&s)
+            .filter_map(|b| b.ok().map(|(_, bytes)| bytes))
+            .filter(|b| b.len() >= 61)
+            .collect();
+        if d_batches.is_empty() {
+            bail!("the destination returned no batch of {topic}-{partition} at {pos}");
+        }
+        for (i, db) in d_batches.iter().enumerate() {
+            let (d_base, d_last, d_crc) = header(db);
+            if d_base >= to {
+                return Ok(Verdict::Equal { batches });
+            }
+            let Some(sb) = s_batches.get(i) else {
+                return Ok(Verdict::Differs {
+                    offset: d_base.max(pos),
+                    what: "the source has no batch there (it ends first)".into(),
+                });
+            };
+            let (s_base, s_last, s_crc) = header(sb);
+            let what = if (s_base, s_last) != (d_base, d_last) {
+                Some(format!(
+                    "batches span {s_base}..={s_last} on the source, {d_base}..={d_last} here"
+                ))
+            } else if s_crc != d_crc {
+                Some(format!("CRC {s_crc:08x} on the source, {d_crc:08x} here"))
+            } else if sb != db {
+                Some("same CRC, different bytes (the leader epoch or header)".to_string())
+            } else {
+                None
+            };
+            if let Some(what) = what {
+                return Ok(Verdict::Differs {
+                    offset: d_base.min(s_base).max(pos),
+                    what,
+                });
+            }
+            batches += 1;
+            pos = d_last + 1;
+        }
+    }
+    Ok(Verdict::Equal { batches })
+}
+
+/// The mirror's source settings: its configs as the destination shows them (secrets withheld),
+/// overridden by `--mirror-config` when given.
+async fn source_settings(
+    conn: &mut KafkaConnection,
+    mirror: &str,
+    overrides: BTreeMap<String, String>,
+) -> Result<MirrorSettings> {
+    let request =
+        DescribeConfigsRequest::default().with_resources(vec![DescribeConfigsResource::default()
+            .with_resource_type(RESOURCE_CLUSTER_MIRROR)
+            .with_resource_name(StrBytes::from_string(mirror.to_string()))]);
+    let response = conn.send(&request, 4).await?;
+    let r = response
+        .results
+        .first()
+        .ok_or_else(|| anyhow!("no answer for cluster mirror {mirror}"))?;
+    if r.error_code != 0 {
+        bail!(
+            "{}: cluster mirror {mirror}",
+            crate::mirrors_cli::error_name(r.error_code)
+        );
+    }
+    let mut configs: BTreeMap<String, String> = r
+        .configs
+        .iter()
+        .filter_map(|c| Some((c.name.to_string(), c.value.as_ref()?.to_string())))
+        .collect();
+    configs.extend(overrides);
+    Ok(MirrorSettings::from_configs(&configs))
+}
+
+/// Whether a destination topic is compacted.
+async fn compacted(conn: &mut KafkaConnection, topic: &str) -> Result<bool> {
+    let request =
+        DescribeConfigsRequest::default().with_resources(vec![DescribeConfigsResource::default()
+            .with_resource_type(RESOURCE_TOPIC)
+            .with_resource_name(StrBytes::from_string(topic.to_string()))
+            .with_configuration_keys(Some(vec![StrBytes::from_static_str("cleanup.policy")]))]);
+    let response = conn.send(&request, 4).await?;
+    Ok(response.results.first().is_some_and(|r| {
+        r.configs.iter().any(|c| {
+            c.name.as_str() == "cleanup.policy"
+                && c.value.as_deref().is_some_and(|v| v.contains("compact"))
+        })
+    }))
+}
+
+/// Runs `--verify`; returns the exit status: 0 every partition equal, 2 some differ.
+pub async fn verify(
+    conn: &mut KafkaConnection,
+    bootstrap_server: &str,
+    mirror: &str,
+    topics: Option<Vec<String>>,
+    overrides: BTreeMap<String, String>,
+    json: bool,
+) -> Result<i32> {
+    let settings = source_settings(conn, mirror, overrides).await?;
+    let security = settings
+        .client_security()
+        .map_err(|e| anyhow!("the mirror's source settings: {}", e.0))?;
+    let r = conn
+        .send_mirror(&MirrorRequest::DescribeClusterMirrors(
+            DescribeClusterMirrorsRequest {
+                mirror_names: vec![mirror.to_string()],
+                ..Default::default()
+            },
+        ))
+        .await?;
+    let MirrorResponse::DescribeClusterMirrors(described) = r else {
+        bail!("unexpected response")
+    };
+    let m = described
+        .mirrors
+        .first()
+        .ok_or_else(|| anyhow!("cluster mirror {mirror} was not described"))?;
+    if m.error_code != 0 {
+        bail!(
+            "{}: cluster mirror {mirror}",
+            crate::mirrors_cli::error_name(m.error_code)
+        );
+    }
+    let mut wanted: Vec<(String, Vec<i32>)> = m
+        .topics
+        .iter()
+        .filter(|t| {
+            topics
+                .as_ref()
+                .is_none_or(|names| names.contains(&t.topic_name))
+        })
+        .map(|t| {
+            let mut ps: Vec<i32> = t.partitions.iter().map(|p| p.partition_index).collect();
+            ps.sort();
+            (t.topic_name.clone(), ps)
+        })
+        .collect();
+    wanted.sort();
+    if let Some(names) = &topics {
+        for n in names {
+            if !wanted.iter().any(|(t, _)| t == n) {
+                bail!("topic {n} is not mirrored by {mirror}");
+            }
+        }
+    }
+    let dest_servers = bootstrap_server
+        .split(',')
+        .map(|s| tern_mirror::config::parse_host_port(s.trim()).map_err(|e| anyhow!(e.0)))
+        .collect::<Result<Vec<_>>>()
+        .with_context(|| format!("--bootstrap-server {bootstrap_server}"))?;
+    let mut dest = Side::connect("destination", &dest_servers, ClientSecurity::default()).await?;
+    let mut source = Side::connect("source", &settings.bootstrap_servers, security).await?;
+
+    let mut rows = Vec::new();
+    for (topic, partitions) in &wanted {
+        let is_compacted = compacted(conn, topic).await?;
+        for &partition in partitions {
+            let (d_start, d_end) = dest.span(topic, partition).await?;
+            let (s_start, s_end) = source.span(topic, partition).await?;
+            let start = d_start.max(s_start);
+            let verdict = if is_compacted {
+                Verdict::Skipped("compacted: each cluster's cleaner reshapes batches".into())
+            } else if start >= d_end {
+                Verdict::Equal { batches: 0 }
+            } else {
+                compare(&mut source, &mut dest, topic, partition, start, d_end).await?
+            };
+            let verdict = match verdict {
+                // Past the source's end the destination holds what the source does not.
+                Verdict::Equal { .. } if d_end > s_end => Verdict::Differs {
+                    offset: s_end,
+                    what: "the source has no batch there (it ends first)".into(),
+                },
+                v => v,
+            };
+            rows.push(Row {
+                topic: topic.clone(),
+                partition,
+                start,
+                end: d_end,
+                verdict,
+            });
+        }
+    }
+    print_rows(&rows, json);
+    let differ = rows
+        .iter()
+        .filter(|r| matches!(r.verdict, Verdict::Differs { .. }))
+        .count();
+    Ok(if differ > 0 { 2 } else { 0 })
+}
+
+fn print_rows(rows: &[Row], json: bool) {
+    let differ = rows
+        .iter()
+        .filter(|r| matches!(r.verdict, Verdict::Differs { .. }))
+        .count();
+    let skipped = rows
+        .iter()
+        .filter(|r| matches!(r.verdict, Verdict::Skipped(_)))
+        .count();
+    let equal = rows.len() - differ - skipped;
+    if json {
+        let items: Vec<String> = rows
+            .iter()
+            .map(|r| {
+                let (result, detail) = match &r.verdict {
+                    Verdict::Equal { batches } => ("EQUAL", format!("\"batches\":{batches}")),
+                    Verdict::Differs { offset, what } => (
+                        "DIFFERS",
+                        format!(
+                            "\"firstDivergentOffset\":{offset},\"detail\":{}",
+                            crate::mirrors_cli::json_str(what)
+                        ),
+                    ),
+                    Verdict::Skipped(why) => (
+                        "SKIPPED",
+                        format!("\"detail\":{}", crate::mirrors_cli::json_str(why)),
+                    ),
+                };
+                format!(
+                    "{{\"topic\":{},\"partition\":{},\"startOffset\":{},\"endOffset\":{},\"result\":\"{result}\",{detail}}}",
+                    crate::mirrors_cli::json_str(&r.topic),
+                    r.partition,
+                    r.start,
+                    r.end
+                )
+            })
+            .collect();
+        println!(
+            "{{\"partitions\":[{}],\"equal\":{equal},\"differ\":{differ},\"skipped\":{skipped}}}",
+            items.join(",")
+        );
+        return;
+    }
+    println!(
+        "{:<30} {:>9} {:>12} {:>12}  RESULT",
+        "TOPIC", "PARTITION", "FROM", "TO"
+    );
+    for r in rows {
+        let result = match &r.verdict {
+            Verdict::Equal { batches } => format!("EQUAL ({batches} batches)"),
+            Verdict::Differs { offset, what } => format!("DIFFERS at offset {offset}: {what}"),
+            Verdict::Skipped(why) => format!("SKIPPED: {why}"),
+        };
+        println!(
+            "{:<30} {:>9} {:>12} {:>12}  {result}",
+            r.topic, r.partition, r.start, r.end
+        );
+    }
+    println!(
+        "{} partitions: {equal} equal, {differ} differ, {skipped} not compared",
+        rows.len()
+    );
+}
