@@ -12,6 +12,8 @@ pub mod handlers;
 pub mod meta_properties;
 pub mod mirror_host;
 pub mod mirrors_cli;
+pub mod mirrors_report;
+pub mod mirrors_source;
 pub mod mirrors_verify;
 pub mod produce_validation;
 pub mod replica_manager;

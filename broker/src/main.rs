@@ -105,7 +105,7 @@ struct MirrorsCli {
     /// Comma-separated regexes of topics not to start (with --start).
     #[arg(long)]
     exclude: Option<String>,
-    /// JSON output (with --describe and --verify).
+    /// JSON output (with --describe, --verify and --stop).
     #[arg(long)]
     json: bool,
     /// Only failed partitions (with --describe).

@@ -144,8 +144,13 @@ pub async fn run(args: MirrorsArgs) -> Result<i32> {
     if args.failed && args.action != Action::Describe {
         bail!("--failed is only valid with --describe");
     }
-    if args.json && !matches!(args.action, Action::Describe | Action::Verify) {
-        bail!("--json is only valid with --describe and --verify");
+    if args.json
+        && !matches!(
+            args.action,
+            Action::Describe | Action::Verify | Action::Stop
+        )
+    {
+        bail!("--json is only valid with --describe, --verify and --stop");
     }
     let mut conn = KafkaConnection::connect(args.bootstrap_server.as_str(), "tern-mirrors-cli")
         .await
@@ -242,7 +247,7 @@ pub async fn run(args: MirrorsArgs) -> Result<i32> {
                 bail!("unexpected response")
             };
             topics_outcome(r, |ok| {
-                if ok.is_empty() {
+                Some(if ok.is_empty() {
                     "No matching topics found on the source.".to_string()
                 } else {
                     format!(
@@ -250,7 +255,7 @@ pub async fn run(args: MirrorsArgs) -> Result<i32> {
                         ok.len(),
                         ok.join(", ")
                     )
-                }
+                })
             })
         }
         Action::Stop | Action::Pause | Action::Resume => {
@@ -289,19 +294,42 @@ pub async fn run(args: MirrorsArgs) -> Result<i32> {
                 Action::Pause => (MirrorRequest::PauseMirrorTopics(req), "Paused"),
                 _ => (MirrorRequest::ResumeMirrorTopics(req), "Resumed"),
             };
+            let sent = std::time::Instant::now();
             let r = match conn.send_mirror(&request).await? {
                 MirrorResponse::StopMirrorTopics(r)
                 | MirrorResponse::PauseMirrorTopics(r)
                 | MirrorResponse::ResumeMirrorTopics(r) => r,
                 _ => bail!("unexpected response"),
             };
-            topics_outcome(r, |ok| {
-                format!(
-                    "{verb} mirroring for {} topic(s) in mirror {mirror}: {}",
-                    ok.len(),
-                    ok.join(", ")
+            // A stop answers once every partition is STOPPED and the topics take writes.
+            let writable_after = sent.elapsed();
+            let stopped: Vec<String> = r
+                .topics
+                .iter()
+                .filter(|t| t.error_code == 0)
+                .map(|t| t.name.clone())
+                .collect();
+            let json = args.json;
+            let code = topics_outcome(r, |ok| {
+                (!json).then(|| {
+                    format!(
+                        "{verb} mirroring for {} topic(s) in mirror {mirror}: {}",
+                        ok.len(),
+                        ok.join(", ")
+                    )
+                })
+            })?;
+            if args.action == Action::Stop && !stopped.is_empty() {
+                crate::mirrors_report::print_failover_report(
+                    &mut conn,
+                    &mirror,
+                    &stopped,
+                    writable_after,
+                    json,
                 )
-            })
+                .await?;
+            }
+            Ok(code)
         }
         Action::List => {
             let r = conn
@@ -464,7 +492,7 @@ fn check_top(code: i16, message: Option<String>) -> Result<()> {
 
 fn topics_outcome(
     r: TopicsMirrorResponse,
-    ok_line: impl FnOnce(&[String]) -> String,
+    ok_line: impl FnOnce(&[String]) -> Option<String>,
 ) -> Result<i32> {
     check_top(r.error_code, r.error_message)?;
     let mut ok = Vec::new();
@@ -483,7 +511,9 @@ fn topics_outcome(
         }
     }
     if !ok.is_empty() || failed == 0 {
-        println!("{}", ok_line(&ok));
+        if let Some(line) = ok_line(&ok) {
+            println!("{line}");
+        }
     }
     Ok(if failed > 0 { 1 } else { 0 })
 }

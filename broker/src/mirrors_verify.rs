@@ -9,153 +9,20 @@
 //! by each cluster's own cleaner, so their batches may legitimately differ: they are reported as
 //! not compared.
 
-use std::collections::{BTreeMap, HashMap};
-use std::time::Duration;
+use std::collections::BTreeMap;
 
-use anyhow::{anyhow, bail, Context, Result};
-use bytes::Bytes;
+use anyhow::{anyhow, bail, Result};
 use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
-use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
-use kafka_protocol::messages::{BrokerId, DescribeConfigsRequest, FetchRequest, TopicName};
+use kafka_protocol::messages::DescribeConfigsRequest;
 use kafka_protocol::protocol::StrBytes;
-use tern_mirror::source::{connect_bootstrap, SourceConnection, SourceMetadata};
-use tern_mirror::MirrorSettings;
 use tern_protocol::client::KafkaConnection;
 use tern_protocol::client_security::ClientSecurity;
 use tern_protocol::mirror::*;
 use tern_protocol::record_batch::BatchIter;
 
-const TIMEOUT: Duration = Duration::from_secs(15);
-const FETCH_BYTES: i32 = 1 << 20;
-/// DescribeConfigs resource type of a cluster mirror (the prototype's).
-const RESOURCE_CLUSTER_MIRROR: i8 = 64;
+use crate::mirrors_source::{destination_servers, source_settings, Side};
+
 const RESOURCE_TOPIC: i8 = 2;
-
-/// One side of the comparison: its metadata and a connection per broker, made on demand.
-struct Side {
-    name: &'static str,
-    security: ClientSecurity,
-    metadata: SourceMetadata,
-    conns: HashMap<i32, SourceConnection>,
-}
-
-impl Side {
-    async fn connect(
-        name: &'static str,
-        servers: &[(String, u16)],
-        security: ClientSecurity,
-    ) -> Result<Side> {
-        let mut conn = connect_bootstrap(servers, "tern-mirrors-verify", &security, TIMEOUT)
-            .await
-            .map_err(|e| anyhow!("connecting to the {name}: {e}"))?;
-        let metadata = conn
-            .metadata(None)
-            .await
-            .map_err(|e| anyhow!("the {name}'s metadata: {e}"))?;
-        Ok(Side {
-            name,
-            security,
-            metadata,
-            conns: HashMap::new(),
-        })
-    }
-
-    /// The connection to the leader of a partition.
-    async fn leader(&mut self, topic: &str, partition: i32) -> Result<&mut SourceConnection> {
-        let leader = self
-            .metadata
-            .topics
-            .get(topic)
-            .filter(|t| t.error_code == 0)
-            .and_then(|t| t.partitions.get(&partition))
-            .map(|p| p.leader)
-            .ok_or_else(|| anyhow!("{topic}-{partition} is not on the {}", self.name))?;
-        if !self.conns.contains_key(&leader) {
-            let (host, port) = self
-                .metadata
-                .brokers
-                .get(&leader)
-                .cloned()
-                .ok_or_else(|| anyhow!("the {}'s broker {leader} is unknown", self.name))?;
-            let conn = SourceConnection::connect(
-                &host,
-                port,
-                "tern-mirrors-verify",
-                &self.security,
-                TIMEOUT,
-            )
-            .await
-            .map_err(|e| anyhow!("connecting to the {}'s broker {leader}: {e}", self.name))?;
-            self.conns.insert(leader, conn);
-        }
-        self.conns
-            .get_mut(&leader)
-            .ok_or_else(|| anyhow!("no connection"))
-    }
-
-    /// The partition's log start and high watermark.
-    async fn span(&mut self, topic: &str, partition: i32) -> Result<(i64, i64)> {
-        let name = self.name;
-        let conn = self.leader(topic, partition).await?;
-        let offset = |answer: Vec<(i32, i16, i64)>, what: &str| -> Result<i64> {
-            match answer.first() {
-                Some((_, 0, o)) => Ok(*o),
-                Some((_, code, _)) => bail!(
-                    "the {name}'s {what} of {topic}-{partition}: {}",
-                    crate::mirrors_cli::error_name(*code)
-                ),
-                None => bail!("the {name} did not answer {topic}-{partition}"),
-            }
-        };
-        let start = conn
-            .list_offsets_isolated(topic, &[partition], -2, 0)
-            .await
-            .map_err(|e| anyhow!("the {name}'s log start of {topic}-{partition}: {e}"))?;
-        let start = offset(start, "log start")?;
-        let end = conn
-            .list_offsets_isolated(topic, &[partition], -1, 0)
-            .await
-            .map_err(|e| anyhow!("the {name}'s high watermark of {topic}-{partition}: {e}"))?;
-        Ok((start, offset(end, "high watermark")?))
-    }
-
-    /// Whole record batches of a partition from `offset` (read_uncommitted).
-    async fn batches(&mut self, topic: &str, partition: i32, offset: i64) -> Result<Bytes> {
-        let name = self.name;
-        let conn = self.leader(topic, partition).await?;
-        let version = conn
-            .fetch_version()
-            .ok_or_else(|| anyhow!("the {name} offers no Fetch version Tern speaks"))?;
-        let request = FetchRequest::default()
-            .with_replica_id(BrokerId(-1))
-            .with_max_wait_ms(0)
-            .with_min_bytes(1)
-            .with_max_bytes(FETCH_BYTES)
-            .with_isolation_level(0)
-            .with_topics(vec![FetchTopic::default()
-                .with_topic(TopicName(StrBytes::from_string(topic.to_string())))
-                .with_partitions(vec![FetchPartition::default()
-                    .with_partition(partition)
-                    .with_fetch_offset(offset)
-                    .with_partition_max_bytes(FETCH_BYTES)])]);
-        let response = conn
-            .fetch(&request, version)
-            .await
-            .map_err(|e| anyhow!("fetching {topic}-{partition} from the {name}: {e}"))?;
-        let p = response
-            .responses
-            .first()
-            .and_then(|t| t.partitions.first())
-            .ok_or_else(|| anyhow!("the {name} answered no data for {topic}-{partition}"))?;
-        if p.error_code != 0 {
-            bail!(
-                "fetching {topic}-{partition} at {offset} from the {name}: {}",
-                crate::mirrors_cli::error_name(p.error_code)
-            );
-        }
-        Ok(p.records.clone().unwrap_or_default())
-    }
-}
 
 /// How one partition compared.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -254,37 +121,6 @@ async fn compare(
     Ok(Verdict::Equal { batches })
 }
 
-/// The mirror's source settings: its configs as the destination shows them (secrets withheld),
-/// overridden by `--mirror-config` when given.
-async fn source_settings(
-    conn: &mut KafkaConnection,
-    mirror: &str,
-    overrides: BTreeMap<String, String>,
-) -> Result<MirrorSettings> {
-    let request =
-        DescribeConfigsRequest::default().with_resources(vec![DescribeConfigsResource::default()
-            .with_resource_type(RESOURCE_CLUSTER_MIRROR)
-            .with_resource_name(StrBytes::from_string(mirror.to_string()))]);
-    let response = conn.send(&request, 4).await?;
-    let r = response
-        .results
-        .first()
-        .ok_or_else(|| anyhow!("no answer for cluster mirror {mirror}"))?;
-    if r.error_code != 0 {
-        bail!(
-            "{}: cluster mirror {mirror}",
-            crate::mirrors_cli::error_name(r.error_code)
-        );
-    }
-    let mut configs: BTreeMap<String, String> = r
-        .configs
-        .iter()
-        .filter_map(|c| Some((c.name.to_string(), c.value.as_ref()?.to_string())))
-        .collect();
-    configs.extend(overrides);
-    Ok(MirrorSettings::from_configs(&configs))
-}
-
 /// Whether a destination topic is compacted.
 async fn compacted(conn: &mut KafkaConnection, topic: &str) -> Result<bool> {
     let request =
@@ -357,11 +193,7 @@ pub async fn verify(
             }
         }
     }
-    let dest_servers = bootstrap_server
-        .split(',')
-        .map(|s| tern_mirror::config::parse_host_port(s.trim()).map_err(|e| anyhow!(e.0)))
-        .collect::<Result<Vec<_>>>()
-        .with_context(|| format!("--bootstrap-server {bootstrap_server}"))?;
+    let dest_servers = destination_servers(bootstrap_server)?;
     let mut dest = Side::connect("destination", &dest_servers, ClientSecurity::default()).await?;
     let mut source = Side::connect("source", &settings.bootstrap_servers, security).await?;
 

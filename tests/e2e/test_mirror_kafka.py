@@ -23,6 +23,9 @@ same high watermark and the same batches byte for byte except the 4-byte partiti
    on tern after --stop, no longer synced after it;
 8. `tern mirrors` refuses bad input with the error's name and a non-zero exit code, promptly;
 9. a source topic deleted and recreated under the same name (another topic id) while paused;
+11. the failover report of `--stop --json`: a paused mirror left behind by 30 records per
+    partition reports its last mirrored offsets, the source's high watermarks, 30 records not
+    mirrored and their age, and how long the topic took to become writable.
 10. `tern mirrors --verify`: equal on a healthy mirror (exit 0; a compacted topic is reported
     as not compared); after a failover followed by writes on both sides, partition 0 differs at
     its last mirrored offset, partition 1 (written on tern only) where the source ends, partition
@@ -960,8 +963,10 @@ def test_verify_equal_then_divergent_after_failover(kafka, tern, tmp_path):
     table = mu.mirrors(tern.bootstrap, "--verify", "--mirror", mirror, "--topics", topic).stdout
     assert "3 partitions: 3 equal, 0 differ, 0 not compared" in table, table
 
-    # Failover; then writes on both sides of partition 0, on tern only in partition 1.
-    mu.mirrors(tern.bootstrap, "--stop", "--mirror", mirror, "--topics", topic)
+    # Failover (nothing left unmirrored); then writes on both sides of partition 0, on tern only
+    # in partition 1.
+    out = mu.mirrors(tern.bootstrap, "--stop", "--mirror", mirror, "--topics", topic).stdout
+    assert "Stopped mirroring for 1 topic(s)" in out and "; 0 source record(s) not mirrored" in out, out
     hw = high_watermarks(tern.bootstrap, topic, 3)
     for bootstrap, parts in ((kafka.bootstrap, [0]), (tern.bootstrap, [0, 1])):
         p = producer(bootstrap, linger_ms=0)
@@ -979,3 +984,34 @@ def test_verify_equal_then_divergent_after_failover(kafka, tern, tmp_path):
     assert code == 1 and "UNKNOWN_CLUSTER_MIRROR" in err, (code, err)
     code, _, err = verify(tern, mirror, "--topics", "not-mirrored")
     assert code == 1 and "not mirrored" in err, (code, err)
+
+
+# -- 11. the failover report -----------------------------------------------------------------------
+
+def test_failover_report_names_what_the_failover_leaves_behind(kafka, tern, tmp_path):
+    topic = unique("report")
+    create_topics(kafka.bootstrap, {topic: (2, None)})
+    produce(kafka.bootstrap, topic, 200, 2)
+    mirror = "m-report"
+    start_mirror(tern, kafka, mirror, [topic], tmp_path)
+    mu.wait_mirrored(tern.bootstrap, mirror, kafka.bootstrap, [topic])
+    mu.mirrors(tern.bootstrap, "--pause", "--mirror", mirror, "--topics", topic)
+    before = high_watermarks(tern.bootstrap, topic, 2)
+    produce(kafka.bootstrap, topic, 60, 2, start=200)
+    source = high_watermarks(kafka.bootstrap, topic, 2)
+    assert source == {0: before[0] + 30, 1: before[1] + 30}, (before, source)
+    time.sleep(1.5)
+
+    out = mu.mirrors(tern.bootstrap, "--stop", "--mirror", mirror, "--topics", topic, "--json").stdout
+    report = json.loads(out)
+    assert report["mirror"] == mirror and 0 <= report["writableAfterMs"] < 30000, report
+    rows = {r["partition"]: r for r in report["partitions"]}
+    assert sorted(rows) == [0, 1], report
+    for p in (0, 1):
+        r = rows[p]
+        assert r["topic"] == topic and r["lastMirroredOffset"] == before[p], r
+        assert r["sourceHighWatermark"] == source[p] and r["recordsNotMirrored"] == 30, r
+        assert 1.4 <= r["lagSeconds"] < 60, r
+    # Writable at the last mirrored offset, as the report says.
+    acks = produce(tern.bootstrap, topic, 2, 2, start=5000)
+    assert sorted(acks.offsets) == [(0, before[0]), (1, before[1])]

@@ -1,0 +1,228 @@
+//! The failover report `tern mirrors --stop` prints: per partition, the offset mirroring ended
+//! at, what the source held at that moment (if it can be reached), how many records and how many
+//! seconds of the source's writes the failover leaves behind, and how long the topics took to
+//! become writable.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use anyhow::{bail, Result};
+use tern_protocol::client::KafkaConnection;
+use tern_protocol::mirror::*;
+use tern_protocol::record_batch::BatchIter;
+
+use crate::mirrors_cli::{error_name, json_str};
+use crate::mirrors_source::{source_settings, Side};
+
+/// One partition of the report.
+struct Row {
+    topic: String,
+    partition: i32,
+    last_mirrored_offset: i64,
+    /// The source's high watermark right after the failover, if reachable.
+    source_high_watermark: Option<i64>,
+    /// Age of the oldest source record not mirrored, at the failover (0 when none).
+    lag_seconds: Option<f64>,
+}
+
+impl Row {
+    fn not_mirrored(&self) -> Option<i64> {
+        self.source_high_watermark
+            .map(|hw| (hw - self.last_mirrored_offset).max(0))
+    }
+}
+
+/// The destination's last mirrored offsets of these stopped topics' partitions.
+async fn last_mirrored(
+    conn: &mut KafkaConnection,
+    mirror: &str,
+    topics: &[(String, Vec<i32>)],
+) -> Result<Vec<(String, i32, i64)>> {
+    let r = conn
+        .send_mirror(&MirrorRequest::LastMirroredOffsets(
+            LastMirroredOffsetsRequest {
+                mirror_name: mirror.to_string(),
+                topics: topics
+                    .iter()
+                    .map(|(name, partitions)| TopicPartitions {
+                        name: name.clone(),
+                        partitions: partitions.clone(),
+                    })
+                    .collect(),
+            },
+        ))
+        .await?;
+    let MirrorResponse::LastMirroredOffsets(r) = r else {
+        bail!("unexpected response")
+    };
+    if r.error_code != 0 {
+        bail!("{}: last mirrored offsets", error_name(r.error_code));
+    }
+    let mut out = Vec::new();
+    for t in r.topics {
+        for p in t.partitions {
+            if p.error_code != 0 {
+                bail!(
+                    "{}: last mirrored offset of {}-{}",
+                    error_name(p.error_code),
+                    t.name,
+                    p.partition_index
+                );
+            }
+            out.push((t.name.clone(), p.partition_index, p.last_mirrored_offset));
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// What the source holds past `offset`: its high watermark and the age of its record there.
+async fn source_side(
+    source: &mut Side,
+    topic: &str,
+    partition: i32,
+    offset: i64,
+    at_ms: i64,
+) -> Result<(i64, f64)> {
+    let (_, hw) = source.span(topic, partition).await?;
+    if hw <= offset {
+        return Ok((hw, 0.0));
+    }
+    let records = source.batches(topic, partition, offset).await?;
+    let first_timestamp = BatchIter::new(&records)
+        .filter_map(|b| b.ok())
+        .map(|(_, bytes)| bytes)
+        .find(|b| {
+            b.len() >= 61 && {
+                let base = i64::from_be_bytes(b[0..8].try_into().unwrap_or_default());
+                let last_delta = i32::from_be_bytes(b[23..27].try_into().unwrap_or_default());
+                base + last_delta as i64 >= offset
+            }
+        })
+        .map(|b| i64::from_be_bytes(b[27..35].try_into().unwrap_or_default()));
+    let lag = first_timestamp
+        .map(|ts| ((at_ms - ts).max(0)) as f64 / 1000.0)
+        .unwrap_or(0.0);
+    Ok((hw, lag))
+}
+
+/// Prints the failover report of `topics` (just stopped through `conn`, answered after
+/// `writable_after`).
+pub async fn print_failover_report(
+    conn: &mut KafkaConnection,
+    mirror: &str,
+    topics: &[String],
+    writable_after: Duration,
+    json: bool,
+) -> Result<()> {
+    let at_ms = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0);
+    let described = match conn
+        .send_mirror(&MirrorRequest::DescribeClusterMirrors(
+            DescribeClusterMirrorsRequest {
+                mirror_names: vec![mirror.to_string()],
+                ..Default::default()
+            },
+        ))
+        .await?
+    {
+        MirrorResponse::DescribeClusterMirrors(d) => d,
+        _ => bail!("unexpected response"),
+    };
+    let wanted: Vec<(String, Vec<i32>)> = described
+        .mirrors
+        .iter()
+        .flat_map(|m| m.topics.iter())
+        .filter(|t| topics.contains(&t.topic_name))
+        .map(|t| {
+            let mut ps: Vec<i32> = t.partitions.iter().map(|p| p.partition_index).collect();
+            ps.sort();
+            (t.topic_name.clone(), ps)
+        })
+        .collect();
+    let offsets = last_mirrored(conn, mirror, &wanted).await?;
+    // The source may be down: that is often why one fails over. Then its figures are unknown.
+    let mut source = match source_settings(conn, mirror, Default::default()).await {
+        Ok(settings) => match settings.client_security() {
+            Ok(security) => Side::connect("source", &settings.bootstrap_servers, security)
+                .await
+                .ok(),
+            Err(_) => None,
+        },
+        Err(_) => None,
+    };
+    let mut rows = Vec::new();
+    for (topic, partition, lmo) in offsets {
+        let figures = match source.as_mut() {
+            Some(s) => source_side(s, &topic, partition, lmo, at_ms).await.ok(),
+            None => None,
+        };
+        rows.push(Row {
+            topic,
+            partition,
+            last_mirrored_offset: lmo,
+            source_high_watermark: figures.map(|f| f.0),
+            lag_seconds: figures.map(|f| f.1),
+        });
+    }
+    let ms = writable_after.as_millis();
+    let opt = |v: Option<i64>| v.map_or("null".to_string(), |v| v.to_string());
+    if json {
+        let items: Vec<String> = rows
+            .iter()
+            .map(|r| {
+                format!(
+                    "{{\"topic\":{},\"partition\":{},\"lastMirroredOffset\":{},\"sourceHighWatermark\":{},\"recordsNotMirrored\":{},\"lagSeconds\":{}}}",
+                    json_str(&r.topic),
+                    r.partition,
+                    r.last_mirrored_offset,
+                    opt(r.source_high_watermark),
+                    opt(r.not_mirrored()),
+                    r.lag_seconds.map_or("null".to_string(), |l| format!("{l:.3}")),
+                )
+            })
+            .collect();
+        println!(
+            "{{\"mirror\":{},\"writableAfterMs\":{ms},\"partitions\":[{}]}}",
+            json_str(mirror),
+            items.join(",")
+        );
+        return Ok(());
+    }
+    println!(
+        "{:<30} {:>9} {:>20} {:>21} {:>20} {:>11}",
+        "TOPIC",
+        "PARTITION",
+        "LAST-MIRRORED-OFFSET",
+        "SOURCE-HIGH-WATERMARK",
+        "RECORDS-NOT-MIRRORED",
+        "LAG-SECONDS"
+    );
+    let dash = |v: Option<i64>| v.map_or("-".to_string(), |v| v.to_string());
+    for r in &rows {
+        println!(
+            "{:<30} {:>9} {:>20} {:>21} {:>20} {:>11}",
+            r.topic,
+            r.partition,
+            r.last_mirrored_offset,
+            dash(r.source_high_watermark),
+            dash(r.not_mirrored()),
+            r.lag_seconds.map_or("-".to_string(), |l| format!("{l:.1}")),
+        );
+    }
+    let lost: i64 = rows.iter().filter_map(Row::not_mirrored).sum();
+    let unknown = rows
+        .iter()
+        .filter(|r| r.source_high_watermark.is_none())
+        .count();
+    println!(
+        "Writable after {ms} ms; {lost} source record(s) not mirrored{}",
+        if unknown > 0 {
+            format!(" ({unknown} partition(s) unknown: source unreachable)")
+        } else {
+            String::new()
+        }
+    );
+    Ok(())
+}
