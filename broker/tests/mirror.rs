@@ -1694,3 +1694,49 @@ async fn failed_partition_retry_attempts_grow() {
     );
     assert!(seen.contains(&("FAILED".to_string(), 3)), "{seen:?}");
 }
+
+/// `mirror.fetch.rate.max.bytes` holds an initial copy to its rate: 3 MB at 1 MB/s (with one
+/// second's allowance up front) cannot be mirrored in less than about two seconds, and every
+/// byte still arrives. A negative rate is refused when the mirror is created.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_byte_rate_limit_holds_an_initial_copy_to_its_rate() {
+    init_tracing();
+    let src = Node::start(&[]).await;
+    let dst = Node::start(&[]).await;
+    let mut s = src.connect().await;
+    let mut d = dst.connect().await;
+    create_topic(&mut s, "bulk", 1, &[]).await;
+    for i in 0..30 {
+        produce_ok(&mut s, "bulk", 0, big_batch(100, 1000, i)).await;
+    }
+    let r = create_mirror(
+        &mut d,
+        "bad",
+        &[
+            ("bootstrap.servers", Some(src.bootstrap().as_str())),
+            ("mirror.fetch.rate.max.bytes", Some("-5")),
+        ],
+    )
+    .await;
+    assert_ne!(r.error_code, 0, "a negative rate must be refused: {r:?}");
+    let r = create_mirror(
+        &mut d,
+        "slow",
+        &[
+            ("bootstrap.servers", Some(src.bootstrap().as_str())),
+            ("mirror.fetch.wait.max.ms", Some("100")),
+            ("mirror.fetch.rate.max.bytes", Some("1000000")),
+        ],
+    )
+    .await;
+    assert_eq!(r.error_code, 0, "{r:?}");
+    let started = Instant::now();
+    assert_topic_codes(&start_topics(&mut d, "slow", &["bulk"]).await, 0, "start");
+    wait_mirrored(&mut d, "slow", "bulk", &[3000]).await;
+    let took = started.elapsed();
+    assert!(
+        took >= Duration::from_millis(1500),
+        "3 MB mirrored in {took:?} under a 1 MB/s limit"
+    );
+    assert_same_log(&mut s, &mut d, "bulk", 0).await;
+}

@@ -37,6 +37,7 @@ const MIRROR_KEYS: &[(&str, Kind, &str)] = &[
     ("mirror.fetch.min.bytes", Kind::Int, "1"),
     ("mirror.fetch.response.max.bytes", Kind::Int, "10485760"),
     ("mirror.fetch.max.bytes", Kind::Int, "1048576"),
+    ("mirror.fetch.rate.max.bytes", Kind::Int, "0"),
     ("mirror.socket.timeout.ms", Kind::Int, "30000"),
     ("mirror.socket.receive.buffer.bytes", Kind::Int, "65536"),
     (
@@ -190,6 +191,9 @@ pub struct MirrorSettings {
     pub fetch_partition_max_bytes: i32,
     /// Wait after a failed fetch.
     pub fetch_backoff: Duration,
+    /// `mirror.fetch.rate.max.bytes` (bytes per second, 0: none), shared by the fetchers that
+    /// are given these settings.
+    pub fetch_rate: Option<std::sync::Arc<crate::fetcher::rate::ByteRate>>,
     /// How long a source request may take.
     pub request_timeout: Duration,
     /// Topic configs not copied from the source.
@@ -232,6 +236,12 @@ impl MirrorSettings {
             fetch_response_max_bytes: int("mirror.fetch.response.max.bytes") as i32,
             fetch_partition_max_bytes: int("mirror.fetch.max.bytes") as i32,
             fetch_backoff: Duration::from_millis(int("mirror.fetch.backoff.ms") as u64),
+            fetch_rate: (int("mirror.fetch.rate.max.bytes") > 0).then(|| {
+                std::sync::Arc::new(crate::fetcher::rate::ByteRate::new(int(
+                    "mirror.fetch.rate.max.bytes",
+                )
+                    as u64))
+            }),
             request_timeout: Duration::from_millis(
                 int("request.timeout.ms").max(int("mirror.socket.timeout.ms")) as u64,
             ),

@@ -6,6 +6,7 @@
 //! [`FetcherCore`] that the replica fetchers run on too. [`runtime`] holds each mirror's
 //! fetchers and its source connection.
 
+pub mod rate;
 pub mod runtime;
 
 use std::collections::BTreeMap;
@@ -215,6 +216,19 @@ impl MirrorFetcher {
                 r = c.fetch(&request, version) => r,
                 _ = self.shutdown.notified() => return,
             };
+            // Under a byte-rate limit the response is applied at once and the next fetch waits.
+            let throttle = match (settings.fetch_rate.as_ref(), response.as_ref()) {
+                (Some(rate), Ok(r)) => {
+                    let bytes: usize = r
+                        .responses
+                        .iter()
+                        .flat_map(|t| t.partitions.iter())
+                        .map(|p| p.records.as_ref().map_or(0, |b| b.len()))
+                        .sum();
+                    rate.take(bytes, std::time::Instant::now())
+                }
+                _ => Duration::ZERO,
+            };
             match response {
                 Ok(response) => {
                     if response.error_code != 0 {
@@ -237,6 +251,12 @@ impl MirrorFetcher {
                             };
                             self.handle_partition(target, p, version, c, &*host, &events)
                                 .await;
+                        }
+                    }
+                    if !throttle.is_zero() {
+                        tokio::select! {
+                            _ = tokio::time::sleep(throttle) => {}
+                            _ = self.shutdown.notified() => return,
                         }
                     }
                 }
@@ -469,7 +489,13 @@ fn build_request(targets: &[(FetchTarget, i64)], settings: &MirrorSettings) -> F
         .with_replica_id(BrokerId(-1))
         .with_max_wait_ms(settings.fetch_wait_max_ms)
         .with_min_bytes(settings.fetch_min_bytes)
-        .with_max_bytes(settings.fetch_response_max_bytes)
+        .with_max_bytes(match &settings.fetch_rate {
+            // No single fetch asks for more than a second of the allowed rate.
+            Some(rate) => settings
+                .fetch_response_max_bytes
+                .min(rate.max_fetch_bytes()),
+            None => settings.fetch_response_max_bytes,
+        })
         .with_isolation_level(1)
         .with_session_id(0)
         .with_session_epoch(-1)
