@@ -44,6 +44,8 @@ pub struct Broker {
     incarnation_id: uuid::Uuid,
     /// Followers' fetchers.
     pub fetchers: Arc<ReplicaFetcherManager>,
+    /// Counters for `/metrics`.
+    pub metrics: crate::metrics::Metrics,
 }
 
 /// How long a node of a larger cluster waits for the quorum to elect an active controller
@@ -333,6 +335,7 @@ impl Broker {
             config.fetch_session_eviction_ms,
         );
         Ok(Arc::new(Broker {
+            metrics: crate::metrics::Metrics::default(),
             config,
             cluster_id,
             controller,

@@ -118,6 +118,10 @@ async fn request(
         tracing::debug!(api_key = prefix.api_key, why, "closing connection");
         return Outcome::Close;
     }
+    match api_key {
+        Some(k) => broker.metrics.request(&format!("{k:?}")),
+        None => broker.metrics.request(&prefix.api_key.to_string()),
+    }
     if (mirror_keys::FIRST..=mirror_keys::LAST).contains(&prefix.api_key) {
         return match decode_mirror_request(frame) {
             Ok((header, request)) => {

@@ -55,6 +55,24 @@ impl Server {
                 shutdown_rx.clone(),
             )));
         }
+        if let Some((addr, configured)) = broker.config.http_listener.clone() {
+            match TcpListener::bind(&addr).await {
+                Ok(listener) => {
+                    tracing::info!(local = %listener.local_addr()?, "serving /metrics and /health");
+                    tasks.push(tokio::spawn(crate::http::serve(
+                        listener,
+                        broker.clone(),
+                        shutdown_rx.clone(),
+                    )));
+                }
+                Err(e) if configured => {
+                    return Err(anyhow::anyhow!("binding http.listeners {addr}: {e}"));
+                }
+                Err(e) => {
+                    tracing::warn!(%addr, error = %e, "the default http.listeners address is taken: no /metrics (set http.listeners to serve them elsewhere)")
+                }
+            }
+        }
         tasks.push(broker.spawn_metadata_listener(shutdown_rx.clone()));
         tasks.push(broker.spawn_heartbeats(shutdown_rx.clone()));
         tasks.push(broker.spawn_high_watermark_checkpoints(shutdown_rx.clone()));

@@ -70,6 +70,26 @@ pub fn parse_listeners(value: &str) -> Result<Vec<Listener>> {
     Ok(out)
 }
 
+/// `http.listeners`: one `http://host:port` (default `http://127.0.0.1:9644`), or empty for none.
+fn parse_http_listener(value: Option<&str>) -> Result<Option<(String, bool)>> {
+    let Some(value) = value else {
+        return Ok(Some(("127.0.0.1:9644".to_string(), false)));
+    };
+    let value = value.trim();
+    if value.is_empty() {
+        return Ok(None);
+    }
+    let addr = value.strip_prefix("http://").ok_or_else(|| {
+        anyhow!("http.listeners: {value} is not http://host:port (https is not supported)")
+    })?;
+    match addr.rsplit_once(':') {
+        Some((_, port)) if port.parse::<u16>().is_ok() && !addr.contains(',') => {
+            Ok(Some((addr.to_string(), true)))
+        }
+        _ => bail!("http.listeners: {value} is not one http://host:port"),
+    }
+}
+
 /// Reads `key=value` lines; `#` and `!` start comments.
 pub fn parse_properties(text: &str) -> BTreeMap<String, String> {
     let mut map = BTreeMap::new();
@@ -115,6 +135,9 @@ pub struct BrokerConfig {
     pub queued_max_requests: usize,
     /// `max.connections`.
     pub max_connections: usize,
+    /// `http.listeners` (`/metrics`, `/health`): the address, and whether it was configured (a
+    /// default that cannot be bound is only a warning); None when set empty.
+    pub http_listener: Option<(String, bool)>,
     /// `log.retention.check.interval.ms`.
     pub log_retention_check_interval_ms: u64,
     /// Group coordinator settings (`group.*`, `offsets.*`).
@@ -289,6 +312,7 @@ impl BrokerConfig {
             socket_request_max_bytes: num(&props, "socket.request.max.bytes", 104_857_600)?,
             queued_max_requests: num(&props, "queued.max.requests", 500)?,
             max_connections: num(&props, "max.connections", 10_000)?,
+            http_listener: parse_http_listener(get("http.listeners"))?,
             log_retention_check_interval_ms: num(
                 &props,
                 "log.retention.check.interval.ms",

@@ -48,6 +48,7 @@ const READ_KEYS: &[&str] = &[
     "broker.id",
     "process.roles",
     "listeners",
+    "http.listeners",
     "advertised.listeners",
     "controller.listener.names",
     "controller.quorum.voters",

@@ -195,6 +195,11 @@ fn read_pass(
                         .collect();
                     data = data.with_aborted_transactions(Some(aborted));
                 }
+                if !follower {
+                    broker
+                        .metrics
+                        .fetched(&item.topic, info.records.len() as u64);
+                }
                 data = data.with_records(Some(info.records));
             }
             Err(e) => {

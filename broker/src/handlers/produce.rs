@@ -161,9 +161,12 @@ pub async fn handle(
                 }
             };
             let epoch = partition.leader_epoch();
+            let bytes = records.len() as u64;
             match disk_io(|| partition.log.append_as_leader(records, epoch)) {
                 Ok(info) => {
                     partition.on_local_append();
+                    let appended = (info.last_offset - info.first_offset + 1).max(0) as u64;
+                    broker.metrics.produced(&name, appended, bytes);
                     if req.acks == -1 {
                         slots.push((responses.len(), partitions.len()));
                         waits.push(PendingAck {
