@@ -11,7 +11,7 @@ use tern_protocol::mirror::*;
 use tern_protocol::record_batch::BatchIter;
 
 use crate::mirrors_cli::{error_name, json_str};
-use crate::mirrors_source::{source_settings, Side};
+use crate::mirrors_source::{mirror_topics, source_settings, Side};
 
 /// One partition of the report.
 struct Row {
@@ -118,29 +118,7 @@ pub async fn print_failover_report(
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_millis() as i64)
         .unwrap_or(0);
-    let described = match conn
-        .send_mirror(&MirrorRequest::DescribeClusterMirrors(
-            DescribeClusterMirrorsRequest {
-                mirror_names: vec![mirror.to_string()],
-                ..Default::default()
-            },
-        ))
-        .await?
-    {
-        MirrorResponse::DescribeClusterMirrors(d) => d,
-        _ => bail!("unexpected response"),
-    };
-    let wanted: Vec<(String, Vec<i32>)> = described
-        .mirrors
-        .iter()
-        .flat_map(|m| m.topics.iter())
-        .filter(|t| topics.contains(&t.topic_name))
-        .map(|t| {
-            let mut ps: Vec<i32> = t.partitions.iter().map(|p| p.partition_index).collect();
-            ps.sort();
-            (t.topic_name.clone(), ps)
-        })
-        .collect();
+    let wanted = mirror_topics(conn, mirror, Some(topics)).await?;
     let offsets = last_mirrored(conn, mirror, &wanted).await?;
     // The source may be down: that is often why one fails over. Then its figures are unknown.
     let mut source = match source_settings(conn, mirror, Default::default()).await {

@@ -14,6 +14,7 @@ use tern_mirror::source::{connect_bootstrap, SourceConnection, SourceMetadata};
 use tern_mirror::MirrorSettings;
 use tern_protocol::client::KafkaConnection;
 use tern_protocol::client_security::ClientSecurity;
+use tern_protocol::mirror::{DescribeClusterMirrorsRequest, MirrorRequest, MirrorResponse};
 
 const TIMEOUT: Duration = Duration::from_secs(15);
 const FETCH_BYTES: i32 = 1 << 20;
@@ -193,4 +194,46 @@ pub(crate) async fn source_settings(
         .collect();
     configs.extend(overrides);
     Ok(MirrorSettings::from_configs(&configs))
+}
+
+/// The mirror's topics (all, or those named) with their partitions, sorted, as the destination
+/// describes them.
+pub(crate) async fn mirror_topics(
+    conn: &mut KafkaConnection,
+    mirror: &str,
+    named: Option<&[String]>,
+) -> Result<Vec<(String, Vec<i32>)>> {
+    let r = conn
+        .send_mirror(&MirrorRequest::DescribeClusterMirrors(
+            DescribeClusterMirrorsRequest {
+                mirror_names: vec![mirror.to_string()],
+                ..Default::default()
+            },
+        ))
+        .await?;
+    let MirrorResponse::DescribeClusterMirrors(described) = r else {
+        bail!("unexpected response")
+    };
+    let m = described
+        .mirrors
+        .first()
+        .ok_or_else(|| anyhow!("cluster mirror {mirror} was not described"))?;
+    if m.error_code != 0 {
+        bail!(
+            "{}: cluster mirror {mirror}",
+            crate::mirrors_cli::error_name(m.error_code)
+        );
+    }
+    let mut topics: Vec<(String, Vec<i32>)> = m
+        .topics
+        .iter()
+        .filter(|t| named.is_none_or(|names| names.contains(&t.topic_name)))
+        .map(|t| {
+            let mut ps: Vec<i32> = t.partitions.iter().map(|p| p.partition_index).collect();
+            ps.sort();
+            (t.topic_name.clone(), ps)
+        })
+        .collect();
+    topics.sort();
+    Ok(topics)
 }

@@ -17,10 +17,9 @@ use kafka_protocol::messages::DescribeConfigsRequest;
 use kafka_protocol::protocol::StrBytes;
 use tern_protocol::client::KafkaConnection;
 use tern_protocol::client_security::ClientSecurity;
-use tern_protocol::mirror::*;
 use tern_protocol::record_batch::BatchIter;
 
-use crate::mirrors_source::{destination_servers, source_settings, Side};
+use crate::mirrors_source::{destination_servers, mirror_topics, source_settings, Side};
 
 const RESOURCE_TOPIC: i8 = 2;
 
@@ -150,42 +149,7 @@ pub async fn verify(
     let security = settings
         .client_security()
         .map_err(|e| anyhow!("the mirror's source settings: {}", e.0))?;
-    let r = conn
-        .send_mirror(&MirrorRequest::DescribeClusterMirrors(
-            DescribeClusterMirrorsRequest {
-                mirror_names: vec![mirror.to_string()],
-                ..Default::default()
-            },
-        ))
-        .await?;
-    let MirrorResponse::DescribeClusterMirrors(described) = r else {
-        bail!("unexpected response")
-    };
-    let m = described
-        .mirrors
-        .first()
-        .ok_or_else(|| anyhow!("cluster mirror {mirror} was not described"))?;
-    if m.error_code != 0 {
-        bail!(
-            "{}: cluster mirror {mirror}",
-            crate::mirrors_cli::error_name(m.error_code)
-        );
-    }
-    let mut wanted: Vec<(String, Vec<i32>)> = m
-        .topics
-        .iter()
-        .filter(|t| {
-            topics
-                .as_ref()
-                .is_none_or(|names| names.contains(&t.topic_name))
-        })
-        .map(|t| {
-            let mut ps: Vec<i32> = t.partitions.iter().map(|p| p.partition_index).collect();
-            ps.sort();
-            (t.topic_name.clone(), ps)
-        })
-        .collect();
-    wanted.sort();
+    let wanted = mirror_topics(conn, mirror, topics.as_deref()).await?;
     if let Some(names) = &topics {
         for n in names {
             if !wanted.iter().any(|(t, _)| t == n) {
