@@ -111,6 +111,9 @@ struct MirrorsCli {
     /// Only failed partitions (with --describe).
     #[arg(long)]
     failed: bool,
+    /// With --start: show the copy's progress until the topics are caught up.
+    #[arg(long)]
+    wait: bool,
 }
 
 fn main() -> Result<()> {
@@ -202,6 +205,7 @@ fn main() -> Result<()> {
                 exclude: m.exclude,
                 json: m.json,
                 failed: m.failed,
+                wait: m.wait,
             };
             let runtime = tokio::runtime::Builder::new_current_thread()
                 .enable_all()

@@ -51,6 +51,8 @@ pub struct MirrorsArgs {
     pub json: bool,
     /// --failed (with --describe)
     pub failed: bool,
+    /// --wait (with --start): follow the copy until the topics are caught up
+    pub wait: bool,
 }
 
 /// Kafka's name for an error code (`UNKNOWN_TOPIC_OR_PARTITION`, `READ_ONLY_TOPIC`, ...).
@@ -140,6 +142,9 @@ pub async fn run(args: MirrorsArgs) -> Result<i32> {
     };
     if args.exclude.is_some() && args.action != Action::Start {
         bail!("--exclude is only valid with --start");
+    }
+    if args.wait && args.action != Action::Start {
+        bail!("--wait is only valid with --start");
     }
     if args.failed && args.action != Action::Describe {
         bail!("--failed is only valid with --describe");
@@ -246,7 +251,13 @@ pub async fn run(args: MirrorsArgs) -> Result<i32> {
             let MirrorResponse::StartMirrorTopics(r) = r else {
                 bail!("unexpected response")
             };
-            topics_outcome(r, |ok| {
+            let started: Vec<String> = r
+                .topics
+                .iter()
+                .filter(|t| t.error_code == 0)
+                .map(|t| t.name.clone())
+                .collect();
+            let code = topics_outcome(r, |ok| {
                 Some(if ok.is_empty() {
                     "No matching topics found on the source.".to_string()
                 } else {
@@ -256,7 +267,11 @@ pub async fn run(args: MirrorsArgs) -> Result<i32> {
                         ok.join(", ")
                     )
                 })
-            })
+            })?;
+            if args.wait && !started.is_empty() {
+                crate::mirrors_report::wait_caught_up(&mut conn, &mirror, &started).await?;
+            }
+            Ok(code)
         }
         Action::Stop | Action::Pause | Action::Resume => {
             let mirror = need_mirror()?;

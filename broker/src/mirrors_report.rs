@@ -1,7 +1,7 @@
-//! The failover report `tern mirrors --stop` prints: per partition, the offset mirroring ended
-//! at, what the source held at that moment (if it can be reached), how many records and how many
-//! seconds of the source's writes the failover leaves behind, and how long the topics took to
-//! become writable.
+//! What `tern mirrors` reports of a copy: the failover report `--stop` prints (per partition,
+//! the offset mirroring ended at, what the source held at that moment if it can be reached, how
+//! many records and how many seconds of the source's writes the failover leaves behind, and how
+//! long the topics took to become writable), and the progress `--start --wait` follows.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -203,4 +203,72 @@ pub async fn print_failover_report(
         }
     );
     Ok(())
+}
+
+/// `--start --wait`: describes the started topics every second, printing how much of the source
+/// is mirrored and an estimate of the time left, until every partition is MIRRORING with lag 0.
+pub async fn wait_caught_up(
+    conn: &mut KafkaConnection,
+    mirror: &str,
+    topics: &[String],
+) -> Result<()> {
+    let started = std::time::Instant::now();
+    let mut first: Option<(std::time::Instant, i64)> = None;
+    loop {
+        let r = conn
+            .send_mirror(&MirrorRequest::DescribeClusterMirrors(
+                DescribeClusterMirrorsRequest {
+                    mirror_names: vec![mirror.to_string()],
+                    ..Default::default()
+                },
+            ))
+            .await?;
+        let MirrorResponse::DescribeClusterMirrors(d) = r else {
+            bail!("unexpected response")
+        };
+        let parts: Vec<&MirrorPartitionDetail> = d
+            .mirrors
+            .iter()
+            .flat_map(|m| m.topics.iter())
+            .filter(|t| topics.contains(&t.topic_name))
+            .flat_map(|t| t.partitions.iter())
+            .collect();
+        if let Some(failed) = parts.iter().find(|p| p.state_value == "FAILED") {
+            eprintln!(
+                "partition {} is FAILED (retrying): {}",
+                failed.partition_index,
+                failed.error_message.as_deref().unwrap_or("")
+            );
+        }
+        let source: i64 = parts.iter().map(|p| p.source_offset.max(0)).sum();
+        let mirrored: i64 = parts.iter().map(|p| p.destination_offset.max(0)).sum();
+        let done = !parts.is_empty()
+            && parts
+                .iter()
+                .all(|p| p.state_value == "MIRRORING" && p.lag == 0 && p.source_offset >= 0);
+        let now = std::time::Instant::now();
+        let (t0, m0) = *first.get_or_insert((now, mirrored));
+        let rate = (mirrored - m0) as f64 / now.duration_since(t0).as_secs_f64().max(0.001);
+        let left = (source - mirrored).max(0);
+        let percent = if source > 0 {
+            100.0 * mirrored as f64 / source as f64
+        } else {
+            100.0
+        };
+        let eta = if done {
+            "caught up".to_string()
+        } else if rate > 0.0 {
+            format!("about {:.0} s left", left as f64 / rate)
+        } else {
+            "time left unknown".to_string()
+        };
+        println!(
+            "{mirrored} of {source} records mirrored ({percent:.1}%), {left} to go, {eta} [{:.0} s]",
+            started.elapsed().as_secs_f64()
+        );
+        if done {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
 }

@@ -23,6 +23,8 @@ same high watermark and the same batches byte for byte except the 4-byte partiti
    on tern after --stop, no longer synced after it;
 8. `tern mirrors` refuses bad input with the error's name and a non-zero exit code, promptly;
 9. a source topic deleted and recreated under the same name (another topic id) while paused;
+12. `--start --wait` on a rate-limited mirror prints its progress and returns only once every
+    partition is MIRRORING with lag 0 at the source's end.
 11. the failover report of `--stop --json`: a paused mirror left behind by 30 records per
     partition reports its last mirrored offsets, the source's high watermarks, 30 records not
     mirrored and their age, and how long the topic took to become writable.
@@ -1015,3 +1017,30 @@ def test_failover_report_names_what_the_failover_leaves_behind(kafka, tern, tmp_
     # Writable at the last mirrored offset, as the report says.
     acks = produce(tern.bootstrap, topic, 2, 2, start=5000)
     assert sorted(acks.offsets) == [(0, before[0]), (1, before[1])]
+
+
+# -- 12. --start --wait -----------------------------------------------------------------------------
+
+def test_start_wait_follows_the_copy_until_it_is_caught_up(kafka, tern, tmp_path):
+    topic = unique("wait")
+    create_topics(kafka.bootstrap, {topic: (2, None)})
+    p = producer(kafka.bootstrap)
+    for i in range(600):
+        p.produce(topic, value=bytes(1000), partition=i % 2)
+    assert p.flush(30) == 0
+    source = high_watermarks(kafka.bootstrap, topic, 2)
+    mirror = "m-wait"
+    # About 600 KB at 200 KB/s: a copy of a few seconds to follow.
+    mu.create_mirror(tern.bootstrap, mirror, kafka.bootstrap, str(tmp_path),
+                     mirror_fetch_rate_max_bytes="200000")
+    out = mu.mirrors(tern.bootstrap, "--start", "--wait", "--mirror", mirror, "--topics", topic,
+                     timeout=120).stdout
+    lines = out.strip().splitlines()
+    assert lines[0].startswith("Started 1 mirror topic(s)"), out
+    assert "records mirrored" in lines[1], out
+    assert lines[-1].startswith("600 of 600 records mirrored (100.0%), 0 to go, caught up"), out
+    rows = {r["partition"]: r for r in mu.describe(tern.bootstrap, mirror) if r["topic"] == topic}
+    assert all(rows[q]["state"] == "MIRRORING" and rows[q]["lag"] == 0
+               and rows[q]["destinationOffset"] == source[q] for q in (0, 1)), rows
+    bad = mu.mirrors(tern.bootstrap, "--describe", "--wait", check=False)
+    assert bad.returncode == 1 and "--wait is only valid with --start" in bad.stderr, bad.stderr
