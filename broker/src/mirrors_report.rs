@@ -11,7 +11,7 @@ use tern_protocol::mirror::*;
 use tern_protocol::record_batch::BatchIter;
 
 use crate::mirrors_cli::{error_name, json_str};
-use crate::mirrors_source::{mirror_topics, source_settings, Side};
+use crate::mirrors_source::{describe_mirror, mirror_topics, source_settings, Side};
 
 /// One partition of the report.
 struct Row {
@@ -215,21 +215,10 @@ pub async fn wait_caught_up(
     let started = std::time::Instant::now();
     let mut first: Option<(std::time::Instant, i64)> = None;
     loop {
-        let r = conn
-            .send_mirror(&MirrorRequest::DescribeClusterMirrors(
-                DescribeClusterMirrorsRequest {
-                    mirror_names: vec![mirror.to_string()],
-                    ..Default::default()
-                },
-            ))
-            .await?;
-        let MirrorResponse::DescribeClusterMirrors(d) = r else {
-            bail!("unexpected response")
-        };
-        let parts: Vec<&MirrorPartitionDetail> = d
-            .mirrors
+        let m = describe_mirror(conn, mirror).await?;
+        let parts: Vec<&MirrorPartitionDetail> = m
+            .topics
             .iter()
-            .flat_map(|m| m.topics.iter())
             .filter(|t| topics.contains(&t.topic_name))
             .flat_map(|t| t.partitions.iter())
             .collect();

@@ -14,7 +14,9 @@ use tern_mirror::source::{connect_bootstrap, SourceConnection, SourceMetadata};
 use tern_mirror::MirrorSettings;
 use tern_protocol::client::KafkaConnection;
 use tern_protocol::client_security::ClientSecurity;
-use tern_protocol::mirror::{DescribeClusterMirrorsRequest, MirrorRequest, MirrorResponse};
+use tern_protocol::mirror::{
+    DescribeClusterMirrorsRequest, DescribedMirror, MirrorRequest, MirrorResponse,
+};
 
 const TIMEOUT: Duration = Duration::from_secs(15);
 const FETCH_BYTES: i32 = 1 << 20;
@@ -196,13 +198,11 @@ pub(crate) async fn source_settings(
     Ok(MirrorSettings::from_configs(&configs))
 }
 
-/// The mirror's topics (all, or those named) with their partitions, sorted, as the destination
-/// describes them.
-pub(crate) async fn mirror_topics(
+/// One mirror as the destination describes it; an error names the mirror's error code.
+pub(crate) async fn describe_mirror(
     conn: &mut KafkaConnection,
     mirror: &str,
-    named: Option<&[String]>,
-) -> Result<Vec<(String, Vec<i32>)>> {
+) -> Result<DescribedMirror> {
     let r = conn
         .send_mirror(&MirrorRequest::DescribeClusterMirrors(
             DescribeClusterMirrorsRequest {
@@ -216,7 +216,8 @@ pub(crate) async fn mirror_topics(
     };
     let m = described
         .mirrors
-        .first()
+        .into_iter()
+        .next()
         .ok_or_else(|| anyhow!("cluster mirror {mirror} was not described"))?;
     if m.error_code != 0 {
         bail!(
@@ -224,6 +225,17 @@ pub(crate) async fn mirror_topics(
             crate::mirrors_cli::error_name(m.error_code)
         );
     }
+    Ok(m)
+}
+
+/// The mirror's topics (all, or those named) with their partitions, sorted, as the destination
+/// describes them.
+pub(crate) async fn mirror_topics(
+    conn: &mut KafkaConnection,
+    mirror: &str,
+    named: Option<&[String]>,
+) -> Result<Vec<(String, Vec<i32>)>> {
+    let m = describe_mirror(conn, mirror).await?;
     let mut topics: Vec<(String, Vec<i32>)> = m
         .topics
         .iter()
