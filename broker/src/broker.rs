@@ -45,7 +45,7 @@ pub struct Broker {
     /// Followers' fetchers.
     pub fetchers: Arc<ReplicaFetcherManager>,
     /// Counters for `/metrics`.
-    pub metrics: crate::metrics::Metrics,
+    pub metrics: Arc<crate::metrics::Metrics>,
 }
 
 /// How long a node of a larger cluster waits for the quorum to elect an active controller
@@ -335,7 +335,7 @@ impl Broker {
             config.fetch_session_eviction_ms,
         );
         Ok(Arc::new(Broker {
-            metrics: crate::metrics::Metrics::default(),
+            metrics: Arc::default(),
             config,
             cluster_id,
             controller,

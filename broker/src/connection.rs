@@ -47,6 +47,7 @@ pub async fn serve_connection<S>(
         let (mut reader, writer) = tokio::io::split(stream);
         let mut writer = BufWriter::new(writer);
         let max = broker.config.socket_request_max_bytes;
+        let _open = broker.metrics.connection_opened(&security.name);
         let mut auth = Authenticator::new(security, tls_principal);
         loop {
             let frame = tokio::select! {
@@ -61,7 +62,11 @@ pub async fn serve_connection<S>(
                     return;
                 }
             };
-            let outcome = if auth.expects_raw_token() {
+            let started = Instant::now();
+            // A bare SASL token has no request header: it is not a request of any API.
+            let raw = auth.expects_raw_token();
+            let api_key = peek_prefix(&frame).ok().filter(|_| !raw).map(|p| p.api_key);
+            let outcome = if raw {
                 raw_token(&broker, &mut auth, &frame)
             } else {
                 request(&broker, peer, &mut auth, frame).await
@@ -76,6 +81,9 @@ pub async fn serve_connection<S>(
             }
             if tokio::io::AsyncWriteExt::flush(&mut writer).await.is_err() {
                 return;
+            }
+            if let Some(k) = api_key {
+                broker.metrics.request_done(k, started.elapsed());
             }
             if after == AfterReply::Close {
                 tracing::debug!("closing connection after a failed SASL exchange");
@@ -118,10 +126,7 @@ async fn request(
         tracing::debug!(api_key = prefix.api_key, why, "closing connection");
         return Outcome::Close;
     }
-    match api_key {
-        Some(k) => broker.metrics.request(&format!("{k:?}")),
-        None => broker.metrics.request(&prefix.api_key.to_string()),
-    }
+    broker.metrics.request(prefix.api_key);
     if (mirror_keys::FIRST..=mirror_keys::LAST).contains(&prefix.api_key) {
         return match decode_mirror_request(frame) {
             Ok((header, request)) => {

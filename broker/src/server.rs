@@ -81,6 +81,7 @@ impl Server {
             broker.replicas.clone(),
             broker.controller.clone(),
             broker.config.replication.lag_time_max_ms,
+            broker.metrics.clone(),
             shutdown_rx.clone(),
         ));
         broker.groups.spawn_ticker();

@@ -11,6 +11,7 @@
 //! - [`metadata`]: the metadata manager (topics, configs, group offsets, ACLs from the source).
 //! - [`manager`]: the MirrorManager, which joins the three, and the mirror RPCs' admin side.
 //! - [`host`]: the trait through which the mirror reaches the broker.
+//! - [`stats`]: counters of each mirror's fetching, for the broker's metrics.
 
 pub mod acl_rules;
 pub mod config;
@@ -23,6 +24,7 @@ mod peers;
 pub mod source;
 pub mod source_security;
 pub mod state;
+pub mod stats;
 
 pub use config::{BrokerMirrorConfig, MirrorSettings};
 pub use host::{CommittedOffset, LeaderReplica, MirrorHost};

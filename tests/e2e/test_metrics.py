@@ -2,11 +2,14 @@
 
 A source Tern and a destination Tern serving HTTP on a free port. The destination gets 200
 produced records in a plain topic and a consumer reads them back; a 3-partition topic of the
-source is mirrored into it. Scrapes are parsed with the Prometheus client's OpenMetrics parser:
-the produce counters equal what was sent (records exactly, bytes at least the values' bytes), the
-Produce request counter and the consumer's bytes out are counted, every mirror partition is
-counted MIRRORING once caught up and its lag gauge reaches 0, and the leader count covers the
-topics; `/health` answers 200. An explicitly configured http.listeners address that is taken
+source is mirrored into it under a byte-rate limit, so the copy takes a few seconds. Scrapes are
+parsed with the Prometheus client's OpenMetrics parser: the produce counters equal what was sent
+(records exactly, bytes at least the values' bytes), the Produce request counter equals the
+count of its latency histogram, the consumer's bytes out and open connections are counted; while
+the copy runs a partition shows a lag in records and in seconds (at least the age of the records),
+then every mirror partition is counted MIRRORING with both lags 0, the mirror's records counter
+equals what the source holds, with no fetch errors and a recent fetch from the source broker; the
+leader count covers the topics; `/health` answers 200. An explicitly configured http.listeners address that is taken
 stops the broker at startup, naming the setting.
 """
 
@@ -75,10 +78,12 @@ def test_metrics_count_produce_fetch_and_mirror_lag(pair, tmp_path):
     for v in values:
         p.produce("plain", value=v, partition=0)
     assert p.flush(30) == 0
-    p = Producer({"bootstrap.servers": source.bootstrap, "linger.ms": 5})
+    # Batches of 10 records (about 10 KB) so that a fetch of 20 KB per partition takes a part.
+    p = Producer({"bootstrap.servers": source.bootstrap, "linger.ms": 5, "batch.num.messages": 10})
     for i in range(300):
-        p.produce("mirrored", value=b"m-%d" % i, partition=i % 3)
+        p.produce("mirrored", value=b"m-%04d" % i + bytes(1000), partition=i % 3)
     assert p.flush(30) == 0
+    produced_at = time.time()
 
     c = Consumer({"bootstrap.servers": dest.bootstrap, "group.id": "metrics-reader",
                   "auto.offset.reset": "earliest", "enable.auto.commit": False})
@@ -89,18 +94,45 @@ def test_metrics_count_produce_fetch_and_mirror_lag(pair, tmp_path):
         m = c.poll(0.5)
         if m is not None and not m.error():
             got.append(m.value())
-    c.close()
     assert got == values
 
     s = scrape(http)
+    connections = value(s, "kafka_server_socket_server_metrics_connection_count", listener="PLAINTEXT")
+    c.close()
+    assert connections is not None and connections >= 1, "the open consumer's connections"
+    assert value(s, "kafka_server_socket_server_metrics_connection_creation_total", listener="PLAINTEXT") \
+        >= connections
+    produce_requests = value(s, "kafka_network_requestmetrics_requests_total", request="Produce")
+    # Every Produce was answered before the scrape: each has its latency observed once.
+    assert value(s, "kafka_network_requestmetrics_totaltimems_count", request="Produce") == produce_requests
+    assert value(s, "kafka_network_requestmetrics_totaltimems_bucket", request="Produce", le="+Inf") \
+        == produce_requests
+    assert value(s, "kafka_network_requestmetrics_totaltimems_sum", request="Produce") > 0
+    assert value(s, "kafka_controller_kafkacontroller_offlinepartitionscount") == 0
     assert value(s, "kafka_server_brokertopicmetrics_messagesin_total", topic="plain") == 200, s
     assert value(s, "kafka_server_brokertopicmetrics_bytesin_total", topic="plain") >= sum(map(len, values))
     assert value(s, "kafka_server_brokertopicmetrics_bytesout_total", topic="plain") >= sum(map(len, values))
     assert value(s, "kafka_network_requestmetrics_requests_total", request="Produce") >= 1
     assert value(s, "kafka_server_replicamanager_leadercount") >= 1
 
-    mu.create_mirror(dest.bootstrap, "m", source.bootstrap, str(tmp_path))
+    # About 300 KB at 60 KB/s: a copy of several seconds, of records at least a second old.
+    time.sleep(max(0.0, produced_at + 1.0 - time.time()))
+    mu.create_mirror(dest.bootstrap, "m", source.bootstrap, str(tmp_path),
+                     mirror_fetch_rate_max_bytes="60000", mirror_fetch_max_bytes="20000")
     mu.mirrors(dest.bootstrap, "--start", "--mirror", "m", "--topics", "mirrored")
+
+    def behind():
+        s = scrape(http)
+        rows = [(value(s, "tern_mirror_partition_lag_records", mirror="m", topic="mirrored", partition=str(p)),
+                 value(s, "tern_mirror_partition_lag_seconds", mirror="m", topic="mirrored", partition=str(p)))
+                for p in range(3)]
+        return any(lag and seconds is not None for lag, seconds in rows), rows
+
+    rows = wait_for("a mirror partition behind the source with its lag in seconds", behind)
+    for lag, seconds in rows:
+        if lag and seconds is not None:
+            # The records not yet mirrored were written at least a second before.
+            assert 1.0 <= seconds < 120, rows
 
     def caught_up():
         s = scrape(http)
@@ -111,6 +143,14 @@ def test_metrics_count_produce_fetch_and_mirror_lag(pair, tmp_path):
 
     wait_for("every mirror partition MIRRORING with lag 0 in /metrics", caught_up)
     s = scrape(http)
+    assert [value(s, "tern_mirror_partition_lag_seconds", mirror="m", topic="mirrored", partition=str(p))
+            for p in range(3)] == [0, 0, 0]
+    assert value(s, "tern_mirror_records_total", mirror="m") == 300
+    assert value(s, "tern_mirror_bytes_total", mirror="m") >= 300 * 1000
+    assert value(s, "tern_mirror_fetch_errors_total", mirror="m") == 0
+    since = [v for (name, labels), v in s.items()
+             if name == "tern_mirror_seconds_since_last_fetch" and ("mirror", "m") in labels]
+    assert len(since) == 1 and 0 <= since[0] < 30, since
     assert value(s, "kafka_server_brokertopicmetrics_messagesin_total", topic="mirrored") is None, \
         "mirrored records are not produced records"
     assert value(s, "kafka_server_replicamanager_leadercount") >= 4

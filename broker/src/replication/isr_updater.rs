@@ -12,6 +12,7 @@ use tern_controller::Controller;
 use tokio::sync::watch;
 
 use crate::group_coordinator::now_ms;
+use crate::metrics::Metrics;
 use crate::replica_manager::ReplicaManager;
 
 /// How often leaders look at their followers.
@@ -23,6 +24,7 @@ pub fn spawn(
     replicas: Arc<ReplicaManager>,
     controller: Arc<Controller>,
     lag_time_max_ms: u64,
+    metrics: Arc<Metrics>,
     mut shutdown: watch::Receiver<bool>,
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
@@ -58,16 +60,20 @@ pub fn spawn(
                 continue;
             }
             let controller = controller.clone();
+            let metrics = metrics.clone();
             // Controller calls block (they may wait for the quorum).
             let _ = tokio::task::spawn_blocking(move || {
                 for (p, change) in changes {
                     let old = p.assignment().isr;
                     let new_isr = change.new_isr.clone();
                     match controller.alter_partition(change) {
-                        Ok((isr, epoch)) => tracing::info!(
-                            topic = %p.topic, partition = p.index, ?old, ?isr, partition_epoch = epoch,
-                            "ISR changed"
-                        ),
+                        Ok((isr, epoch)) => {
+                            metrics.isr_changed(old.len(), isr.len());
+                            tracing::info!(
+                                topic = %p.topic, partition = p.index, ?old, ?isr, partition_epoch = epoch,
+                                "ISR changed"
+                            )
+                        }
                         Err(e) => {
                             tracing::info!(
                                 topic = %p.topic, partition = p.index, ?old, wanted = ?new_isr, error = %e,

@@ -25,6 +25,7 @@ use tokio::sync::{mpsc, Notify};
 use crate::config::MirrorSettings;
 use crate::host::MirrorHost;
 use crate::source::SourceConnection;
+use crate::stats::MirrorStats;
 use tern_replication::batches::whole_batches_from;
 use tern_replication::fetcher_core::{
     FetchTarget, FetchedPartition, FetcherCore, LocalLog, Outcome,
@@ -75,6 +76,8 @@ pub enum FetcherEvent {
         tp: TopicPartition,
         /// Source high watermark.
         high_watermark: i64,
+        /// The newest record timestamp appended by this fetch, if it appended any.
+        newest_timestamp: Option<i64>,
     },
 }
 
@@ -85,12 +88,14 @@ pub struct MirrorFetcher {
     pub broker_id: i32,
     /// The partitions, each with its fetch offset (the local log end) as payload.
     partitions: Mutex<FetcherCore<i64>>,
+    stats: Arc<MirrorStats>,
     changed: Notify,
     shutdown: Notify,
 }
 
 impl MirrorFetcher {
-    /// Starts a fetcher task for `mirror` against source broker `broker_id` at `host:port`.
+    /// Starts a fetcher task for `mirror` against source broker `broker_id` at `host:port`,
+    /// counting what it does in `stats`.
     pub fn spawn(
         mirror: &str,
         broker_id: i32,
@@ -98,11 +103,13 @@ impl MirrorFetcher {
         settings: MirrorSettings,
         host: Arc<dyn MirrorHost>,
         events: mpsc::UnboundedSender<FetcherEvent>,
+        stats: Arc<MirrorStats>,
     ) -> Arc<MirrorFetcher> {
         let fetcher = Arc::new(MirrorFetcher {
             mirror: mirror.to_string(),
             broker_id,
             partitions: Mutex::new(FetcherCore::new(settings.fetch_backoff.as_millis() as i64)),
+            stats,
             changed: Notify::new(),
             shutdown: Notify::new(),
         });
@@ -240,6 +247,11 @@ impl MirrorFetcher {
                         tokio::time::sleep(settings.fetch_backoff).await;
                         continue;
                     }
+                    self.stats.fetch_succeeded(
+                        &self.mirror,
+                        self.broker_id,
+                        std::time::Instant::now(),
+                    );
                     let by_tp: BTreeMap<&TopicPartition, &FetchTarget> =
                         targets.iter().map(|(t, _)| (&t.tp, t)).collect();
                     for topic in response.responses {
@@ -272,6 +284,7 @@ impl MirrorFetcher {
     }
 
     fn fail_all(&self, events: &mpsc::UnboundedSender<FetcherEvent>, reason: &str) {
+        self.stats.fetch_failed(&self.mirror);
         let removed: Vec<TopicPartition> = self.partitions.lock().clear();
         tracing::warn!(mirror = %self.mirror, broker = self.broker_id, partitions = removed.len(), reason, "mirror fetch failed");
         for tp in removed {
@@ -314,6 +327,7 @@ impl MirrorFetcher {
         };
         if out_of_range {
             if let Err(reason) = self.handle_out_of_range(tp, conn, host).await {
+                self.stats.fetch_failed(&self.mirror);
                 if self.take_out(tp) {
                     let _ = events.send(FetcherEvent::Failed {
                         mirror: self.mirror.clone(),
@@ -348,16 +362,21 @@ impl MirrorFetcher {
                     return false;
                 };
                 match append_fetched(tp, offset, data, host) {
-                    Ok(_) => {
+                    Ok(appended) => {
+                        if let Some(a) = appended {
+                            self.stats.appended(&self.mirror, a.bytes, a.records);
+                        }
                         // Reported only after the append worked: it also tells the manager
                         // that the partition has recovered.
                         let _ = events.send(FetcherEvent::SourceHighWatermark {
                             mirror: self.mirror.clone(),
                             tp: tp.clone(),
                             high_watermark: data.high_watermark,
+                            newest_timestamp: appended.map(|a| a.newest_timestamp),
                         });
                     }
                     Err(reason) => {
+                        self.stats.fetch_failed(&self.mirror);
                         core.remove(tp);
                         let _ = events.send(FetcherEvent::Failed {
                             mirror: self.mirror.clone(),
@@ -512,26 +531,47 @@ fn build_request(targets: &[(FetchTarget, i64)], settings: &MirrorSettings) -> F
 }
 
 /// The highest partition leader epoch among whole batches (-1 if none has one).
-fn max_leader_epoch(batches: &[u8]) -> i32 {
-    BatchIter::new(batches)
-        .map_while(Result::ok)
-        .map(|(h, _)| h.partition_leader_epoch)
-        .max()
-        .unwrap_or(-1)
+/// What one append of fetched batches added to the local log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Appended {
+    /// Bytes of the batches.
+    pub bytes: u64,
+    /// Records in them.
+    pub records: u64,
+    /// Their newest record timestamp (the batches' max timestamp).
+    pub newest_timestamp: i64,
+    /// Their highest partition leader epoch.
+    max_epoch: i32,
 }
 
-/// Appends one partition's fetched batches; returns whether anything was appended.
+/// Reads the batch headers only: nothing is decompressed.
+fn summarize(batches: &[u8]) -> Appended {
+    let mut a = Appended {
+        bytes: batches.len() as u64,
+        records: 0,
+        newest_timestamp: -1,
+        max_epoch: -1,
+    };
+    for (h, _) in BatchIter::new(batches).map_while(Result::ok) {
+        a.records += h.records_count.max(0) as u64;
+        a.newest_timestamp = a.newest_timestamp.max(h.max_timestamp);
+        a.max_epoch = a.max_epoch.max(h.partition_leader_epoch);
+    }
+    a
+}
+
+/// Appends one partition's fetched batches; returns what was appended, if anything.
 fn append_fetched(
     tp: &TopicPartition,
     fetch_offset: &mut i64,
     data: &PartitionData,
     host: &dyn MirrorHost,
-) -> Result<bool, String> {
+) -> Result<Option<Appended>, String> {
     let replica = host
         .leader_replica(&tp.0, tp.1)
         .ok_or_else(|| "this broker no longer leads the partition".to_string())?;
     let log = &replica.log;
-    let mut appended = false;
+    let mut appended = None;
     if let Some(records) = data.records.as_ref().filter(|r| !r.is_empty()) {
         let (batches, first_base) = whole_batches_from(records, *fetch_offset)?;
         if !batches.is_empty() {
@@ -551,15 +591,16 @@ fn append_fetched(
             // The batches keep the source's partition leader epochs, byte for byte; this
             // partition's own epoch is raised to at least theirs first, so its epochs stay
             // monotonic once it takes writes of its own. The next fetch retries the append.
-            let max_epoch = max_leader_epoch(&batches);
+            let summary = summarize(&batches);
+            let max_epoch = summary.max_epoch;
             if max_epoch > replica.leader_epoch {
                 host.raise_leader_epoch(&tp.0, tp.1, max_epoch)
                     .map_err(|e| format!("raising the leader epoch to {max_epoch}: {e}"))?;
-                return Ok(false);
+                return Ok(None);
             }
             log.append_replicated(BytesMut::from(&batches[..]), None)
                 .map_err(|e| format!("appending mirrored batches: {e}"))?;
-            appended = true;
+            appended = Some(summary);
         }
     }
     // Follow the source's log start (retention, DeleteRecords) once we hold data up to it.
@@ -569,7 +610,7 @@ fn append_fetched(
             .map_err(|e| format!("moving the log start to {source_start}: {e}"))?;
     }
     *fetch_offset = log.log_end_offset();
-    if appended {
+    if appended.is_some() {
         host.on_mirror_append(&tp.0, tp.1);
     }
     Ok(appended)
@@ -662,7 +703,14 @@ mod tests {
         let source = concat(&[batch_in_epoch(0, 3, 2), batch_in_epoch(3, 2, 7)]);
         let tp = ("t".to_string(), 0);
         let mut st: i64 = 0;
-        assert!(append_fetched(&tp, &mut st, &data(source.clone(), 0, 5), &host).unwrap());
+        let appended = append_fetched(&tp, &mut st, &data(source.clone(), 0, 5), &host)
+            .unwrap()
+            .expect("appended");
+        assert_eq!(
+            (appended.bytes, appended.records, appended.newest_timestamp),
+            (source.len() as u64, 5, 1002),
+            "counted from the batch headers"
+        );
         assert_eq!(st, 5);
         assert_eq!(host.appends.load(Ordering::SeqCst), 1);
         let read = host.log.read(0, 1 << 20, None, true).unwrap().records;
@@ -676,7 +724,9 @@ mod tests {
         }
         assert_eq!(host.log.epoch_entries(), vec![(2, 0), (7, 3)]);
         // A late duplicate of what is already there is skipped, not appended twice.
-        assert!(!append_fetched(&tp, &mut st, &data(source, 0, 5), &host).unwrap());
+        assert!(append_fetched(&tp, &mut st, &data(source, 0, 5), &host)
+            .unwrap()
+            .is_none());
         assert_eq!(host.log.log_end_offset(), 5);
     }
 
@@ -686,7 +736,9 @@ mod tests {
         let tp = ("t".to_string(), 0);
         let mut st: i64 = 0;
         let source = concat(&[batch_in_epoch(0, 3, 5), batch_in_epoch(3, 2, 9)]);
-        assert!(!append_fetched(&tp, &mut st, &data(source, 0, 5), &host).unwrap());
+        assert!(append_fetched(&tp, &mut st, &data(source, 0, 5), &host)
+            .unwrap()
+            .is_none());
         assert_eq!(host.raised.load(Ordering::SeqCst), 9);
         assert_eq!(
             host.log.log_end_offset(),

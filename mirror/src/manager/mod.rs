@@ -35,6 +35,7 @@ use crate::state::{
     metadata_coordinator_partition, MirrorPartitionKey, MirrorPartitionState, PartitionStateRecord,
     MIRROR_STATE_TOPIC,
 };
+use crate::stats::{MirrorCounters, MirrorStats};
 
 /// How often the manager re-examines its partitions without being woken.
 const TICK: Duration = Duration::from_millis(500);
@@ -66,6 +67,10 @@ pub fn parse_mirror_name(value: &str) -> Option<(&str, DesiredState)> {
 pub struct PartitionStatus {
     /// Source high watermark from the last fetch, or None.
     pub source_high_watermark: Option<i64>,
+    /// The newest record timestamp mirrored so far (batch max timestamps), or None.
+    pub newest_mirrored_timestamp: Option<i64>,
+    /// Taken from its fetcher by an error or a leader move, not yet handed back.
+    pub retry_pending: bool,
 }
 
 /// How long an admin call waits for the coordinator to act on its change.
@@ -130,6 +135,8 @@ pub struct MirrorManager {
     /// loop takes a stopped or paused one away, so neither undoes the other.
     assign_guard: Mutex<()>,
     pub(crate) cluster_ids: Mutex<HashMap<String, String>>,
+    /// Counters of each mirror's fetching.
+    stats: Arc<MirrorStats>,
     events_tx: mpsc::UnboundedSender<FetcherEvent>,
     events_rx: tokio::sync::Mutex<mpsc::UnboundedReceiver<FetcherEvent>>,
     wake: Notify,
@@ -163,6 +170,7 @@ impl MirrorManager {
             tasks: Mutex::new(HashMap::new()),
             assign_guard: Mutex::new(()),
             cluster_ids: Mutex::new(HashMap::new()),
+            stats: Arc::default(),
             events_tx,
             events_rx: tokio::sync::Mutex::new(events_rx),
             wake: Notify::new(),
@@ -267,23 +275,39 @@ impl MirrorManager {
         let mut driven = self.driven.lock();
         let machine = driven.get_mut(&key).map(|d| &mut d.machine);
         match event {
-            FetcherEvent::SourceHighWatermark { high_watermark, .. } => {
-                self.status
-                    .lock()
-                    .entry(key.clone())
-                    .or_default()
-                    .source_high_watermark = Some(high_watermark);
+            FetcherEvent::SourceHighWatermark {
+                high_watermark,
+                newest_timestamp,
+                ..
+            } => {
+                let mut status = self.status.lock();
+                let st = status.entry(key.clone()).or_default();
+                st.source_high_watermark = Some(high_watermark);
+                if newest_timestamp.is_some() {
+                    st.newest_mirrored_timestamp = newest_timestamp;
+                }
+                drop(status);
                 if let Some(m) = machine {
                     m.on_fetch_succeeded();
                 }
             }
             FetcherEvent::NeedsLeader { reason, .. } => {
+                self.status
+                    .lock()
+                    .entry(key.clone())
+                    .or_default()
+                    .retry_pending = true;
                 tracing::info!(%mirror, topic = %tp.0, partition = tp.1, %reason, "mirror partition needs its source leader again");
                 if let Some(m) = machine {
                     m.on_needs_leader(now, reason);
                 }
             }
             FetcherEvent::Failed { reason, .. } => {
+                self.status
+                    .lock()
+                    .entry(key.clone())
+                    .or_default()
+                    .retry_pending = true;
                 tracing::warn!(%mirror, topic = %tp.0, partition = tp.1, %reason, "mirror partition failed");
                 if let Some(m) = machine {
                     m.on_fetch_failed(now, reason);
@@ -833,6 +857,7 @@ impl MirrorManager {
                 rt.settings.clone(),
                 self.host.clone(),
                 self.events_tx.clone(),
+                self.stats.clone(),
             )
         });
         // Under the guard the coordinator's loop takes to stop or pause a partition: a stop
@@ -855,7 +880,39 @@ impl MirrorManager {
                 source_epoch: p.leader_epoch,
             },
         );
+        let retried = self
+            .status
+            .lock()
+            .get_mut(key)
+            .is_some_and(|st| std::mem::take(&mut st.retry_pending));
+        if retried {
+            self.stats.retried(&key.mirror);
+        }
         Outcome::Done
+    }
+
+    /// The fetching counters of every mirror that exists.
+    pub fn counters(&self) -> Vec<(String, MirrorCounters)> {
+        let image = self.controller.image();
+        let mut all = self.stats.snapshot();
+        for (name, _) in &all {
+            if !image.mirrors.contains_key(name) {
+                self.stats.forget(name);
+            }
+        }
+        all.retain(|(name, _)| image.mirrors.contains_key(name));
+        all
+    }
+
+    /// The newest record timestamp mirrored into a partition led here, if any was.
+    pub fn newest_mirrored_timestamp(
+        &self,
+        mirror: &str,
+        topic: &str,
+        partition: i32,
+    ) -> Option<i64> {
+        let key = self.key_of(mirror, &(topic.to_string(), partition))?;
+        self.status.lock().get(&key)?.newest_mirrored_timestamp
     }
 
     /// Before STOPPED: keep producer ids apart and start an epoch of this cluster's own.

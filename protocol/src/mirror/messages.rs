@@ -36,6 +36,25 @@ pub mod api_keys {
     pub const FIRST: i16 = CREATE_CLUSTER_MIRROR;
     /// The highest mirror api key Tern serves.
     pub const LAST: i16 = BUMP_LEADER_EPOCHS;
+
+    /// The RPC's name, as Kafka names its own (`CreateClusterMirror`).
+    pub fn name(key: i16) -> Option<&'static str> {
+        Some(match key {
+            CREATE_CLUSTER_MIRROR => "CreateClusterMirror",
+            START_MIRROR_TOPICS => "StartMirrorTopics",
+            STOP_MIRROR_TOPICS => "StopMirrorTopics",
+            LAST_MIRRORED_OFFSETS => "LastMirroredOffsets",
+            LIST_CLUSTER_MIRRORS => "ListClusterMirrors",
+            DESCRIBE_CLUSTER_MIRRORS => "DescribeClusterMirrors",
+            READ_MIRROR_STATES => "ReadMirrorStates",
+            WRITE_MIRROR_STATES => "WriteMirrorStates",
+            PAUSE_MIRROR_TOPICS => "PauseMirrorTopics",
+            RESUME_MIRROR_TOPICS => "ResumeMirrorTopics",
+            DELETE_CLUSTER_MIRROR => "DeleteClusterMirror",
+            BUMP_LEADER_EPOCHS => "BumpLeaderEpochs",
+            _ => return None,
+        })
+    }
 }
 
 /// 94 request: define a mirror.
