@@ -104,7 +104,7 @@ fn left_truncate(s: &str, width: usize) -> String {
     format!("...{tail}")
 }
 
-fn dash(v: i64) -> String {
+pub(crate) fn dash(v: i64) -> String {
     if v < 0 {
         "-".into()
     } else {
@@ -390,115 +390,18 @@ pub async fn run(args: MirrorsArgs) -> Result<i32> {
             Ok(0)
         }
         Action::Describe => {
-            let r = conn
-                .send_mirror(&MirrorRequest::DescribeClusterMirrors(
-                    DescribeClusterMirrorsRequest {
-                        mirror_names: args.mirror.clone().into_iter().collect(),
-                        ..Default::default()
-                    },
-                ))
-                .await?;
-            let MirrorResponse::DescribeClusterMirrors(r) = r else {
-                bail!("unexpected response")
-            };
-            check_top(r.error_code, r.error_message)?;
-            let mut rows = Vec::new();
-            for m in &r.mirrors {
-                if m.error_code != 0 {
-                    bail!(
-                        "{}: cluster mirror {}",
-                        error_name(m.error_code),
-                        m.mirror_name
-                    );
-                }
-                for t in &m.topics {
-                    for p in &t.partitions {
-                        rows.push((m.mirror_name.clone(), t.topic_name.clone(), p.clone()));
-                    }
-                }
-            }
-            rows.sort_by(|a, b| {
-                (&a.0, &a.1, a.2.partition_index).cmp(&(&b.0, &b.1, b.2.partition_index))
-            });
-            if args.failed {
-                rows.retain(|r| r.2.state_value == "FAILED");
-            }
-            if args.json {
-                let items: Vec<String> = rows
-                    .iter()
-                    .map(|(m, t, p)| {
-                        format!(
-                            "{{\"mirror\":{},\"topic\":{},\"partition\":{},\"sourceOffset\":{},\"destinationOffset\":{},\"lag\":{},\"state\":{},\"retryAttempt\":{},\"errorMessage\":{}}}",
-                            json_str(m), json_str(t), p.partition_index, p.source_offset, p.destination_offset, p.lag,
-                            json_str(&p.state_value), p.retry_attempt,
-                            p.error_message.as_deref().map(json_str).unwrap_or_else(|| "null".into())
-                        )
-                    })
-                    .collect();
-                println!("[{}]", items.join(","));
-                return Ok(0);
-            }
-            if rows.is_empty() {
-                println!(
-                    "{}",
-                    if args.failed {
-                        "No failed partitions found"
-                    } else {
-                        "No mirror partitions found"
-                    }
-                );
-                return Ok(0);
-            }
-            if args.failed {
-                println!(
-                    "{:<30} {:<40} {:<10} {:<7} ERROR",
-                    "MIRROR", "TOPIC", "PARTITION", "RETRY"
-                );
-                for (m, t, p) in rows {
-                    let retry = if p.retry_attempt < 0 {
-                        "NonRetryable".to_string()
-                    } else {
-                        p.retry_attempt.to_string()
-                    };
-                    let mut err = p.error_message.unwrap_or_default();
-                    if err.chars().count() > 80 {
-                        err = format!("{}...", err.chars().take(77).collect::<String>());
-                    }
-                    println!(
-                        "{:<30} {:<40} {:<10} {:<7} {}",
-                        m, t, p.partition_index, retry, err
-                    );
-                }
-                return Ok(0);
-            }
-            println!(
-                "{:<30} {:<40} {:<10} {:<15} {:<18} {:<10} {:<12}",
-                "MIRROR",
-                "TOPIC",
-                "PARTITION",
-                "SOURCE-OFFSET",
-                "DESTINATION-OFFSET",
-                "LAG",
-                "STATE"
-            );
-            for (m, t, p) in rows {
-                println!(
-                    "{:<30} {:<40} {:<10} {:<15} {:<18} {:<10} {:<12}",
-                    m,
-                    t,
-                    p.partition_index,
-                    dash(p.source_offset),
-                    dash(p.destination_offset),
-                    dash(p.lag),
-                    p.state_value
-                );
-            }
-            Ok(0)
+            crate::mirrors_describe::describe(
+                &mut conn,
+                args.mirror.as_deref(),
+                args.failed,
+                args.json,
+            )
+            .await
         }
     }
 }
 
-fn check_top(code: i16, message: Option<String>) -> Result<()> {
+pub(crate) fn check_top(code: i16, message: Option<String>) -> Result<()> {
     if code != 0 {
         bail!("{}: {}", error_name(code), message.unwrap_or_default());
     }

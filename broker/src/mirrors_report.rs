@@ -11,6 +11,7 @@ use tern_protocol::mirror::*;
 use tern_protocol::record_batch::BatchIter;
 
 use crate::mirrors_cli::{error_name, json_str};
+use crate::mirrors_progress::{bar, human, percent, time_left};
 use crate::mirrors_source::{describe_mirror, mirror_topics, source_settings, Side};
 
 /// One partition of the report.
@@ -205,8 +206,8 @@ pub async fn print_failover_report(
     Ok(())
 }
 
-/// `--start --wait`: describes the started topics every second, printing how much of the source
-/// is mirrored and an estimate of the time left, until every partition is MIRRORING with lag 0.
+/// `--start --wait`: describes the started topics every second, printing a progress bar, how
+/// much of the source is mirrored and an estimate of the time left, until every partition is MIRRORING with lag 0.
 pub async fn wait_caught_up(
     conn: &mut KafkaConnection,
     mirror: &str,
@@ -239,20 +240,18 @@ pub async fn wait_caught_up(
         let (t0, m0) = *first.get_or_insert((now, mirrored));
         let rate = (mirrored - m0) as f64 / now.duration_since(t0).as_secs_f64().max(0.001);
         let left = (source - mirrored).max(0);
-        let percent = if source > 0 {
-            100.0 * mirrored as f64 / source as f64
-        } else {
-            100.0
-        };
+        let percent = percent(mirrored, source);
         let eta = if done {
             "caught up".to_string()
-        } else if rate > 0.0 {
-            format!("about {:.0} s left", left as f64 / rate)
         } else {
-            "time left unknown".to_string()
+            match time_left(left, rate) {
+                Some(d) => format!("about {} left", human(d)),
+                None => "time left unknown".to_string(),
+            }
         };
         println!(
-            "{mirrored} of {source} records mirrored ({percent:.1}%), {left} to go, {eta} [{:.0} s]",
+            "{} {percent:5.1}% {mirrored} of {source} records mirrored, {left} to go, {eta} [{:.0} s]",
+            bar(percent, 30),
             started.elapsed().as_secs_f64()
         );
         if done {

@@ -6,8 +6,8 @@
 //! record batch: base offset, last offset, CRC, and the whole batch's bytes. The first
 //! difference ends that partition's check. A partition where the source ends first (writes on
 //! the destination after a failover) differs at the source's end. Compacted topics are compacted
-//! by each cluster's own cleaner, so their batches may legitimately differ: they are reported as
-//! not compared.
+//! by each cluster's own cleaner, so their batches may legitimately differ: for them what
+//! compaction preserves is compared instead ([`crate::mirrors_verify_compacted`]).
 
 use std::collections::BTreeMap;
 
@@ -31,6 +31,13 @@ pub enum Verdict {
         /// Batches compared.
         batches: u64,
     },
+    /// A compacted partition: what compaction preserves is the same on both sides.
+    EqualCompacted {
+        /// Offsets present on both sides, with the same record.
+        shared_offsets: u64,
+        /// Keys whose latest record is at the same offset on both sides.
+        keys: u64,
+    },
     /// The sides part at this offset.
     Differs {
         /// The first offset where they differ.
@@ -38,8 +45,6 @@ pub enum Verdict {
         /// What differs there.
         what: String,
     },
-    /// Not compared (why).
-    Skipped(String),
 }
 
 /// One partition's row.
@@ -169,7 +174,16 @@ pub async fn verify(
             let (s_start, s_end) = source.span(topic, partition).await?;
             let start = d_start.max(s_start);
             let verdict = if is_compacted {
-                Verdict::Skipped("compacted: each cluster's cleaner reshapes batches".into())
+                crate::mirrors_verify_compacted::compare(
+                    &mut source,
+                    &mut dest,
+                    topic,
+                    partition,
+                    start,
+                    d_end,
+                    s_end,
+                )
+                .await?
             } else if start >= d_end {
                 Verdict::Equal { batches: 0 }
             } else {
@@ -177,10 +191,12 @@ pub async fn verify(
             };
             let verdict = match verdict {
                 // Past the source's end the destination holds what the source does not.
-                Verdict::Equal { .. } if d_end > s_end => Verdict::Differs {
-                    offset: s_end,
-                    what: "the source has no batch there (it ends first)".into(),
-                },
+                Verdict::Equal { .. } | Verdict::EqualCompacted { .. } if d_end > s_end => {
+                    Verdict::Differs {
+                        offset: s_end,
+                        what: "the source has no batch there (it ends first)".into(),
+                    }
+                }
                 v => v,
             };
             rows.push(Row {
@@ -205,27 +221,26 @@ fn print_rows(rows: &[Row], json: bool) {
         .iter()
         .filter(|r| matches!(r.verdict, Verdict::Differs { .. }))
         .count();
-    let skipped = rows
-        .iter()
-        .filter(|r| matches!(r.verdict, Verdict::Skipped(_)))
-        .count();
-    let equal = rows.len() - differ - skipped;
+    let equal = rows.len() - differ;
     if json {
         let items: Vec<String> = rows
             .iter()
             .map(|r| {
                 let (result, detail) = match &r.verdict {
                     Verdict::Equal { batches } => ("EQUAL", format!("\"batches\":{batches}")),
+                    Verdict::EqualCompacted {
+                        shared_offsets,
+                        keys,
+                    } => (
+                        "EQUAL",
+                        format!("\"compacted\":true,\"sharedOffsets\":{shared_offsets},\"keys\":{keys}"),
+                    ),
                     Verdict::Differs { offset, what } => (
                         "DIFFERS",
                         format!(
                             "\"firstDivergentOffset\":{offset},\"detail\":{}",
                             crate::mirrors_cli::json_str(what)
                         ),
-                    ),
-                    Verdict::Skipped(why) => (
-                        "SKIPPED",
-                        format!("\"detail\":{}", crate::mirrors_cli::json_str(why)),
                     ),
                 };
                 format!(
@@ -238,7 +253,7 @@ fn print_rows(rows: &[Row], json: bool) {
             })
             .collect();
         println!(
-            "{{\"partitions\":[{}],\"equal\":{equal},\"differ\":{differ},\"skipped\":{skipped}}}",
+            "{{\"partitions\":[{}],\"equal\":{equal},\"differ\":{differ}}}",
             items.join(",")
         );
         return;
@@ -250,16 +265,18 @@ fn print_rows(rows: &[Row], json: bool) {
     for r in rows {
         let result = match &r.verdict {
             Verdict::Equal { batches } => format!("EQUAL ({batches} batches)"),
+            Verdict::EqualCompacted {
+                shared_offsets,
+                keys,
+            } => format!(
+                "EQUAL (compacted: {shared_offsets} offsets on both sides the same, {keys} keys' latest records at the same offsets)"
+            ),
             Verdict::Differs { offset, what } => format!("DIFFERS at offset {offset}: {what}"),
-            Verdict::Skipped(why) => format!("SKIPPED: {why}"),
         };
         println!(
             "{:<30} {:>9} {:>12} {:>12}  {result}",
             r.topic, r.partition, r.start, r.end
         );
     }
-    println!(
-        "{} partitions: {equal} equal, {differ} differ, {skipped} not compared",
-        rows.len()
-    );
+    println!("{} partitions: {equal} equal, {differ} differ", rows.len());
 }

@@ -28,8 +28,8 @@ same high watermark and the same batches byte for byte except the 4-byte partiti
 11. the failover report of `--stop --json`: a paused mirror left behind by 30 records per
     partition reports its last mirrored offsets, the source's high watermarks, 30 records not
     mirrored and their age, and how long the topic took to become writable.
-10. `tern mirrors --verify`: equal on a healthy mirror (exit 0; a compacted topic is reported
-    as not compared); after a failover followed by writes on both sides, partition 0 differs at
+10. `tern mirrors --verify`: equal on a healthy mirror (exit 0; a compacted topic compared by
+    the records compaction keeps); after a failover followed by writes on both sides, partition 0 differs at
     its last mirrored offset, partition 1 (written on tern only) where the source ends, partition
     2 (written on neither) stays equal (exit 2); an unknown mirror or topic exits 1.
 
@@ -394,6 +394,14 @@ def test_compacted_topic_keeps_offset_gaps(kafka, tern, tmp_path):
     # Consumers agree too (offsets with gaps, tombstones as null values).
     assert consume_all(tern.bootstrap, topic, 2) == consume_all(kafka.bootstrap, topic, 2)
     assert topic_config(tern.bootstrap, topic).get("cleanup.policy") == "compact"
+    # --verify compares what compaction keeps: every shared offset's record and each key's
+    # latest record (10 keys k0..k18 of one parity and "roll" per partition).
+    code, rows, err = verify(tern, mirror)
+    assert code == 0, (code, rows, err)
+    for part in (0, 1):
+        r = rows[(topic, part)]
+        assert r["result"] == "EQUAL" and r["compacted"] is True and r["keys"] == 11 \
+            and r["sharedOffsets"] > 0, r
 
 
 # -- 3. log start moved by DeleteRecords -----------------------------------------------------------
@@ -961,9 +969,12 @@ def test_verify_equal_then_divergent_after_failover(kafka, tern, tmp_path):
         r = rows[(topic, p)]
         assert r["result"] == "EQUAL" and r["batches"] > 0 and r["startOffset"] == 0 \
             and r["endOffset"] == 200, r
-    assert rows[(compacted, 0)]["result"] == "SKIPPED", rows[(compacted, 0)]
+    # The compacted topic is compared by what compaction keeps: all 50 offsets, 7 keys.
+    r = rows[(compacted, 0)]
+    assert r["result"] == "EQUAL" and r.get("compacted") is True and r["sharedOffsets"] == 50 \
+        and r["keys"] == 7, r
     table = mu.mirrors(tern.bootstrap, "--verify", "--mirror", mirror, "--topics", topic).stdout
-    assert "3 partitions: 3 equal, 0 differ, 0 not compared" in table, table
+    assert "3 partitions: 3 equal, 0 differ" in table, table
 
     # Failover (nothing left unmirrored); then writes on both sides of partition 0, on tern only
     # in partition 1.
@@ -1030,15 +1041,43 @@ def test_start_wait_follows_the_copy_until_it_is_caught_up(kafka, tern, tmp_path
     assert p.flush(30) == 0
     source = high_watermarks(kafka.bootstrap, topic, 2)
     mirror = "m-wait"
-    # About 600 KB at 200 KB/s: a copy of a few seconds to follow.
+    # About 600 KB at 100 KB/s: a copy of several seconds to follow.
     mu.create_mirror(tern.bootstrap, mirror, kafka.bootstrap, str(tmp_path),
-                     mirror_fetch_rate_max_bytes="200000")
+                     mirror_fetch_rate_max_bytes="100000")
+    # While --wait follows the copy, --describe measures the same copy: the share mirrored and
+    # the time left at the rate it sees.
+    copying = []
+
+    def describe_during_copy():
+        deadline = time.time() + 60
+        while time.time() < deadline and not copying:
+            rows = [r for r in mu.describe(tern.bootstrap, mirror) if r["topic"] == topic]
+            lagging = [r for r in rows if r["lag"] > 0 and r["state"] == "MIRRORING"]
+            if any(r["secondsLeft"] is not None for r in lagging):
+                copying.append((lagging, mu.mirrors(tern.bootstrap, "--describe", "--mirror",
+                                                    mirror).stdout))
+            time.sleep(0.2)
+
+    watcher = threading.Thread(target=describe_during_copy)
+    watcher.start()
     out = mu.mirrors(tern.bootstrap, "--start", "--wait", "--mirror", mirror, "--topics", topic,
                      timeout=120).stdout
+    watcher.join()
     lines = out.strip().splitlines()
     assert lines[0].startswith("Started 1 mirror topic(s)"), out
-    assert "records mirrored" in lines[1], out
-    assert lines[-1].startswith("600 of 600 records mirrored (100.0%), 0 to go, caught up"), out
+    assert "records mirrored" in lines[1] and lines[1].startswith("["), out
+    assert lines[-1].startswith("[" + "#" * 30 + "] 100.0% 600 of 600 records mirrored, 0 to go, "
+                                "caught up"), out
+    assert copying, "--describe never saw the copy under way with a time left"
+    lagging, table = copying[0]
+    for r in lagging:
+        expected = 100.0 * r["destinationOffset"] / r["sourceOffset"]
+        assert abs(r["percentMirrored"] - expected) < 0.01 and r["percentMirrored"] < 100, r
+        assert r["secondsLeft"] is None or r["secondsLeft"] > 0, r
+    header = table.splitlines()[0].split()
+    assert header[-2:] == ["MIRRORED", "TIME-LEFT"], table
+    assert any(line.split()[-2].endswith("%") and line.split()[-1].endswith("s")
+               for line in table.splitlines()[1:]), table
     rows = {r["partition"]: r for r in mu.describe(tern.bootstrap, mirror) if r["topic"] == topic}
     assert all(rows[q]["state"] == "MIRRORING" and rows[q]["lag"] == 0
                and rows[q]["destinationOffset"] == source[q] for q in (0, 1)), rows
