@@ -2,7 +2,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use kafka_protocol::messages::{ApiKey, RequestKind, ResponseKind};
 use tern_protocol::api::{decode_request, encode_response, peek_prefix, RequestError};
@@ -47,17 +47,22 @@ pub async fn serve_connection<S>(
         let (mut reader, writer) = tokio::io::split(stream);
         let mut writer = BufWriter::new(writer);
         let max = broker.config.socket_request_max_bytes;
+        let idle = Duration::from_millis(broker.config.connections_max_idle_ms);
         let _open = broker.metrics.connection_opened(&security.name);
         let mut auth = Authenticator::new(security, tls_principal);
         loop {
             let frame = tokio::select! {
-                f = read_frame(&mut reader, max) => f,
+                f = tokio::time::timeout(idle, read_frame(&mut reader, max)) => f,
                 _ = shutdown.changed() => return,
             };
             let frame = match frame {
-                Ok(Some(f)) => f,
-                Ok(None) => return,
-                Err(e) => {
+                Ok(Ok(Some(f))) => f,
+                Ok(Ok(None)) => return,
+                Err(_) => {
+                    tracing::debug!("closing a connection idle for connections.max.idle.ms");
+                    return;
+                }
+                Ok(Err(e)) => {
                     tracing::debug!(error = %e, "closing connection on bad frame");
                     return;
                 }
@@ -76,10 +81,12 @@ pub async fn serve_connection<S>(
                 Outcome::Silent => continue,
                 Outcome::Close => return,
             };
-            if write_frame(&mut writer, &[&bytes]).await.is_err() {
-                return;
-            }
-            if tokio::io::AsyncWriteExt::flush(&mut writer).await.is_err() {
+            // A client that stops reading its responses is idle too: its write times out.
+            let written = tokio::time::timeout(idle, async {
+                write_frame(&mut writer, &[&bytes]).await?;
+                tokio::io::AsyncWriteExt::flush(&mut writer).await
+            });
+            if !matches!(written.await, Ok(Ok(()))) {
                 return;
             }
             if let Some(k) = api_key {

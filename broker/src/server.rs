@@ -135,20 +135,32 @@ async fn accept_loop(
     mut shutdown: watch::Receiver<bool>,
 ) {
     let mut conns = tokio::task::JoinSet::new();
+    let mut refused: u64 = 0;
+    // As in Kafka, replication keeps its connections when clients fill max.connections: the
+    // inter-broker listener is exempt when it is a listener of its own.
+    let exempt =
+        broker.config.listeners.len() > 1 && security.name == broker.config.inter_broker_listener();
     loop {
-        let permit = tokio::select! {
-            p = connections.clone().acquire_owned() => match p {
-                Ok(p) => p,
-                Err(_) => break,
-            },
-            _ = shutdown.changed() => break,
-        };
         let accepted = tokio::select! {
             a = listener.accept() => a,
             _ = shutdown.changed() => break,
         };
         match accepted {
             Ok((stream, peer)) => {
+                // Over max.connections a client is closed at once rather than left waiting in
+                // the kernel's backlog: it sees the refusal and retries after its backoff.
+                let permit = if exempt {
+                    None
+                } else if let Ok(p) = connections.clone().try_acquire_owned() {
+                    Some(p)
+                } else {
+                    refused += 1;
+                    if refused.is_power_of_two() {
+                        tracing::warn!(%peer, refused, max_connections = broker.config.max_connections, "max.connections reached: closing new connections");
+                    }
+                    drop(stream);
+                    continue;
+                };
                 let _ = stream.set_nodelay(true);
                 let broker = broker.clone();
                 let shutdown = shutdown.clone();

@@ -135,6 +135,9 @@ pub struct BrokerConfig {
     pub queued_max_requests: usize,
     /// `max.connections`.
     pub max_connections: usize,
+    /// `connections.max.idle.ms`: a connection with no request read and no response written for
+    /// this long is closed (a half-sent frame counts as idle).
+    pub connections_max_idle_ms: u64,
     /// `http.listeners` (`/metrics`, `/health`): the address, and whether it was configured (a
     /// default that cannot be bound is only a warning); None when set empty.
     pub http_listener: Option<(String, bool)>,
@@ -312,6 +315,7 @@ impl BrokerConfig {
             socket_request_max_bytes: num(&props, "socket.request.max.bytes", 104_857_600)?,
             queued_max_requests: num(&props, "queued.max.requests", 500)?,
             max_connections: num(&props, "max.connections", 10_000)?,
+            connections_max_idle_ms: num(&props, "connections.max.idle.ms", 600_000)?,
             http_listener: parse_http_listener(get("http.listeners"))?,
             log_retention_check_interval_ms: num(
                 &props,

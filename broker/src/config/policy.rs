@@ -65,6 +65,7 @@ const READ_KEYS: &[&str] = &[
     "socket.request.max.bytes",
     "queued.max.requests",
     "max.connections",
+    "connections.max.idle.ms",
     "log.retention.check.interval.ms",
     "log.retention.hours",
     "log.retention.minutes",
