@@ -420,8 +420,10 @@ impl Log {
 
     /// Marks the log offline when an I/O error hits a write path (redb's rule: no guessing).
     fn io_guard<T>(&self, r: Result<T>) -> Result<T> {
-        if let Err(StorageError::Io { .. }) = &r {
-            self.offline.store(true, Ordering::Release);
+        if let Err(e @ StorageError::Io { .. }) = &r {
+            if !self.offline.swap(true, Ordering::AcqRel) {
+                tracing::error!(dir = %self.dir.display(), error = %e, "log offline after a failed write: no further writes to it until the broker restarts");
+            }
         }
         r
     }
