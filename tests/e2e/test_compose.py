@@ -60,3 +60,5 @@ def test_image_runs_the_tern_binary_it_builds():
     entry = ROOT / "demo" / "docker-entrypoint.sh"
     assert os.access(entry, os.X_OK)
     assert subprocess.run(["sh", "-n", str(entry)]).returncode == 0
+    story = ROOT / "demo" / "dr-story.sh"
+    assert os.access(story, os.X_OK) and subprocess.run(["bash", "-n", str(story)]).returncode == 0
