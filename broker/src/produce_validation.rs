@@ -41,22 +41,77 @@ impl TopicWritePolicy {
     }
 }
 
-fn invalid(message: impl Into<String>) -> ApiError {
-    ApiError::new(ResponseError::InvalidRecord, message)
+fn invalid(message: impl Into<String>) -> Refused {
+    ApiError::new(ResponseError::InvalidRecord, message).into()
 }
 
-/// Applies the policy to a produce request's records; returns the bytes to append.
+/// Why a produce was refused: the error, and (KIP-467) the records that caused it, by their
+/// index in the request's records with a message each, as Kafka's `record_errors` name them.
+#[derive(Debug)]
+pub struct Refused {
+    /// The partition's error code and message.
+    pub error: ApiError,
+    /// `(batch_index, message)` of each record at fault.
+    pub record_errors: Vec<(i32, String)>,
+}
+
+impl From<ApiError> for Refused {
+    fn from(error: ApiError) -> Self {
+        Refused {
+            error,
+            record_errors: Vec::new(),
+        }
+    }
+}
+
+/// How many record errors Kafka's summary message quotes.
+const QUOTED_RECORD_ERRORS: usize = 3;
+
+/// INVALID_RECORD naming every keyless record of a compacted topic, worded as Kafka words it.
+fn keyless(indexes: &[i32], partition: &str) -> Refused {
+    let record_errors: Vec<(i32, String)> = indexes
+        .iter()
+        .map(|&i| {
+            (
+                i,
+                format!("Compacted topic cannot accept message without key in topic partition {partition}."),
+            )
+        })
+        .collect();
+    let quoted: Vec<String> = record_errors
+        .iter()
+        .take(QUOTED_RECORD_ERRORS)
+        .map(|(i, m)| format!("RecordError(batchIndex={i}, message='{m}')"))
+        .collect();
+    Refused {
+        error: ApiError::new(
+            ResponseError::InvalidRecord,
+            format!(
+                "One or more records have been rejected due to {} record errors in total, and only showing the first three errors at most: [{}]",
+                record_errors.len(),
+                quoted.join(", ")
+            ),
+        ),
+        record_errors,
+    }
+}
+
+/// Applies the policy to a produce request's records (of `partition`, `topic-N`, named in
+/// errors); returns the bytes to append.
 pub fn prepare(
     records: &Bytes,
     policy: TopicWritePolicy,
     max_uncompressed: usize,
-) -> Result<BytesMut, ApiError> {
+    partition: &str,
+) -> Result<BytesMut, Refused> {
     if policy.is_passthrough() {
         return Ok(BytesMut::from(&records[..]));
     }
     let batches = split_batches(records)
         .map_err(|e| ApiError::new(ResponseError::CorruptMessage, e.to_string()))?;
     let mut out = BytesMut::with_capacity(records.len());
+    // Record indexes count across the request's batches, as Kafka's do.
+    let mut first_index = 0i32;
     for (header, batch) in batches {
         let codec = header
             .compression()
@@ -68,11 +123,18 @@ pub fn prepare(
         }
         let (_, decoded) = decode_records(&batch, max_uncompressed)
             .map_err(|e| ApiError::new(ResponseError::CorruptMessage, e.to_string()))?;
-        if policy.compacted && !header.is_control() && decoded.iter().any(|r| r.key.is_none()) {
-            return Err(invalid(
-                "Compacted topic cannot accept message without key.",
-            ));
+        if policy.compacted && !header.is_control() {
+            let missing: Vec<i32> = decoded
+                .iter()
+                .enumerate()
+                .filter(|(_, r)| r.key.is_none())
+                .map(|(i, _)| first_index + i as i32)
+                .collect();
+            if !missing.is_empty() {
+                return Err(keyless(&missing, partition));
+            }
         }
+        first_index += decoded.len() as i32;
         if !recompress {
             out.extend_from_slice(&batch);
             continue;
@@ -124,6 +186,7 @@ mod tests {
             &b,
             TopicWritePolicy::from_configs("producer", "delete"),
             1 << 20,
+            "t-0",
         )
         .unwrap();
         assert_eq!(&out[..], &b[..]);
@@ -133,7 +196,7 @@ mod tests {
     fn topic_codec_recompresses_and_keeps_records_and_producer_fields() {
         let b = batch(Compression::None, &[Some(b"a"), None, Some(b"c")]);
         let policy = TopicWritePolicy::from_configs("zstd", "delete");
-        let out = prepare(&b, policy, 1 << 20).unwrap();
+        let out = prepare(&b, policy, 1 << 20, "t-0").unwrap();
         let h = validate_batch(&out).unwrap();
         assert_eq!(h.compression().unwrap(), Compression::Zstd);
         assert_eq!(
@@ -151,16 +214,42 @@ mod tests {
         }
         // Same codec: untouched.
         let z = batch(Compression::Zstd, &[Some(b"a")]);
-        assert_eq!(&prepare(&z, policy, 1 << 20).unwrap()[..], &z[..]);
+        assert_eq!(&prepare(&z, policy, 1 << 20, "t-0").unwrap()[..], &z[..]);
     }
 
     #[test]
     fn compacted_topic_refuses_null_keys() {
         let policy = TopicWritePolicy::from_configs("producer", "compact,delete");
         let ok = batch(Compression::Gzip, &[Some(b"a"), Some(b"b")]);
-        assert_eq!(&prepare(&ok, policy, 1 << 20).unwrap()[..], &ok[..]);
-        let bad = batch(Compression::Gzip, &[Some(b"a"), None]);
-        let err = prepare(&bad, policy, 1 << 20).unwrap_err();
-        assert_eq!(err.error, ResponseError::InvalidRecord);
+        assert_eq!(&prepare(&ok, policy, 1 << 20, "t-0").unwrap()[..], &ok[..]);
+        let bad = batch(Compression::Gzip, &[Some(b"a"), None, Some(b"c"), None]);
+        let err = prepare(&bad, policy, 1 << 20, "t-3").unwrap_err();
+        assert_eq!(err.error.error, ResponseError::InvalidRecord);
+        let expected = "Compacted topic cannot accept message without key in topic partition t-3.";
+        assert_eq!(
+            err.record_errors,
+            vec![(1, expected.to_string()), (3, expected.to_string())]
+        );
+        assert!(err
+            .error
+            .message
+            .starts_with("One or more records have been rejected due to 2 record errors in total"));
+        assert!(err
+            .error
+            .message
+            .contains(&format!("RecordError(batchIndex=3, message='{expected}')")));
+    }
+
+    #[test]
+    fn record_indexes_count_across_batches() {
+        let policy = TopicWritePolicy::from_configs("producer", "compact");
+        let mut two = BytesMut::new();
+        two.extend_from_slice(&batch(Compression::None, &[Some(b"a"), Some(b"b")]));
+        two.extend_from_slice(&batch(Compression::Lz4, &[Some(b"c"), None]));
+        let err = prepare(&two.freeze(), policy, 1 << 20, "t-0").unwrap_err();
+        assert_eq!(
+            err.record_errors.iter().map(|e| e.0).collect::<Vec<_>>(),
+            vec![3]
+        );
     }
 }

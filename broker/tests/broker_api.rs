@@ -245,10 +245,34 @@ async fn topic_compression_type_recompresses_and_compacted_topics_need_keys() {
     b.push(1, Some(b"k"), Some(b"v"), &[]).unwrap();
     b.push(2, None, Some(b"no key"), &[]).unwrap();
     let resp = produce(&mut c, "compacted", 0, b.build().unwrap()).await;
+    let refused = &resp.responses[0].partition_responses[0];
+    assert_eq!(refused.error_code, ResponseError::InvalidRecord.code());
+    // KIP-467: the record at fault, by its index, with Kafka's message.
+    let errors: Vec<(i32, String)> = refused
+        .record_errors
+        .iter()
+        .map(|e| {
+            (
+                e.batch_index,
+                e.batch_index_error_message
+                    .as_deref()
+                    .unwrap_or("")
+                    .to_string(),
+            )
+        })
+        .collect();
     assert_eq!(
-        resp.responses[0].partition_responses[0].error_code,
-        ResponseError::InvalidRecord.code()
+        errors,
+        vec![(
+            1,
+            "Compacted topic cannot accept message without key in topic partition compacted-0."
+                .to_string()
+        )]
     );
+    assert!(refused
+        .error_message
+        .as_deref()
+        .is_some_and(|m| m.contains("due to 1 record errors")));
     assert_eq!(latest_offset(&mut c, "compacted").await, 0);
     let resp = produce(&mut c, "compacted", 0, batch(2)).await;
     assert_eq!(resp.responses[0].partition_responses[0].error_code, 0);
@@ -347,4 +371,60 @@ async fn acks_all_below_min_insync_replicas_is_refused_and_appends_nothing() {
     assert_eq!(created.topics[0].error_code, 0);
     let resp = produce(&mut c, "needs-one", 0, batch(2)).await;
     assert_eq!(resp.responses[0].partition_responses[0].error_code, 0);
+}
+
+#[tokio::test]
+async fn offset_commit_to_an_unknown_topic_or_partition_is_refused_per_partition() {
+    use kafka_protocol::messages::offset_commit_request::{
+        OffsetCommitRequestPartition, OffsetCommitRequestTopic,
+    };
+    use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
+    use kafka_protocol::messages::{GroupId, OffsetCommitRequest, OffsetFetchRequest};
+    use kafka_protocol::protocol::StrBytes;
+    let s = TestServer::start().await;
+    let mut c = s.connect().await;
+    create_topic(&mut c, "oc", 1, &[]).await;
+    let partition = |i: i32| {
+        OffsetCommitRequestPartition::default()
+            .with_partition_index(i)
+            .with_committed_offset(7)
+    };
+    let group = GroupId(StrBytes::from_static_str("oc-group"));
+    let req = OffsetCommitRequest::default()
+        .with_group_id(group.clone())
+        .with_generation_id_or_member_epoch(-1)
+        .with_topics(vec![
+            OffsetCommitRequestTopic::default()
+                .with_name(name("oc"))
+                .with_partitions(vec![partition(0), partition(5)]),
+            OffsetCommitRequestTopic::default()
+                .with_name(name("no-such-topic"))
+                .with_partitions(vec![partition(0)]),
+        ]);
+    let resp = c.send(&req, 8).await.unwrap();
+    let codes: Vec<Vec<i16>> = resp
+        .topics
+        .iter()
+        .map(|t| t.partitions.iter().map(|p| p.error_code).collect())
+        .collect();
+    let unknown = ResponseError::UnknownTopicOrPartition.code();
+    assert_eq!(codes, vec![vec![0, unknown], vec![unknown]]);
+    // The known partition was committed; nothing was stored for the others.
+    let fetch = OffsetFetchRequest::default()
+        .with_group_id(group)
+        .with_topics(Some(vec![
+            OffsetFetchRequestTopic::default()
+                .with_name(name("oc"))
+                .with_partition_indexes(vec![0, 5]),
+            OffsetFetchRequestTopic::default()
+                .with_name(name("no-such-topic"))
+                .with_partition_indexes(vec![0]),
+        ]));
+    let r = c.send(&fetch, 7).await.unwrap();
+    let committed: Vec<Vec<i64>> = r
+        .topics
+        .iter()
+        .map(|t| t.partitions.iter().map(|p| p.committed_offset).collect())
+        .collect();
+    assert_eq!(committed, vec![vec![7, -1], vec![-1]]);
 }

@@ -45,9 +45,30 @@ pub async fn offset_commit(
         .iter()
         .map(|t| group_allowed && authz.topic(AclOperation::Read, t.name.0.as_str()))
         .collect();
+    // As Kafka: a partition the cluster does not have answers UNKNOWN_TOPIC_OR_PARTITION and
+    // is not committed; the others are.
+    let known: Vec<Vec<bool>> = {
+        let image = broker.controller.image();
+        req.topics
+            .iter()
+            .map(|t| {
+                let topic = image.topic(t.name.0.as_str());
+                t.partitions
+                    .iter()
+                    .map(|p| topic.is_some_and(|ti| ti.partitions.contains_key(&p.partition_index)))
+                    .collect()
+            })
+            .collect()
+    };
     let mut offsets = Vec::new();
-    for (t, _) in req.topics.iter().zip(&allowed).filter(|(_, a)| **a) {
-        for p in &t.partitions {
+    for ((t, _), known) in req
+        .topics
+        .iter()
+        .zip(&allowed)
+        .zip(&known)
+        .filter(|((_, a), _)| **a)
+    {
+        for (p, _) in t.partitions.iter().zip(known).filter(|(_, k)| **k) {
             offsets.push((
                 t.name.0.to_string(),
                 p.partition_index,
@@ -104,17 +125,21 @@ pub async fn offset_commit(
         .topics
         .iter()
         .zip(&allowed)
-        .map(|(t, allowed)| {
+        .zip(&known)
+        .map(|((t, allowed), known)| {
             OffsetCommitResponseTopic::default()
                 .with_name(t.name.clone())
                 .with_partitions(
                     t.partitions
                         .iter()
-                        .map(|p| {
-                            let code = if *allowed {
-                                codes.next().unwrap_or(0)
-                            } else {
+                        .zip(known)
+                        .map(|(p, known)| {
+                            let code = if !*allowed {
                                 refused
+                            } else if !*known {
+                                ResponseError::UnknownTopicOrPartition.code()
+                            } else {
+                                codes.next().unwrap_or(0)
                             };
                             OffsetCommitResponsePartition::default()
                                 .with_partition_index(p.partition_index)

@@ -1,6 +1,8 @@
 //! Produce: validate, check the topic is writable, append as leader, answer with the offsets.
 
-use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+use kafka_protocol::messages::produce_response::{
+    BatchIndexAndErrorMessage, PartitionProduceResponse, TopicProduceResponse,
+};
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
 use kafka_protocol::ResponseError;
 
@@ -153,10 +155,27 @@ pub async fn handle(
                 ));
                 continue;
             };
-            let records = match prepare(&records, policy, MAX_UNCOMPRESSED_BATCH) {
+            let partition_name = format!("{name}-{}", pd.index);
+            let records = match prepare(&records, policy, MAX_UNCOMPRESSED_BATCH, &partition_name) {
                 Ok(r) => r,
-                Err(e) => {
-                    partitions.push(error_partition(pd.index, e.code(), Some(e.message)));
+                Err(refused) => {
+                    let record_errors = refused
+                        .record_errors
+                        .into_iter()
+                        .map(|(index, message)| {
+                            BatchIndexAndErrorMessage::default()
+                                .with_batch_index(index)
+                                .with_batch_index_error_message(Some(sb(message)))
+                        })
+                        .collect();
+                    partitions.push(
+                        error_partition(
+                            pd.index,
+                            refused.error.code(),
+                            Some(refused.error.message),
+                        )
+                        .with_record_errors(record_errors),
+                    );
                     continue;
                 }
             };
