@@ -428,3 +428,54 @@ async fn offset_commit_to_an_unknown_topic_or_partition_is_refused_per_partition
         .collect();
     assert_eq!(committed, vec![vec![7, -1], vec![-1]]);
 }
+
+#[tokio::test]
+async fn describe_configs_of_a_broker_lists_its_settings_with_sources_and_withholds_secrets() {
+    use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
+    use kafka_protocol::messages::DescribeConfigsRequest;
+    let dir = tempfile::tempdir().unwrap();
+    let server = start_in(
+        dir.path(),
+        &[
+            ("num.partitions", "3"),
+            ("log.cleaner.threads", "4"), // ignored by Tern: not listed
+            ("listener.name.x.plain.sasl.jaas.config", "secret"), // a secret: withheld
+        ],
+    )
+    .await;
+    let mut c = tern_protocol::client::KafkaConnection::connect(server.local_addrs[0], "t")
+        .await
+        .unwrap();
+    let req = DescribeConfigsRequest::default()
+        .with_include_synonyms(true)
+        .with_resources(vec![DescribeConfigsResource::default()
+            .with_resource_type(4)
+            .with_resource_name(kafka_protocol::protocol::StrBytes::from_static_str("1"))
+            .with_configuration_keys(None)]);
+    let r = c.send(&req, 4).await.unwrap();
+    assert_eq!(r.results[0].error_code, 0);
+    let configs = &r.results[0].configs;
+    let get = |n: &str| configs.iter().find(|e| e.name.as_str() == n);
+    let partitions = get("num.partitions").expect("num.partitions");
+    assert_eq!(partitions.value.as_deref(), Some("3"));
+    assert_eq!(partitions.config_source, 4, "STATIC_BROKER_CONFIG");
+    assert!(partitions.read_only);
+    let sources: Vec<i8> = partitions.synonyms.iter().map(|s| s.source).collect();
+    assert_eq!(sources, vec![4, 5], "static, then the default");
+    let retention = get("log.retention.hours").expect("a default is listed too");
+    assert_eq!(retention.value.as_deref(), Some("168"));
+    assert_eq!(retention.config_source, 5, "DEFAULT_CONFIG");
+    assert_eq!(retention.config_type, 3, "INT");
+    let max_bytes = get("message.max.bytes").unwrap();
+    assert!(!max_bytes.read_only, "Kafka changes it without a restart");
+    let key = get("ssl.keystore.key").expect("catalog secret");
+    assert!(key.is_sensitive && key.value.is_none());
+    let jaas = get("listener.name.x.plain.sasl.jaas.config").expect("set secret listed");
+    assert!(jaas.is_sensitive && jaas.value.is_none());
+    assert!(jaas.synonyms.iter().all(|s| s.value.is_none()));
+    assert!(
+        get("log.cleaner.threads").is_none(),
+        "ignored settings are not listed"
+    );
+    assert!(configs.len() > 80, "{} configs", configs.len());
+}

@@ -9,8 +9,9 @@ use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
-    ApiVersionsRequest, BrokerId, DescribeClusterRequest, DescribeConfigsRequest, FetchRequest,
-    FindCoordinatorRequest, GroupId, ListGroupsRequest, ListOffsetsRequest, MetadataRequest,
+    ApiVersionsRequest, BrokerId, DescribeClusterRequest, DescribeConfigsRequest,
+    DescribeLogDirsRequest, FetchRequest, FindCoordinatorRequest, GroupId,
+    ListConfigResourcesRequest, ListGroupsRequest, ListOffsetsRequest, MetadataRequest,
     OffsetFetchRequest, ProduceRequest,
 };
 use kafka_protocol::protocol::StrBytes;
@@ -37,7 +38,7 @@ async fn core_apis_answer_at_every_supported_version() {
         let r = c.send(&ApiVersionsRequest::default(), v).await.unwrap();
         assert_eq!(r.error_code, 0, "ApiVersions v{v}");
     }
-    for v in 0..=12 {
+    for v in 0..=13 {
         let mut t = MetadataRequestTopic::default().with_name(Some(name("v")));
         if v >= 10 {
             t.topic_id = topic_id;
@@ -49,23 +50,51 @@ async fn core_apis_answer_at_every_supported_version() {
         assert_eq!(r.topics[0].error_code, 0, "Metadata v{v}");
         assert_eq!(r.topics[0].partitions.len(), 1, "Metadata v{v}");
     }
-    for v in 3..=12 {
-        let req = ProduceRequest::default()
+    let produce_to = |v: i16, id: uuid::Uuid| {
+        // From v13 a topic is named by its id only.
+        let topic = if v >= 13 {
+            TopicProduceData::default().with_topic_id(id)
+        } else {
+            TopicProduceData::default().with_name(name("v"))
+        };
+        ProduceRequest::default()
             .with_acks(1)
             .with_timeout_ms(1000)
-            .with_topic_data(vec![TopicProduceData::default()
-                .with_name(name("v"))
-                .with_partition_data(vec![PartitionProduceData::default()
+            .with_topic_data(vec![topic.with_partition_data(vec![
+                PartitionProduceData::default()
                     .with_index(0)
-                    .with_records(Some(batch(1)))])]);
-        let r = c.send(&req, v).await.unwrap();
+                    .with_records(Some(batch(1))),
+            ])])
+    };
+    for v in 3..=13 {
+        let r = c.send(&produce_to(v, topic_id), v).await.unwrap();
         assert_eq!(
             r.responses[0].partition_responses[0].error_code, 0,
             "Produce v{v}"
         );
+        if v >= 13 {
+            assert_eq!(
+                r.responses[0].topic_id, topic_id,
+                "Produce v{v} answers by id"
+            );
+        }
     }
-    for v in 1..=9 {
-        for ts in [-1i64, -2, 1_000] {
+    let r = c
+        .send(&produce_to(13, uuid::Uuid::from_u128(7)), 13)
+        .await
+        .unwrap();
+    assert_eq!(
+        r.responses[0].partition_responses[0].error_code,
+        kafka_protocol::ResponseError::UnknownTopicId.code(),
+        "Produce v13 to an unknown topic id"
+    );
+    for v in 1..=11 {
+        let stamps: &[i64] = if v >= 11 {
+            &[-1, -2, 1_000, -6]
+        } else {
+            &[-1, -2, 1_000]
+        };
+        for &ts in stamps {
             let mut req = ListOffsetsRequest::default()
                 .with_replica_id(BrokerId(-1))
                 .with_topics(vec![ListOffsetsTopic::default()
@@ -80,13 +109,14 @@ async fn core_apis_answer_at_every_supported_version() {
             let p = &r.topics[0].partitions[0];
             assert_eq!(p.error_code, 0, "ListOffsets v{v} ts {ts}");
             let expected = match ts {
-                -1 => 13,
+                -1 => 14,
+                -6 => -1, // no tiered storage: nothing pending upload
                 _ => 0,
             };
             assert_eq!(p.offset, expected, "ListOffsets v{v} ts {ts}");
         }
     }
-    for v in 4..=16 {
+    for v in 4..=18 {
         let mut topic = FetchTopic::default().with_partitions(vec![FetchPartition::default()
             .with_partition(0)
             .with_fetch_offset(0)
@@ -106,7 +136,7 @@ async fn core_apis_answer_at_every_supported_version() {
         assert_eq!(r.error_code, 0, "Fetch v{v}");
         let p = &r.responses[0].partitions[0];
         assert_eq!(p.error_code, 0, "Fetch v{v}");
-        assert_eq!(p.high_watermark, 13, "Fetch v{v}");
+        assert_eq!(p.high_watermark, 14, "Fetch v{v}");
         assert!(
             p.records.as_ref().is_some_and(|r| !r.is_empty()),
             "Fetch v{v}"
@@ -156,5 +186,37 @@ async fn core_apis_answer_at_every_supported_version() {
     for v in 0..=1 {
         let r = c.send(&DescribeClusterRequest::default(), v).await.unwrap();
         assert_eq!(r.brokers.len(), 1, "DescribeCluster v{v}");
+    }
+    for v in 1..=5 {
+        let r = c
+            .send(&DescribeLogDirsRequest::default().with_topics(None), v)
+            .await
+            .unwrap();
+        assert_eq!(r.results.len(), 1, "DescribeLogDirs v{v}");
+        assert!(!r.results[0].is_cordoned, "DescribeLogDirs v{v}");
+        let topics: Vec<&str> = r.results[0]
+            .topics
+            .iter()
+            .map(|t| t.name.0.as_str())
+            .collect();
+        assert!(topics.contains(&"v"), "DescribeLogDirs v{v}: {topics:?}");
+    }
+    for v in 0..=1 {
+        let r = c
+            .send(&ListConfigResourcesRequest::default(), v)
+            .await
+            .unwrap();
+        assert_eq!(r.error_code, 0, "ListConfigResources v{v}");
+        let listed = |t: i8, n: &str| {
+            r.config_resources
+                .iter()
+                .any(|c| c.resource_type == t && c.resource_name.as_str() == n)
+        };
+        // v0 lists client-metrics subscriptions only (Tern has none).
+        assert_eq!(listed(2, "v"), v >= 1, "ListConfigResources v{v}: topic");
+        assert_eq!(listed(4, "1"), v >= 1, "ListConfigResources v{v}: broker");
+        if v == 0 {
+            assert!(r.config_resources.is_empty(), "ListConfigResources v0");
+        }
     }
 }

@@ -20,6 +20,8 @@ pub enum ConfigType {
     Boolean,
     /// 32-bit integer.
     Int,
+    /// 16-bit integer.
+    Short,
     /// 64-bit integer.
     Long,
     /// Floating point.
@@ -28,6 +30,8 @@ pub enum ConfigType {
     String,
     /// Comma-separated list.
     List,
+    /// A secret: never shown.
+    Password,
 }
 
 impl ConfigType {
@@ -37,9 +41,11 @@ impl ConfigType {
             ConfigType::Boolean => 1,
             ConfigType::String => 2,
             ConfigType::Int => 3,
+            ConfigType::Short => 4,
             ConfigType::Long => 5,
             ConfigType::Double => 6,
             ConfigType::List => 7,
+            ConfigType::Password => 9,
         }
     }
 }
@@ -133,14 +139,7 @@ pub const TOPIC_CONFIGS: &[TopicConfigDef] = &[
     ),
     // Replication throttles (kafka-reassign-partitions.sh sets and clears them): kept and
     // described, not enforced yet (the broker warns when one is set).
-    def(
-        THROTTLED_REPLICAS_FOLLOWER,
-        "",
-        ConfigType::String,
-        None,
-        None,
-        &[],
-    ),
+    def(THROTTLED_REPLICAS_FOLLOWER, "", List, None, None, &[]),
     def(
         "index.interval.bytes",
         "4096",
@@ -149,14 +148,7 @@ pub const TOPIC_CONFIGS: &[TopicConfigDef] = &[
         Some(0.0),
         &[],
     ),
-    def(
-        THROTTLED_REPLICAS_LEADER,
-        "",
-        ConfigType::String,
-        None,
-        None,
-        &[],
-    ),
+    def(THROTTLED_REPLICAS_LEADER, "", List, None, None, &[]),
     def(
         "max.compaction.lag.ms",
         "9223372036854775807",
@@ -319,9 +311,10 @@ pub fn validate_topic_config(name: &str, value: &str) -> Result<(), String> {
             }
         }
         Int => value.trim().parse::<i32>().map(f64::from).ok(),
+        ConfigType::Short => value.trim().parse::<i16>().map(f64::from).ok(),
         Long => value.trim().parse::<i64>().map(|v| v as f64).ok(),
         Double => value.trim().parse::<f64>().ok(),
-        ConfigType::String => {
+        ConfigType::String | ConfigType::Password => {
             return if d.choices.is_empty() || d.choices.contains(&value.trim()) {
                 Ok(())
             } else {
@@ -330,7 +323,7 @@ pub fn validate_topic_config(name: &str, value: &str) -> Result<(), String> {
         }
         List => {
             let items: Vec<&str> = value.split(',').map(str::trim).collect();
-            return if items.iter().all(|i| d.choices.contains(i)) {
+            return if d.choices.is_empty() || items.iter().all(|i| d.choices.contains(i)) {
                 Ok(())
             } else {
                 bad(&format!(

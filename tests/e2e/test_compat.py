@@ -134,3 +134,98 @@ def test_mirrormaker2_from_kafka_into_tern(brokers, tmp_path):
         assert got == [(f"k{i % 7}", f"v{i}") for i in range(200)], f"mirrored {len(got)} of 200:\n{mm.tail()}"
     finally:
         mm.stop()
+
+
+# Broker settings whose default Tern deliberately differs from Kafka's (the README lists them).
+TERN_BROKER_DEFAULTS = {
+    "listeners": "one command starts a broker on 127.0.0.1:9092, not on every interface",
+    "log.dir": "data lives in ./data, not /tmp/kafka-logs",
+    "node.id": "a single node needs no configuration (Kafka requires it)",
+    "process.roles": "a single node is broker and controller (Kafka requires it)",
+    "controller.listener.names": "CONTROLLER without configuration (Kafka requires it)",
+    "max.connections": "10,000 connections by default, not unlimited",
+    "sasl.enabled.mechanisms": "Kafka's GSSAPI is not implemented: SASL needs it set",
+    "ssl.keystore.type": "Tern reads PEM stores only (Kafka: JKS)",
+    "ssl.truststore.type": "Tern reads PEM stores only (Kafka: JKS)",
+    "broker.id": "no default of its own: Tern takes it as node.id when node.id is absent",
+}
+
+# Topic configs Kafka 4.4 lists that Tern does not (the README lists them).
+TOPIC_CONFIGS_NOT_LISTED = {
+    **dict.fromkeys(["local.retention.bytes", "local.retention.ms", "remote.storage.enable",
+                     "remote.log.copy.disable", "remote.log.delete.on.disable",
+                     "remote.copy.lag.bytes", "remote.copy.lag.ms"], "tiered storage"),
+    **dict.fromkeys(["compression.gzip.level", "compression.lz4.level", "compression.zstd.level"],
+                    "KIP-390 levels: Tern recompresses at each codec's default level"),
+    "errors.deadletterqueue.group.enable": "KIP-1034 dead-letter queues (Kafka Streams)",
+    "max.decompressed.message.bytes": "Tern bounds decompression with its own fixed limit",
+}
+
+# Fields of a topic config that differ on purpose: (config, field) -> why.
+TOPIC_FIELDS_DIFFERING = {
+    ("min.insync.replicas", "config_source"):
+        "Kafka 4 writes min.insync.replicas as a cluster-wide dynamic default when it formats the "
+        "cluster (DYNAMIC_DEFAULT_BROKER_CONFIG); Tern's is its default (DEFAULT_CONFIG), value 1",
+}
+
+
+def _described(bootstrap, resource_type, name):
+    from kafka.admin import ConfigResource, KafkaAdminClient
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=15000)
+    try:
+        out = admin.describe_configs([ConfigResource(resource_type, name)], config_filter="all",
+                                     include_synonyms=True)
+    finally:
+        admin.close()
+    (configs,) = next(iter(out.values())).values()
+    return configs
+
+
+def _default_of(entry):
+    return next((s["value"] for s in entry["synonyms"] if s["source"] == "DEFAULT_CONFIG"), None)
+
+
+def test_describe_configs_matches_kafka(brokers):
+    """DescribeConfigs of a broker and of a new topic, on tern and on Kafka: every broker setting
+    tern lists that Kafka lists too has Kafka's type, read-only flag, sensitivity and default
+    (except TERN_BROKER_DEFAULTS); every topic config Kafka lists, tern lists with the same value,
+    source and type (except TOPIC_CONFIGS_NOT_LISTED)."""
+    from kafka.admin import ConfigResourceType, KafkaAdminClient, NewTopic
+
+    seen = {}
+    for name, b in brokers.items():
+        admin = KafkaAdminClient(bootstrap_servers=b.bootstrap, request_timeout_ms=15000)
+        try:
+            admin.create_topics([NewTopic("described", 1, 1)])
+        finally:
+            admin.close()
+        # node.id 1: kafka_peer's, and tern's default.
+        seen[name] = (_described(b.bootstrap, ConfigResourceType.BROKER, "1"),
+                      _described(b.bootstrap, ConfigResourceType.TOPIC, "described"))
+    (k_broker, k_topic), (t_broker, t_topic) = seen["kafka"], seen["tern"]
+
+    problems = []
+    common = sorted(set(t_broker) & set(k_broker))
+    assert len(common) > 60, f"only {len(common)} broker settings in common"
+    for key in common:
+        t, k = t_broker[key], k_broker[key]
+        for field in ("config_type", "read_only", "is_sensitive"):
+            if t[field] != k[field]:
+                problems.append(f"broker {key}: {field} {t[field]!r} on tern, {k[field]!r} on Kafka")
+        if key not in TERN_BROKER_DEFAULTS and _default_of(t) != _default_of(k):
+            problems.append(f"broker {key}: default {_default_of(t)!r} on tern, {_default_of(k)!r} on Kafka")
+    for key in sorted(set(TERN_BROKER_DEFAULTS) - set(common)):
+        problems.append(f"TERN_BROKER_DEFAULTS names {key}, which is not listed by both")
+
+    for key in sorted(set(k_topic) - set(TOPIC_CONFIGS_NOT_LISTED)):
+        if key not in t_topic:
+            problems.append(f"topic {key}: listed by Kafka, not by tern")
+            continue
+        t, k = t_topic[key], k_topic[key]
+        for field in ("value", "config_source", "config_type", "read_only", "is_sensitive"):
+            if t[field] != k[field] and (key, field) not in TOPIC_FIELDS_DIFFERING:
+                problems.append(f"topic {key}: {field} {t[field]!r} on tern, {k[field]!r} on Kafka")
+    for key in sorted(set(TOPIC_CONFIGS_NOT_LISTED) & set(t_topic)):
+        problems.append(f"topic {key} is in TOPIC_CONFIGS_NOT_LISTED but tern lists it")
+    assert not problems, "\n".join(problems)

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, bail, Context, Result};
 
+pub mod catalog;
 pub mod policy;
 
 use crate::security::listener::ListenerSecurity;
@@ -331,7 +332,7 @@ impl BrokerConfig {
                         "group.initial.rebalance.delay.ms",
                         3_000,
                     )?,
-                    max_size: num(&props, "group.max.size", usize::MAX)?,
+                    max_size: num(&props, "group.max.size", 2_147_483_647)?,
                 },
                 offsets_partitions: num(&props, "offsets.topic.num.partitions", 50)?,
                 offset_metadata_max_bytes: num(&props, "offset.metadata.max.bytes", 4096)?,

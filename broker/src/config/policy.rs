@@ -11,9 +11,9 @@ use super::Listener;
 use crate::security::authorizer::{Authorizer, AUTHORIZER_CONFIGS};
 use crate::security::listener::{is_implemented_security_setting, SecurityProtocol};
 
-/// Kafka's default `listener.security.protocol.map`.
-const DEFAULT_PROTOCOL_MAP: &str =
-    "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL";
+/// Kafka's default `listener.security.protocol.map` (in the order Kafka describes it).
+pub(crate) const DEFAULT_PROTOCOL_MAP: &str =
+    "SASL_SSL:SASL_SSL,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT";
 
 /// The security protocols Kafka knows.
 const SECURITY_PROTOCOLS: &[&str] = &["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"];
@@ -40,61 +40,6 @@ const SECURITY_PREFIXES: &[&str] = &[
     "authorizer.",
     "delegation.token.",
     "zookeeper.ssl.",
-];
-
-/// Broker settings Tern reads (besides the topic-config synonyms and `mirror.*`).
-const READ_KEYS: &[&str] = &[
-    "node.id",
-    "broker.id",
-    "process.roles",
-    "listeners",
-    "http.listeners",
-    "advertised.listeners",
-    "controller.listener.names",
-    "controller.quorum.voters",
-    "controller.quorum.bootstrap.servers",
-    "listener.security.protocol.map",
-    "inter.broker.listener.name",
-    "security.inter.broker.protocol",
-    "log.dirs",
-    "log.dir",
-    "metadata.log.dir",
-    "num.partitions",
-    "default.replication.factor",
-    "auto.create.topics.enable",
-    "socket.request.max.bytes",
-    "queued.max.requests",
-    "max.connections",
-    "connections.max.idle.ms",
-    "log.retention.check.interval.ms",
-    "log.retention.hours",
-    "log.retention.minutes",
-    "group.min.session.timeout.ms",
-    "group.max.session.timeout.ms",
-    "group.initial.rebalance.delay.ms",
-    "group.max.size",
-    "offsets.topic.num.partitions",
-    "offsets.topic.replication.factor",
-    "offset.metadata.max.bytes",
-    "offsets.retention.minutes",
-    "max.incremental.fetch.session.cache.slots",
-    "min.incremental.fetch.session.eviction.ms",
-    "broker.rack",
-    "broker.session.timeout.ms",
-    "broker.heartbeat.interval.ms",
-    "metadata.log.max.record.bytes.between.snapshots",
-    "metadata.log.max.snapshot.interval.ms",
-    "replica.lag.time.max.ms",
-    "replica.fetch.wait.max.ms",
-    "replica.fetch.min.bytes",
-    "replica.fetch.max.bytes",
-    "replica.fetch.response.max.bytes",
-    "replica.fetch.backoff.ms",
-    "num.replica.fetchers",
-    "replica.high.watermark.checkpoint.interval.ms",
-    "auto.leader.rebalance.enable",
-    "leader.imbalance.check.interval.seconds",
-    "leader.imbalance.per.broker.percentage",
 ];
 
 fn is_set(value: &str) -> bool {
@@ -396,19 +341,12 @@ pub fn ignored_settings(props: &BTreeMap<String, String>) -> Vec<String> {
     props
         .keys()
         .filter(|key| {
-            !READ_KEYS.contains(&key.as_str())
-                && !AUTHORIZER_CONFIGS.contains(&key.as_str())
+            super::catalog::broker_config(key).is_none()
+                && !is_implemented_security_setting(key)
                 && !key.starts_with("mirror.")
-                && !is_topic_config_synonym(key)
         })
         .cloned()
         .collect()
-}
-
-fn is_topic_config_synonym(key: &str) -> bool {
-    tern_controller::topic_configs::TOPIC_CONFIGS
-        .iter()
-        .any(|d| d.broker_synonym == Some(key))
 }
 
 #[cfg(test)]

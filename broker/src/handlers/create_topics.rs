@@ -134,7 +134,7 @@ pub fn handle(
                             .map(|e| {
                                 CreatableTopicConfigs::default()
                                     .with_name(sb(e.name))
-                                    .with_value(Some(sb(e.value)))
+                                    .with_value(e.value.map(sb))
                                     .with_config_source(e.source)
                             })
                             .collect();

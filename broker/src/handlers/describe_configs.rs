@@ -9,6 +9,8 @@ use kafka_protocol::messages::{DescribeConfigsRequest, DescribeConfigsResponse};
 use kafka_protocol::ResponseError;
 use tern_controller::topic_configs::TOPIC_CONFIGS;
 
+use crate::config::catalog::{broker_config, is_secret_name, BROKER_CONFIGS};
+
 use tern_controller::acls::{AclOperation, AclResourceType};
 
 use super::{sb, Authz, RequestContext};
@@ -30,14 +32,43 @@ const SOURCE_DEFAULT: i8 = 5;
 pub struct ConfigEntry {
     /// Config name.
     pub name: String,
-    /// Effective value.
-    pub value: String,
+    /// Effective value (None: unset, or a secret that is never returned).
+    pub value: Option<String>,
     /// Kafka config source code.
     pub source: i8,
     /// Value type code.
     pub config_type: i8,
     /// (name, value, source) from most to least specific.
-    pub synonyms: Vec<(String, String, i8)>,
+    pub synonyms: Vec<(String, Option<String>, i8)>,
+    /// Cannot change without a restart.
+    pub read_only: bool,
+    /// A secret: the value is withheld.
+    pub sensitive: bool,
+}
+
+impl ConfigEntry {
+    /// A changeable, non-secret entry whose value and source are its most specific synonym's,
+    /// else `unset` as a default.
+    fn from_synonyms(
+        name: &str,
+        synonyms: Vec<(String, Option<String>, i8)>,
+        unset: Option<&str>,
+        config_type: i8,
+    ) -> Self {
+        let (value, source) = match synonyms.first() {
+            Some((_, v, s)) => (v.clone(), *s),
+            None => (unset.map(str::to_string), SOURCE_DEFAULT),
+        };
+        ConfigEntry {
+            name: name.to_string(),
+            value,
+            source,
+            config_type,
+            synonyms,
+            read_only: false,
+            sensitive: false,
+        }
+    }
 }
 
 /// Resolves every topic config given the topic's explicit settings.
@@ -50,51 +81,82 @@ pub fn topic_config_entries(
         .map(|def| {
             let mut synonyms = Vec::new();
             if let Some(v) = explicit.get(def.name) {
-                synonyms.push((def.name.to_string(), v.clone(), SOURCE_TOPIC));
+                synonyms.push((def.name.to_string(), Some(v.clone()), SOURCE_TOPIC));
             }
             if let Some(syn) = def.broker_synonym {
                 if let Some(v) = broker.config.properties.get(syn) {
-                    synonyms.push((syn.to_string(), v.clone(), SOURCE_STATIC_BROKER));
+                    synonyms.push((syn.to_string(), Some(v.clone()), SOURCE_STATIC_BROKER));
                 }
             }
-            synonyms.push((
-                def.broker_synonym.unwrap_or(def.name).to_string(),
-                def.default.to_string(),
-                SOURCE_DEFAULT,
-            ));
-            let (value, source) = (synonyms[0].1.clone(), synonyms[0].2);
-            ConfigEntry {
-                name: def.name.to_string(),
-                value,
-                source,
-                config_type: def.kind.code(),
-                synonyms,
+            // The built-in default shows as the broker synonym's default, except where that
+            // synonym has none of its own (log.retention.ms defers to log.retention.hours), as
+            // in Kafka.
+            let synonym_default = match def.broker_synonym {
+                Some(syn) => broker_config(syn).is_some_and(|b| b.default.is_some()),
+                None => true,
+            };
+            if synonym_default {
+                synonyms.push((
+                    def.broker_synonym.unwrap_or(def.name).to_string(),
+                    Some(def.default.to_string()),
+                    SOURCE_DEFAULT,
+                ));
             }
+            ConfigEntry::from_synonyms(def.name, synonyms, Some(def.default), def.kind.code())
         })
         .collect()
 }
 
+/// Every broker setting of the catalog with its value (explicit or Tern's default), then the
+/// other settings given that Tern reads (listener-prefixed security, mirror defaults); secrets are
+/// withheld. Settings Tern ignores are not listed: they would look as if they took effect.
 fn broker_config_entries(broker: &Broker) -> Vec<ConfigEntry> {
-    broker
-        .config
-        .properties
+    let props = &broker.config.properties;
+    let mut entries: Vec<ConfigEntry> = BROKER_CONFIGS
         .iter()
-        .map(|(k, v)| ConfigEntry {
-            name: k.clone(),
-            value: v.clone(),
-            source: SOURCE_STATIC_BROKER,
-            config_type: 2,
-            synonyms: vec![(k.clone(), v.clone(), SOURCE_STATIC_BROKER)],
+        .map(|def| {
+            let sensitive = def.sensitive();
+            let shown = |v: &str| (!sensitive).then(|| v.to_string());
+            let mut synonyms = Vec::new();
+            if let Some(v) = props.get(def.name) {
+                synonyms.push((def.name.to_string(), shown(v), SOURCE_STATIC_BROKER));
+            }
+            if let Some(d) = def.default {
+                synonyms.push((def.name.to_string(), shown(d), SOURCE_DEFAULT));
+            }
+            ConfigEntry {
+                read_only: def.read_only,
+                sensitive,
+                ..ConfigEntry::from_synonyms(def.name, synonyms, None, def.kind.code())
+            }
         })
-        .collect()
+        .collect();
+    let ignored = broker.config.ignored_settings();
+    for (k, v) in props {
+        if broker_config(k).is_some() || ignored.contains(k) {
+            continue;
+        }
+        let sensitive = is_secret_name(k);
+        let value = (!sensitive).then(|| v.clone());
+        entries.push(ConfigEntry {
+            name: k.clone(),
+            value: value.clone(),
+            source: SOURCE_STATIC_BROKER,
+            config_type: if sensitive { 9 } else { 2 },
+            synonyms: vec![(k.clone(), value, SOURCE_STATIC_BROKER)],
+            read_only: true,
+            sensitive,
+        });
+    }
+    entries
 }
 
 /// ConfigResource type of a broker's loggers.
-const RESOURCE_BROKER_LOGGER: i8 = 8;
+pub const RESOURCE_BROKER_LOGGER: i8 = 8;
 /// ConfigResource type of client metrics subscriptions.
-const RESOURCE_CLIENT_METRICS: i8 = 16;
+pub const RESOURCE_CLIENT_METRICS: i8 = 16;
 /// ConfigResource type of a group.
-const RESOURCE_GROUP: i8 = 32;
+pub const RESOURCE_GROUP: i8 = 32;
 
 /// The authorization error for `op` (DESCRIBE_CONFIGS or ALTER_CONFIGS) on a config resource,
 /// as Kafka's ConfigHelper and ConfigAdminManager map it, or None when allowed (or the type is
@@ -213,7 +275,9 @@ pub fn handle(
                 .map(|e| {
                     let mut r = DescribeConfigsResourceResult::default()
                         .with_name(sb(e.name))
-                        .with_value(Some(sb(e.value)))
+                        .with_value(e.value.map(sb))
+                        .with_read_only(e.read_only)
+                        .with_is_sensitive(e.sensitive)
                         .with_config_source(e.source)
                         .with_config_type(e.config_type);
                     if version == 0 {
@@ -226,7 +290,7 @@ pub fn handle(
                             .map(|(n, v, s)| {
                                 DescribeConfigsSynonym::default()
                                     .with_name(sb(n))
-                                    .with_value(Some(sb(v)))
+                                    .with_value(v.map(sb))
                                     .with_source(s)
                             })
                             .collect();

@@ -17,6 +17,8 @@ const EARLIEST: i64 = -2;
 const MAX_TIMESTAMP: i64 = -3;
 const EARLIEST_LOCAL: i64 = -4;
 const LATEST_TIERED: i64 = -5;
+/// KIP-1023 (v11): the earliest offset not yet uploaded to remote storage.
+const EARLIEST_PENDING_UPLOAD: i64 = -6;
 const READ_COMMITTED: i8 = 1;
 
 /// Answers ListOffsets (DESCRIBE on each topic, TOPIC_AUTHORIZATION_FAILED otherwise).
@@ -75,7 +77,8 @@ pub fn handle(
                             partition.high_watermark()
                         }))),
                         EARLIEST | EARLIEST_LOCAL => Ok(Some(at(log.log_start_offset()))),
-                        LATEST_TIERED => Ok(Some((-1, -1, -1))),
+                        // No tiered storage: nothing is tiered or pending upload.
+                        LATEST_TIERED | EARLIEST_PENDING_UPLOAD => Ok(Some((-1, -1, -1))),
                         MAX_TIMESTAMP => log.max_timestamp_and_offset().map(|o| {
                             o.map(|t| (t.timestamp, t.offset, t.leader_epoch.unwrap_or(epoch)))
                         }),

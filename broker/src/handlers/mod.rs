@@ -30,6 +30,7 @@ pub mod fetch;
 pub mod group_admin;
 pub mod groups;
 pub mod init_producer_id;
+pub mod list_config_resources;
 pub mod list_offsets;
 pub mod log_dirs;
 pub mod metadata;
@@ -42,10 +43,10 @@ pub mod scram_credentials;
 
 /// The APIs and version ranges this broker serves.
 pub const SUPPORTED_APIS: &[(ApiKey, i16, i16)] = &[
-    (ApiKey::Produce, 3, 12),
-    (ApiKey::Fetch, 4, 16),
-    (ApiKey::ListOffsets, 1, 9),
-    (ApiKey::Metadata, 0, 12),
+    (ApiKey::Produce, 3, 13),
+    (ApiKey::Fetch, 4, 18),
+    (ApiKey::ListOffsets, 1, 11),
+    (ApiKey::Metadata, 0, 13),
     (ApiKey::ApiVersions, 0, 4),
     (ApiKey::CreateTopics, 2, 7),
     (ApiKey::DeleteTopics, 1, 6),
@@ -81,8 +82,9 @@ pub const SUPPORTED_APIS: &[(ApiKey, i16, i16)] = &[
     (ApiKey::ElectLeaders, 0, 2),
     (ApiKey::AlterPartitionReassignments, 0, 1),
     (ApiKey::ListPartitionReassignments, 0, 0),
-    (ApiKey::DescribeLogDirs, 1, 4),
+    (ApiKey::DescribeLogDirs, 1, 5),
     (ApiKey::AlterReplicaLogDirs, 1, 2),
+    (ApiKey::ListConfigResources, 0, 1),
 ];
 
 /// Who sent a request.
@@ -253,6 +255,9 @@ pub async fn handle(
         RequestKind::OffsetForLeaderEpoch(r) => {
             ResponseKind::OffsetForLeaderEpoch(offset_for_leader_epoch::handle(broker, &ctx, r))
         }
+        RequestKind::ListConfigResources(r) => ResponseKind::ListConfigResources(
+            list_config_resources::handle(broker, &ctx, r, version),
+        ),
         RequestKind::DescribeConfigs(r) => {
             ResponseKind::DescribeConfigs(describe_configs::handle(broker, &ctx, r, version))
         }

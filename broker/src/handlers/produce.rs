@@ -30,19 +30,27 @@ fn error_partition(index: i32, code: i16, message: Option<String>) -> PartitionP
 fn refuse_all(req: ProduceRequest, code: ResponseError) -> ProduceResponse {
     let responses = req
         .topic_data
-        .into_iter()
-        .map(|t| {
-            let partitions = t
-                .partition_data
-                .iter()
-                .map(|p| error_partition(p.index, code.code(), None))
-                .collect();
-            TopicProduceResponse::default()
-                .with_name(t.name)
-                .with_partition_responses(partitions)
-        })
+        .iter()
+        .map(|t| refuse_topic(t, code))
         .collect();
     ProduceResponse::default().with_responses(responses)
+}
+
+/// The topic's responses with every partition refused with `code` (the topic named as asked:
+/// by name before v13, by id from v13).
+fn refuse_topic(
+    topic: &kafka_protocol::messages::produce_request::TopicProduceData,
+    code: ResponseError,
+) -> TopicProduceResponse {
+    let partitions = topic
+        .partition_data
+        .iter()
+        .map(|p| error_partition(p.index, code.code(), None))
+        .collect();
+    TopicProduceResponse::default()
+        .with_name(topic.name.clone())
+        .with_topic_id(topic.topic_id)
+        .with_partition_responses(partitions)
 }
 
 /// Answers Produce: WRITE on each topic (TOPIC_AUTHORIZATION_FAILED on its partitions
@@ -51,7 +59,7 @@ pub async fn handle(
     broker: &Broker,
     ctx: &RequestContext,
     req: ProduceRequest,
-    _version: i16,
+    version: i16,
 ) -> ProduceResponse {
     let authz = ctx.authz(broker);
     if let Some(txn) = req.transactional_id.as_ref().filter(|t| !t.is_empty()) {
@@ -65,24 +73,23 @@ pub async fn handle(
     let mut waits: Vec<PendingAck> = Vec::new();
     let mut slots: Vec<(usize, usize)> = Vec::new();
     for topic in req.topic_data {
-        let name = topic.name.0.to_string();
+        // From v13 (KIP-516) a topic is named by its id.
+        let name = if version >= 13 {
+            match image.topic_by_id(&topic.topic_id) {
+                Some(t) => t.name.clone(),
+                None => {
+                    responses.push(refuse_topic(&topic, ResponseError::UnknownTopicId));
+                    continue;
+                }
+            }
+        } else {
+            topic.name.0.to_string()
+        };
         if !authz.topic(AclOperation::Write, &name) {
-            let partitions = topic
-                .partition_data
-                .iter()
-                .map(|p| {
-                    error_partition(
-                        p.index,
-                        ResponseError::TopicAuthorizationFailed.code(),
-                        None,
-                    )
-                })
-                .collect();
-            responses.push(
-                TopicProduceResponse::default()
-                    .with_name(topic.name)
-                    .with_partition_responses(partitions),
-            );
+            responses.push(refuse_topic(
+                &topic,
+                ResponseError::TopicAuthorizationFailed,
+            ));
             continue;
         }
         let configs = image.topic_configs(&name);
@@ -215,6 +222,7 @@ pub async fn handle(
         responses.push(
             TopicProduceResponse::default()
                 .with_name(topic.name)
+                .with_topic_id(topic.topic_id)
                 .with_partition_responses(partitions),
         );
     }
