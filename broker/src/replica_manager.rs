@@ -269,6 +269,13 @@ impl ReplicaManager {
             return;
         }
         *applied = image.offset;
+        // Broker defaults set dynamically apply to every partition from this image on.
+        let mut defaults = self.default_log_config.clone();
+        for (key, value) in crate::config::dynamic::dynamic_topic_defaults(image, self.node_id) {
+            if let Err(e) = defaults.set(key, &value) {
+                tracing::warn!(config = key, value = %value, error = %e, "ignoring dynamic broker default");
+            }
+        }
         let mut wanted: HashMap<(String, i32), (i32, bool)> = HashMap::new();
         for topic in image.topics.values() {
             let configs = image.topic_configs(&topic.name);
@@ -281,11 +288,10 @@ impl ReplicaManager {
                 let existing = self.partition(&topic.name, index);
                 let partition = match existing {
                     Some(part) => {
-                        part.log
-                            .update_config(log_config_for(&self.default_log_config, &configs));
+                        part.log.update_config(log_config_for(&defaults, &configs));
                         part
                     }
-                    None => match self.create_partition(topic, index, p, &configs) {
+                    None => match self.create_partition(topic, index, p, &defaults, &configs) {
                         Ok(part) => part,
                         Err(e) => {
                             tracing::error!(topic = %topic.name, partition = index, error = %e, "cannot open partition log");
@@ -319,9 +325,10 @@ impl ReplicaManager {
         topic: &tern_controller::TopicImage,
         index: i32,
         p: &PartitionInfo,
+        defaults: &LogConfig,
         configs: &BTreeMap<String, String>,
     ) -> Result<Arc<Partition>, tern_storage::StorageError> {
-        let config = log_config_for(&self.default_log_config, configs);
+        let config = log_config_for(defaults, configs);
         let log = self.logs.get_or_create(&topic.name, index, config)?;
         let leo = log.log_end_offset();
         // Alone in the ISR, everything here is committed; otherwise what the checkpoint says

@@ -78,6 +78,15 @@ pub enum Command {
         /// Only check.
         validate_only: bool,
     },
+    /// Set or remove dynamic broker configs (validated by the broker that took the request).
+    AlterBrokerConfigs {
+        /// A node id, or empty for the cluster-wide default.
+        broker: String,
+        /// (key, value or None to remove).
+        changes: Vec<(String, Option<String>)>,
+        /// Legacy AlterConfigs: reset everything not named.
+        replace_all: bool,
+    },
     /// Set a topic config only if it still has the value the caller decided from.
     CompareAndSetTopicConfig {
         /// Topic name.
@@ -192,6 +201,7 @@ impl Command {
             Command::DeleteTopic { .. } => "DeleteTopic",
             Command::CreatePartitions { .. } => "CreatePartitions",
             Command::AlterTopicConfigs { .. } => "AlterTopicConfigs",
+            Command::AlterBrokerConfigs { .. } => "AlterBrokerConfigs",
             Command::CompareAndSetTopicConfig { .. } => "CompareAndSetTopicConfig",
             Command::CreateMirror { .. } => "CreateMirror",
             Command::DeleteMirror { .. } => "DeleteMirror",

@@ -304,6 +304,11 @@ impl Controller {
                 replace_all,
                 validate_only,
             } => done(self.do_alter_topic_configs(name, changes, *replace_all, *validate_only)),
+            Command::AlterBrokerConfigs {
+                broker,
+                changes,
+                replace_all,
+            } => done(self.do_alter_broker_configs(broker, changes, *replace_all)),
             Command::CompareAndSetTopicConfig {
                 topic,
                 key,
@@ -444,6 +449,22 @@ impl Controller {
             changes: changes.to_vec(),
             replace_all,
             validate_only,
+        })
+        .map(|_| ())
+    }
+
+    /// Sets or removes dynamic configs of broker `broker` (a node id, or empty for the
+    /// cluster-wide default); the caller has validated them.
+    pub fn alter_broker_configs(
+        &self,
+        broker: &str,
+        changes: &[(String, Option<String>)],
+        replace_all: bool,
+    ) -> Result<(), ApiError> {
+        self.submit(Command::AlterBrokerConfigs {
+            broker: broker.to_string(),
+            changes: changes.to_vec(),
+            replace_all,
         })
         .map(|_| ())
     }
@@ -791,6 +812,33 @@ impl Controller {
                 .iter()
                 .map(|(k, v)| config_record(name, k, v.clone())),
         );
+        self.commit(records)
+    }
+
+    fn do_alter_broker_configs(
+        &self,
+        broker: &str,
+        changes: &[(String, Option<String>)],
+        replace_all: bool,
+    ) -> Result<(), ApiError> {
+        let record = |key: &str, value: Option<String>| MetadataRecord::Config {
+            resource_type: ConfigResourceType::Broker,
+            resource_name: broker.to_string(),
+            name: key.to_string(),
+            value,
+        };
+        let mut records = Vec::new();
+        if replace_all {
+            for key in self.image().broker_configs(broker).into_keys() {
+                if !changes.iter().any(|(k, _)| *k == key) {
+                    records.push(record(&key, None));
+                }
+            }
+        }
+        records.extend(changes.iter().map(|(k, v)| record(k, v.clone())));
+        if records.is_empty() {
+            return Ok(());
+        }
         self.commit(records)
     }
 

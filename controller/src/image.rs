@@ -465,6 +465,14 @@ impl MetadataImage {
             .collect()
     }
 
+    /// The dynamic configs of a broker (`name` a node id, or empty for the cluster-wide default).
+    pub fn broker_configs(&self, name: &str) -> BTreeMap<String, String> {
+        self.configs
+            .get(&(ConfigResourceType::Broker, name.to_string()))
+            .cloned()
+            .unwrap_or_default()
+    }
+
     /// The explicitly set configs of a topic.
     pub fn topic_configs(&self, name: &str) -> BTreeMap<String, String> {
         self.configs

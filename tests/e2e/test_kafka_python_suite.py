@@ -121,7 +121,8 @@ def shows_metadata_race(section):
     consumer's IO thread applied exactly one Metadata answer, for no topics, assigned nothing, and
     never asked again."""
     lines = [m.groups() for m in map(_LOG_LINE.match, section.splitlines()) if m]
-    subscribed = any("Updating subscribed topics to: ('" in msg for _, _, _, msg in lines)
+    # subscribe() logs a list, the constructor's topics a tuple.
+    subscribed = any(re.match(r"Updating subscribed topics to: [\[(]'", msg) for _, _, _, msg in lines)
     # By thread name: Python reuses the ident of a finished thread (the topic creator's IO thread).
     empty_assigners = {name for _, name, _, msg in lines if msg == "Updated partition assignment: []"}
     for thread in empty_assigners:

@@ -308,6 +308,30 @@ def test_configs_describe_all_of_a_broker(tools, tern_module):
     out = tools.ok("kafka-configs", "--entity-type", "brokers", "--entity-name", "1", "--describe")
     assert out.strip() == "Dynamic configs for broker 1 are:"
 
+    # Dynamic: a cluster-wide default, then this broker's own value over it, then both removed.
+    tools.ok("kafka-configs", "--entity-type", "brokers", "--entity-default", "--alter",
+             "--add-config", "log.retention.ms=7200000")
+    out = tools.ok("kafka-configs", "--entity-type", "brokers", "--entity-default", "--describe")
+    assert "log.retention.ms=7200000 sensitive=false synonyms={DYNAMIC_DEFAULT_BROKER_CONFIG:log.retention.ms=7200000}" in out, out
+    tools.ok("kafka-configs", "--entity-type", "brokers", "--entity-name", "1", "--alter",
+             "--add-config", "log.retention.ms=3600000")
+    out = tools.ok("kafka-configs", "--entity-type", "brokers", "--entity-name", "1", "--describe")
+    assert ("log.retention.ms=3600000 sensitive=false synonyms={DYNAMIC_BROKER_CONFIG:log.retention.ms=3600000, "
+            "DYNAMIC_DEFAULT_BROKER_CONFIG:log.retention.ms=7200000}") in out, out
+    create_topic(tern_module.bootstrap, "dyn-retention")
+    out = tools.ok("kafka-configs", "--entity-type", "topics", "--entity-name", "dyn-retention", "--describe", "--all")
+    assert "retention.ms=3600000 sensitive=false synonyms={DYNAMIC_BROKER_CONFIG:log.retention.ms=3600000" in out, out
+    # Read-only, as in Kafka.
+    p = tools("kafka-configs", "--entity-type", "brokers", "--entity-name", "1", "--alter",
+              "--add-config", "num.partitions=3")
+    assert p.returncode != 0 and "Cannot update these configs dynamically: [num.partitions]" in p.stdout + p.stderr
+    tools.ok("kafka-configs", "--entity-type", "brokers", "--entity-name", "1", "--alter",
+             "--delete-config", "log.retention.ms")
+    tools.ok("kafka-configs", "--entity-type", "brokers", "--entity-default", "--alter",
+             "--delete-config", "log.retention.ms")
+    out = tools.ok("kafka-configs", "--entity-type", "brokers", "--entity-name", "1", "--describe")
+    assert out.strip() == "Dynamic configs for broker 1 are:"
+
 
 # -- console producer and consumer ----------------------------------------------------------------
 

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{anyhow, bail, Context, Result};
 
 pub mod catalog;
+pub mod dynamic;
 pub mod policy;
 
 use crate::security::listener::ListenerSecurity;

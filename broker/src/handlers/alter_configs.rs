@@ -12,6 +12,7 @@ use tern_controller::acls::AclOperation;
 use super::describe_configs::{config_authorization, RESOURCE_BROKER, RESOURCE_TOPIC};
 use super::{Authz, RequestContext};
 use crate::broker::Broker;
+use crate::config::catalog::broker_config;
 
 const OP_SET: i8 = 0;
 const OP_DELETE: i8 = 1;
@@ -19,17 +20,53 @@ const OP_APPEND: i8 = 2;
 const OP_SUBTRACT: i8 = 3;
 
 fn unsupported_resource(resource_type: i8) -> ApiError {
-    if resource_type == RESOURCE_BROKER {
-        ApiError::new(
-            ResponseError::InvalidRequest,
-            "Dynamic broker configs are not supported yet; set them in server.properties",
-        )
-    } else {
-        ApiError::new(
-            ResponseError::InvalidRequest,
-            format!("Unsupported resource type {resource_type}"),
-        )
+    ApiError::new(
+        ResponseError::InvalidRequest,
+        format!("Unsupported resource type {resource_type}"),
+    )
+}
+
+/// Dynamic broker configs of broker `name` (a node id, or empty for every broker): the broker
+/// defaults of topic configs apply from the next metadata image; other settings are refused
+/// (dynamic::validate_change). Removing a setting that is not set is a no-op, as in Kafka
+/// (kafka-reassign-partitions.sh clears throttle rates so).
+fn apply_broker(
+    broker: &Broker,
+    name: &str,
+    changes: Vec<(String, Option<String>)>,
+    replace_all: bool,
+    validate_only: bool,
+) -> Result<(), ApiError> {
+    if !name.is_empty() {
+        let registered = name
+            .parse::<i32>()
+            .ok()
+            .is_some_and(|id| broker.controller.image().brokers.contains_key(&id));
+        if !registered {
+            return Err(ApiError::new(
+                ResponseError::InvalidRequest,
+                format!("Broker {name} is not a registered broker id"),
+            ));
+        }
     }
+    for (key, value) in &changes {
+        if let Some(v) = value {
+            crate::config::dynamic::validate_change(key, Some(v))?;
+        }
+    }
+    let set = broker.controller.image().broker_configs(name);
+    let changes: Vec<_> = changes
+        .into_iter()
+        .filter(|(k, v)| v.is_some() || set.contains_key(k))
+        .collect();
+    if validate_only {
+        return Ok(());
+    }
+    broker
+        .controller
+        .alter_broker_configs(name, &changes, replace_all)?;
+    broker.replicas.apply_image(&broker.controller.image());
+    Ok(())
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -46,13 +83,7 @@ fn apply(
         return Err(ApiError::new(e, "Authorization failed."));
     }
     if resource_type == RESOURCE_BROKER {
-        // No broker config is dynamic here: deleting one is a no-op, as deleting an unset
-        // dynamic config is in Kafka (kafka-reassign-partitions.sh clears throttles so).
-        let changes = changes?;
-        if !changes.is_empty() && changes.iter().all(|(_, v)| v.is_none()) {
-            return Ok(());
-        }
-        return Err(unsupported_resource(resource_type));
+        return apply_broker(broker, name, changes?, replace_all, validate_only);
     }
     if resource_type != RESOURCE_TOPIC {
         return Err(unsupported_resource(resource_type));
@@ -125,10 +156,17 @@ pub fn handle_legacy(
 
 fn incremental_changes(
     broker: &Broker,
-    topic: &str,
+    resource_type: i8,
+    name: &str,
     ops: &[kafka_protocol::messages::incremental_alter_configs_request::AlterableConfig],
 ) -> Result<Vec<(String, Option<String>)>, ApiError> {
-    let current = broker.controller.image().topic_configs(topic);
+    use tern_controller::topic_configs::{topic_config, ConfigType};
+    let image = broker.controller.image();
+    let current = if resource_type == RESOURCE_BROKER {
+        image.broker_configs(name)
+    } else {
+        image.topic_configs(name)
+    };
     let mut out = Vec::with_capacity(ops.len());
     for op in ops {
         let name = op.name.to_string();
@@ -145,8 +183,11 @@ fn incremental_changes(
             OP_SET => (name, value),
             OP_DELETE => (name, None),
             OP_APPEND | OP_SUBTRACT => {
-                let is_list = tern_controller::topic_configs::topic_config(&name)
-                    .is_some_and(|d| d.kind == tern_controller::topic_configs::ConfigType::List);
+                let is_list = if resource_type == RESOURCE_BROKER {
+                    broker_config(&name).is_some_and(|d| d.kind == ConfigType::List)
+                } else {
+                    topic_config(&name).is_some_and(|d| d.kind == ConfigType::List)
+                };
                 if !is_list {
                     return Err(ApiError::new(
                         ResponseError::InvalidConfig,
@@ -191,7 +232,7 @@ pub fn handle_incremental(
         .into_iter()
         .map(|r| {
             let name = r.resource_name.to_string();
-            let changes = incremental_changes(broker, &name, &r.configs);
+            let changes = incremental_changes(broker, r.resource_type, &name, &r.configs);
             let result = apply(
                 broker,
                 &authz,

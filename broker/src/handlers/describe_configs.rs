@@ -10,6 +10,7 @@ use kafka_protocol::ResponseError;
 use tern_controller::topic_configs::TOPIC_CONFIGS;
 
 use crate::config::catalog::{broker_config, is_secret_name, BROKER_CONFIGS};
+use crate::config::dynamic::{dynamic_values, Layer};
 
 use tern_controller::acls::{AclOperation, AclResourceType};
 
@@ -76,6 +77,7 @@ pub fn topic_config_entries(
     broker: &Broker,
     explicit: &BTreeMap<String, String>,
 ) -> Vec<ConfigEntry> {
+    let image = broker.controller.image();
     TOPIC_CONFIGS
         .iter()
         .map(|def| {
@@ -84,6 +86,9 @@ pub fn topic_config_entries(
                 synonyms.push((def.name.to_string(), Some(v.clone()), SOURCE_TOPIC));
             }
             if let Some(syn) = def.broker_synonym {
+                for (v, layer) in dynamic_values(&image, broker.config.node_id, syn) {
+                    synonyms.push((syn.to_string(), Some(v), layer.source()));
+                }
                 if let Some(v) = broker.config.properties.get(syn) {
                     synonyms.push((syn.to_string(), Some(v.clone()), SOURCE_STATIC_BROKER));
                 }
@@ -111,13 +116,17 @@ pub fn topic_config_entries(
 /// other settings given that Tern reads (listener-prefixed security, mirror defaults); secrets are
 /// withheld. Settings Tern ignores are not listed: they would look as if they took effect.
 fn broker_config_entries(broker: &Broker) -> Vec<ConfigEntry> {
+    let image = broker.controller.image();
     let props = &broker.config.properties;
     let mut entries: Vec<ConfigEntry> = BROKER_CONFIGS
         .iter()
         .map(|def| {
             let sensitive = def.sensitive();
             let shown = |v: &str| (!sensitive).then(|| v.to_string());
-            let mut synonyms = Vec::new();
+            let mut synonyms: Vec<_> = dynamic_values(&image, broker.config.node_id, def.name)
+                .into_iter()
+                .map(|(v, layer)| (def.name.to_string(), shown(&v), layer.source()))
+                .collect();
             if let Some(v) = props.get(def.name) {
                 synonyms.push((def.name.to_string(), shown(v), SOURCE_STATIC_BROKER));
             }
@@ -149,6 +158,23 @@ fn broker_config_entries(broker: &Broker) -> Vec<ConfigEntry> {
         });
     }
     entries
+}
+
+/// The cluster-wide dynamic defaults (the broker resource with an empty name), as Kafka lists
+/// them: only what is set.
+fn cluster_default_entries(broker: &Broker) -> Vec<ConfigEntry> {
+    let source = Layer::DynamicDefault.source();
+    broker
+        .controller
+        .image()
+        .broker_configs("")
+        .into_iter()
+        .map(|(k, v)| {
+            let kind = broker_config(&k).map_or(2, |d| d.kind.code());
+            let synonyms = vec![(k.clone(), Some(v), source)];
+            ConfigEntry::from_synonyms(&k, synonyms, None, kind)
+        })
+        .collect()
 }
 
 /// ConfigResource type of a broker's loggers.
@@ -231,7 +257,11 @@ pub fn handle(
                                 broker.config.node_id
                             ))));
                     }
-                    broker_config_entries(broker)
+                    if name.is_empty() {
+                        cluster_default_entries(broker)
+                    } else {
+                        broker_config_entries(broker)
+                    }
                 }
                 RESOURCE_CLUSTER_MIRROR => {
                     return match broker.mirrors.mirror_configs(&name) {

@@ -97,8 +97,16 @@ pub async fn handle(
         let effective = |key: &str, broker_key: &str, default: &str| -> String {
             configs
                 .get(key)
-                .or_else(|| broker.config.properties.get(broker_key))
                 .cloned()
+                .or_else(|| {
+                    crate::config::dynamic::effective(
+                        &image,
+                        broker.config.node_id,
+                        &broker.config.properties,
+                        broker_key,
+                    )
+                    .map(|(v, _)| v)
+                })
                 .unwrap_or_else(|| default.to_string())
         };
         let min_insync: usize = effective("min.insync.replicas", "min.insync.replicas", "1")

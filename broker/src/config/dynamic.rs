@@ -1,0 +1,156 @@
+//! Dynamic broker configs: which settings may change without a restart, and the value in effect
+//! (a broker's own dynamic value, else the cluster-wide dynamic default, else server.properties).
+//!
+//! Kafka lets many broker settings change at runtime. Tern applies at runtime the broker defaults
+//! of topic configs (`log.retention.ms`, `message.max.bytes`, `compression.type`, ...), which every
+//! partition picks up from the next metadata image; a setting Kafka can change but Tern reads only
+//! at start is refused with the reason rather than stored and silently not applied (Kafka
+//! would take `max.connections`, `num.replica.fetchers`, listeners' TLS files and the like).
+
+use std::collections::BTreeMap;
+
+use kafka_protocol::ResponseError;
+use tern_controller::topic_configs::{validate_topic_config, TOPIC_CONFIGS, UNCLEAN_ELECTION};
+use tern_controller::MetadataImage;
+use tern_protocol::error::ApiError;
+
+use super::catalog::broker_config;
+
+/// Where a broker setting's value comes from, most specific first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Layer {
+    /// Set for this broker with AlterConfigs.
+    DynamicBroker,
+    /// Set for every broker with AlterConfigs on the empty broker name.
+    DynamicDefault,
+    /// server.properties or `--override`.
+    Static,
+}
+
+impl Layer {
+    /// Kafka's DescribeConfigs source code.
+    pub fn source(self) -> i8 {
+        match self {
+            Layer::DynamicBroker => 2,
+            Layer::DynamicDefault => 3,
+            Layer::Static => 4,
+        }
+    }
+}
+
+/// The topic config whose default broker setting `key` is, if any.
+fn topic_config_of(key: &str) -> Option<&'static str> {
+    TOPIC_CONFIGS
+        .iter()
+        .find(|d| d.broker_synonym == Some(key))
+        .map(|d| d.name)
+}
+
+/// Checks one dynamic change (value None: a removal) the way Kafka answers AlterConfigs on a
+/// broker: INVALID_REQUEST for a setting that cannot change at runtime or a bad value. A name
+/// Kafka does not know either is stored as Kafka stores it (plugins read such settings), with a
+/// warning that Tern reads nothing from it.
+pub fn validate_change(key: &str, value: Option<&str>) -> Result<(), ApiError> {
+    let Some(def) = broker_config(key) else {
+        tracing::warn!(
+            config = key,
+            "dynamic broker config stored; Tern does not read it"
+        );
+        return Ok(());
+    };
+    if def.read_only {
+        return Err(ApiError::new(
+            ResponseError::InvalidRequest,
+            format!("Cannot update these configs dynamically: [{key}]"),
+        ));
+    }
+    let topic_config = topic_config_of(key).filter(|_| key != UNCLEAN_ELECTION);
+    let Some(topic_config) = topic_config else {
+        return Err(ApiError::new(
+            ResponseError::InvalidRequest,
+            format!(
+                "Tern applies {key} only at start: set it in server.properties and restart \
+                 (broker defaults of topic configs are dynamic)"
+            ),
+        ));
+    };
+    match value {
+        None => Ok(()),
+        Some(v) => validate_topic_config(topic_config, v).map_err(|m| {
+            ApiError::new(ResponseError::InvalidRequest, m.replace(topic_config, key))
+        }),
+    }
+}
+
+/// A broker setting in effect on `node_id` and where it comes from.
+pub fn effective<'a>(
+    image: &'a MetadataImage,
+    node_id: i32,
+    properties: &'a BTreeMap<String, String>,
+    key: &str,
+) -> Option<(String, Layer)> {
+    dynamic_values(image, node_id, key)
+        .into_iter()
+        .next()
+        .or_else(|| properties.get(key).map(|v| (v.clone(), Layer::Static)))
+}
+
+/// Every dynamic value that applies to `node_id`: (key, value, layer), the broker's own before the
+/// cluster-wide default, as DescribeConfigs lists synonyms.
+pub fn dynamic_values(image: &MetadataImage, node_id: i32, key: &str) -> Vec<(String, Layer)> {
+    let mut out = Vec::new();
+    if let Some(v) = image.broker_configs(&node_id.to_string()).get(key) {
+        out.push((v.clone(), Layer::DynamicBroker));
+    }
+    if let Some(v) = image.broker_configs("").get(key) {
+        out.push((v.clone(), Layer::DynamicDefault));
+    }
+    out
+}
+
+/// The topic-config defaults set dynamically for `node_id`: (topic config, value), the broker's
+/// own over the cluster-wide default.
+pub fn dynamic_topic_defaults(image: &MetadataImage, node_id: i32) -> Vec<(&'static str, String)> {
+    let mut merged = image.broker_configs("");
+    merged.extend(image.broker_configs(&node_id.to_string()));
+    merged
+        .into_iter()
+        .filter_map(|(k, v)| topic_config_of(&k).map(|t| (t, v)))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn code(r: Result<(), ApiError>) -> Option<ResponseError> {
+        r.err().map(|e| e.error)
+    }
+
+    #[test]
+    fn only_broker_defaults_of_topic_configs_change_at_runtime() {
+        assert_eq!(
+            code(validate_change("log.retention.ms", Some("1000"))),
+            None
+        );
+        assert_eq!(code(validate_change("message.max.bytes", None)), None);
+        assert_eq!(
+            code(validate_change("num.partitions", Some("3"))),
+            Some(ResponseError::InvalidRequest),
+            "read-only in Kafka"
+        );
+        assert_eq!(
+            code(validate_change("max.connections", Some("3"))),
+            Some(ResponseError::InvalidRequest),
+            "dynamic in Kafka, read at start by Tern"
+        );
+        assert_eq!(
+            code(validate_change("no.such.config", Some("3"))),
+            None,
+            "as Kafka"
+        );
+        let bad = validate_change("log.retention.ms", Some("soon")).unwrap_err();
+        assert_eq!(bad.error, ResponseError::InvalidRequest);
+        assert!(bad.message.contains("log.retention.ms"), "{}", bad.message);
+    }
+}

@@ -1,0 +1,198 @@
+//! Dynamic broker configs: IncrementalAlterConfigs and AlterConfigs on a broker resource change
+//! the broker defaults of topic configs without a restart, survive one, and refuse what Tern
+//! cannot change at runtime with Kafka's error codes.
+
+mod support;
+
+use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
+use kafka_protocol::messages::incremental_alter_configs_request::{
+    AlterConfigsResource, AlterableConfig,
+};
+use kafka_protocol::messages::{DescribeConfigsRequest, IncrementalAlterConfigsRequest};
+use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::ResponseError;
+use support::*;
+use tern_protocol::client::KafkaConnection;
+
+const BROKER: i8 = 4;
+const TOPIC: i8 = 2;
+
+/// One IncrementalAlterConfigs on broker `name`: (key, op, value); answers (error code, message).
+async fn alter(
+    c: &mut KafkaConnection,
+    name: &str,
+    ops: &[(&str, i8, Option<&str>)],
+) -> (i16, Option<String>) {
+    let req = IncrementalAlterConfigsRequest::default().with_resources(vec![
+        AlterConfigsResource::default()
+            .with_resource_type(BROKER)
+            .with_resource_name(StrBytes::from_string(name.to_string()))
+            .with_configs(
+                ops.iter()
+                    .map(|(k, op, v)| {
+                        AlterableConfig::default()
+                            .with_name(StrBytes::from_string(k.to_string()))
+                            .with_config_operation(*op)
+                            .with_value(v.map(|v| StrBytes::from_string(v.to_string())))
+                    })
+                    .collect(),
+            ),
+    ]);
+    let r = c.send(&req, 1).await.unwrap();
+    let res = &r.responses[0];
+    (
+        res.error_code,
+        res.error_message.as_ref().map(|m| m.to_string()),
+    )
+}
+
+/// (value, source) of `key` on a resource.
+async fn described(
+    c: &mut KafkaConnection,
+    kind: i8,
+    name: &str,
+    key: &str,
+) -> (Option<String>, i8) {
+    let req =
+        DescribeConfigsRequest::default().with_resources(vec![DescribeConfigsResource::default()
+            .with_resource_type(kind)
+            .with_resource_name(StrBytes::from_string(name.to_string()))
+            .with_configuration_keys(Some(vec![StrBytes::from_string(key.to_string())]))]);
+    let r = c.send(&req, 4).await.unwrap();
+    assert_eq!(r.results[0].error_code, 0, "{name}");
+    let e = r.results[0]
+        .configs
+        .first()
+        .unwrap_or_else(|| panic!("{key} not described"));
+    (e.value.as_ref().map(|v| v.to_string()), e.config_source)
+}
+
+fn big_batch() -> bytes::Bytes {
+    let mut b = tern_protocol::records::RecordBatchBuilder::new(
+        tern_protocol::record_batch::Compression::None,
+    );
+    b.push(1_000, None, Some(&vec![7u8; 4000]), &[]).unwrap();
+    b.build().unwrap()
+}
+
+async fn produce_code(c: &mut KafkaConnection, topic: &str) -> i16 {
+    produce(c, topic, 0, big_batch()).await.responses[0].partition_responses[0].error_code
+}
+
+#[tokio::test]
+async fn broker_defaults_of_topic_configs_change_without_a_restart_and_survive_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start_in(dir.path(), &[]).await;
+    let mut c = KafkaConnection::connect(server.local_addrs[0], "t")
+        .await
+        .unwrap();
+    create_topic(&mut c, "t", 1, &[]).await;
+    assert_eq!(produce_code(&mut c, "t").await, 0);
+
+    // The cluster-wide default: a 4 KB record no longer fits, at once.
+    assert_eq!(
+        alter(&mut c, "", &[("message.max.bytes", 0, Some("2000"))])
+            .await
+            .0,
+        0
+    );
+    assert_eq!(
+        produce_code(&mut c, "t").await,
+        ResponseError::MessageTooLarge.code()
+    );
+    assert_eq!(
+        described(&mut c, TOPIC, "t", "max.message.bytes").await,
+        (Some("2000".into()), 3),
+        "DYNAMIC_DEFAULT_BROKER_CONFIG"
+    );
+    assert_eq!(
+        described(&mut c, BROKER, "", "message.max.bytes").await,
+        (Some("2000".into()), 3)
+    );
+    // This broker's own value wins over the default.
+    assert_eq!(
+        alter(&mut c, "1", &[("message.max.bytes", 0, Some("9000"))])
+            .await
+            .0,
+        0
+    );
+    assert_eq!(produce_code(&mut c, "t").await, 0);
+    assert_eq!(
+        described(&mut c, BROKER, "1", "message.max.bytes").await,
+        (Some("9000".into()), 2),
+        "DYNAMIC_BROKER_CONFIG"
+    );
+    server.shutdown().await.unwrap();
+
+    // Stored in the metadata log: after a restart the broker's value still applies; removing it
+    // brings back the cluster default.
+    let server = start_in(dir.path(), &[]).await;
+    let mut c = KafkaConnection::connect(server.local_addrs[0], "t")
+        .await
+        .unwrap();
+    assert_eq!(
+        described(&mut c, TOPIC, "t", "max.message.bytes").await,
+        (Some("9000".into()), 2)
+    );
+    assert_eq!(
+        alter(&mut c, "1", &[("message.max.bytes", 1, None)])
+            .await
+            .0,
+        0
+    );
+    assert_eq!(
+        produce_code(&mut c, "t").await,
+        ResponseError::MessageTooLarge.code()
+    );
+    assert_eq!(
+        alter(&mut c, "", &[("message.max.bytes", 1, None)]).await.0,
+        0
+    );
+    assert_eq!(produce_code(&mut c, "t").await, 0);
+    assert_eq!(
+        described(&mut c, TOPIC, "t", "max.message.bytes").await,
+        (Some("1048588".into()), 5),
+        "DEFAULT_CONFIG again"
+    );
+    server.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn settings_that_cannot_change_at_runtime_are_refused_with_kafkas_codes() {
+    let s = TestServer::start().await;
+    let mut c = s.connect().await;
+    let invalid_request = ResponseError::InvalidRequest.code();
+    // Read-only in Kafka too.
+    let (code, msg) = alter(&mut c, "", &[("num.partitions", 0, Some("3"))]).await;
+    assert_eq!(code, invalid_request, "{msg:?}");
+    // Dynamic in Kafka, read only at start by Tern: refused, not stored and ignored.
+    let (code, msg) = alter(&mut c, "1", &[("max.connections", 0, Some("5"))]).await;
+    assert_eq!(code, invalid_request);
+    assert!(msg.unwrap().contains("only at start"));
+    // A bad value; a name nobody knows is stored, as Kafka stores it.
+    let (code, _) = alter(&mut c, "", &[("log.retention.ms", 0, Some("soon"))]).await;
+    assert_eq!(code, invalid_request);
+    let (code, _) = alter(&mut c, "", &[("plugin.custom.setting", 0, Some("1"))]).await;
+    assert_eq!(code, 0);
+    // A broker id that is not registered.
+    assert_eq!(
+        alter(&mut c, "7", &[("log.retention.ms", 0, Some("1000"))])
+            .await
+            .0,
+        invalid_request
+    );
+    // Removing what is not set is a no-op (kafka-reassign-partitions.sh clears throttle rates).
+    assert_eq!(
+        alter(
+            &mut c,
+            "1",
+            &[("leader.replication.throttled.rate", 1, None)]
+        )
+        .await
+        .0,
+        0
+    );
+    // Nothing was stored.
+    let (value, source) = described(&mut c, BROKER, "1", "max.connections").await;
+    assert_eq!((value.as_deref(), source), (Some("10000"), 5));
+}
