@@ -1,11 +1,13 @@
 //! The few produce paths where Kafka must look inside batches: a topic whose
-//! `compression.type` names a codec other than the batch's (recompress), and compacted topics
-//! (every record needs a key). Everything else passes through as the bytes that arrived.
+//! `compression.type` names a codec other than the batch's (recompress), compacted topics
+//! (every record needs a key), and a batch whose header timestamps fall outside the topic's
+//! `message.timestamp.{before,after}.max.ms` (to name the records at fault). Everything else passes
+//! through as the bytes that arrived.
 
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::ResponseError;
 use tern_protocol::error::ApiError;
-use tern_protocol::record_batch::{split_batches, Compression};
+use tern_protocol::record_batch::{split_batches, BatchIter, Compression, TimestampType};
 use tern_protocol::records::{decode_records, RecordBatchBuilder};
 
 /// What a topic's configs ask of incoming batches.
@@ -15,6 +17,9 @@ pub struct TopicWritePolicy {
     pub compression: Option<Compression>,
     /// `cleanup.policy` includes compact.
     pub compacted: bool,
+    /// CreateTime topics: how far before and after the broker's clock a record's timestamp may be
+    /// (`message.timestamp.before.max.ms`, `message.timestamp.after.max.ms`).
+    pub timestamp_window: Option<(i64, i64)>,
 }
 
 impl TopicWritePolicy {
@@ -32,7 +37,16 @@ impl TopicWritePolicy {
         TopicWritePolicy {
             compression,
             compacted,
+            timestamp_window: None,
         }
+    }
+
+    /// Adds the timestamp window of a topic whose `message.timestamp.type` is `timestamp_type`
+    /// (none under LogAppendTime, where the broker sets every timestamp).
+    pub fn with_timestamps(mut self, timestamp_type: &str, before_ms: i64, after_ms: i64) -> Self {
+        self.timestamp_window =
+            (timestamp_type.trim() != "LogAppendTime").then_some((before_ms, after_ms));
+        self
     }
 
     /// Whether batches may be stored exactly as they arrived without looking inside.
@@ -96,14 +110,69 @@ fn keyless(indexes: &[i32], partition: &str) -> Refused {
     }
 }
 
+/// Kafka's summary message for records refused for their timestamps.
+const INVALID_TIMESTAMPS: &str = "One or more records have been rejected due to invalid timestamp";
+
+/// INVALID_TIMESTAMP naming each record whose timestamp is outside `[now - before, now + after]`.
+/// With `before` unbounded (the default) only the batch headers are read: the max timestamp
+/// bounds every record from above, and a batch is decoded only when it is out of the window, to
+/// name its records. A bounded `before` needs each record's timestamp (a batch's records may come
+/// in any time order), so then every batch is decoded.
+fn check_timestamps(
+    records: &[u8],
+    (before, after): (i64, i64),
+    now: i64,
+    max_uncompressed: usize,
+) -> Result<(), Refused> {
+    let (low, high) = (now.saturating_sub(before), now.saturating_add(after));
+    let outside = |ts: i64| ts != -1 && (ts < low || ts > high);
+    let mut record_errors = Vec::new();
+    let mut first_index = 0i32;
+    for item in BatchIter::new(records) {
+        let (header, batch) =
+            item.map_err(|e| ApiError::new(ResponseError::CorruptMessage, e.to_string()))?;
+        let checked = !header.is_control() && header.timestamp_type() == TimestampType::CreateTime;
+        let suspect =
+            before != i64::MAX || outside(header.base_timestamp) || outside(header.max_timestamp);
+        if checked && suspect {
+            let (_, decoded) = decode_records(batch, max_uncompressed)
+                .map_err(|e| ApiError::new(ResponseError::CorruptMessage, e.to_string()))?;
+            for (i, r) in decoded.iter().enumerate() {
+                if outside(r.timestamp) {
+                    record_errors.push((
+                        first_index + i as i32,
+                        format!(
+                            "Timestamp {} of message with offset {} is out of range. The \
+                             timestamp should be within [{low}, {high}]",
+                            r.timestamp, r.offset
+                        ),
+                    ));
+                }
+            }
+        }
+        first_index += header.records_count.max(0);
+    }
+    if record_errors.is_empty() {
+        return Ok(());
+    }
+    Err(Refused {
+        error: ApiError::new(ResponseError::InvalidTimestamp, INVALID_TIMESTAMPS),
+        record_errors,
+    })
+}
+
 /// Applies the policy to a produce request's records (of `partition`, `topic-N`, named in
-/// errors); returns the bytes to append.
+/// errors) at broker time `now` (ms); returns the bytes to append.
 pub fn prepare(
     records: &Bytes,
     policy: TopicWritePolicy,
     max_uncompressed: usize,
     partition: &str,
+    now: i64,
 ) -> Result<BytesMut, Refused> {
+    if let Some(window) = policy.timestamp_window {
+        check_timestamps(records, window, now, max_uncompressed)?;
+    }
     if policy.is_passthrough() {
         return Ok(BytesMut::from(&records[..]));
     }
@@ -187,6 +256,7 @@ mod tests {
             TopicWritePolicy::from_configs("producer", "delete"),
             1 << 20,
             "t-0",
+            0,
         )
         .unwrap();
         assert_eq!(&out[..], &b[..]);
@@ -196,7 +266,7 @@ mod tests {
     fn topic_codec_recompresses_and_keeps_records_and_producer_fields() {
         let b = batch(Compression::None, &[Some(b"a"), None, Some(b"c")]);
         let policy = TopicWritePolicy::from_configs("zstd", "delete");
-        let out = prepare(&b, policy, 1 << 20, "t-0").unwrap();
+        let out = prepare(&b, policy, 1 << 20, "t-0", 0).unwrap();
         let h = validate_batch(&out).unwrap();
         assert_eq!(h.compression().unwrap(), Compression::Zstd);
         assert_eq!(
@@ -214,16 +284,19 @@ mod tests {
         }
         // Same codec: untouched.
         let z = batch(Compression::Zstd, &[Some(b"a")]);
-        assert_eq!(&prepare(&z, policy, 1 << 20, "t-0").unwrap()[..], &z[..]);
+        assert_eq!(&prepare(&z, policy, 1 << 20, "t-0", 0).unwrap()[..], &z[..]);
     }
 
     #[test]
     fn compacted_topic_refuses_null_keys() {
         let policy = TopicWritePolicy::from_configs("producer", "compact,delete");
         let ok = batch(Compression::Gzip, &[Some(b"a"), Some(b"b")]);
-        assert_eq!(&prepare(&ok, policy, 1 << 20, "t-0").unwrap()[..], &ok[..]);
+        assert_eq!(
+            &prepare(&ok, policy, 1 << 20, "t-0", 0).unwrap()[..],
+            &ok[..]
+        );
         let bad = batch(Compression::Gzip, &[Some(b"a"), None, Some(b"c"), None]);
-        let err = prepare(&bad, policy, 1 << 20, "t-3").unwrap_err();
+        let err = prepare(&bad, policy, 1 << 20, "t-3", 0).unwrap_err();
         assert_eq!(err.error.error, ResponseError::InvalidRecord);
         let expected = "Compacted topic cannot accept message without key in topic partition t-3.";
         assert_eq!(
@@ -246,10 +319,47 @@ mod tests {
         let mut two = BytesMut::new();
         two.extend_from_slice(&batch(Compression::None, &[Some(b"a"), Some(b"b")]));
         two.extend_from_slice(&batch(Compression::Lz4, &[Some(b"c"), None]));
-        let err = prepare(&two.freeze(), policy, 1 << 20, "t-0").unwrap_err();
+        let err = prepare(&two.freeze(), policy, 1 << 20, "t-0", 0).unwrap_err();
         assert_eq!(
             err.record_errors.iter().map(|e| e.0).collect::<Vec<_>>(),
             vec![3]
         );
+    }
+
+    #[test]
+    fn timestamps_outside_the_window_are_named_per_record() {
+        let policy = TopicWritePolicy::from_configs("producer", "delete").with_timestamps(
+            "CreateTime",
+            i64::MAX,
+            3_600_000,
+        );
+        let now = 10_000_000;
+        let mut b = RecordBatchBuilder::new(Compression::Lz4);
+        for ts in [now, now + 3_600_000, now + 3_600_001, now - 1_000_000_000] {
+            b.push(ts, Some(b"k"), Some(b"v"), &[]).unwrap();
+        }
+        let batch = b.build().unwrap();
+        // Header max timestamp over the window: the batch is decoded, the one record named.
+        let err = prepare(&batch, policy, 1 << 20, "t-0", now).unwrap_err();
+        assert_eq!(err.error.error, ResponseError::InvalidTimestamp);
+        assert_eq!(err.error.message, INVALID_TIMESTAMPS);
+        assert_eq!(err.record_errors.len(), 1);
+        assert_eq!(err.record_errors[0].0, 2);
+        assert!(err.record_errors[0].1.starts_with(&format!(
+            "Timestamp {} of message with offset 2 is out of range",
+            now + 3_600_001
+        )));
+        // In the window (the old record too: before.max.ms is unbounded): bytes kept as sent.
+        let ok = prepare(&batch, policy, 1 << 20, "t-0", now + 10).unwrap();
+        assert_eq!(&ok[..], &batch[..]);
+        // A bounded before.max.ms refuses the old record; LogAppendTime topics check nothing.
+        let strict = policy.with_timestamps("CreateTime", 1_000, 3_600_000);
+        let err = prepare(&batch, strict, 1 << 20, "t-0", now + 10).unwrap_err();
+        assert_eq!(
+            err.record_errors.iter().map(|e| e.0).collect::<Vec<_>>(),
+            vec![3]
+        );
+        let append_time = policy.with_timestamps("LogAppendTime", 1, 1);
+        assert!(prepare(&batch, append_time, 1 << 20, "t-0", 0).is_ok());
     }
 }

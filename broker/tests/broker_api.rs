@@ -479,3 +479,48 @@ async fn describe_configs_of_a_broker_lists_its_settings_with_sources_and_withho
     );
     assert!(configs.len() > 80, "{} configs", configs.len());
 }
+
+#[tokio::test]
+async fn timestamps_beyond_message_timestamp_after_max_ms_are_refused_per_record() {
+    use tern_protocol::record_batch::Compression;
+    use tern_protocol::records::RecordBatchBuilder;
+    let s = TestServer::start().await;
+    let mut c = s.connect().await;
+    create_topic(&mut c, "clock", 1, &[]).await;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    let mut b = RecordBatchBuilder::new(Compression::Zstd);
+    b.push(now, Some(b"k"), Some(b"on time"), &[]).unwrap();
+    b.push(
+        now + 2 * 3_600_000,
+        Some(b"k"),
+        Some(b"two hours ahead"),
+        &[],
+    )
+    .unwrap();
+    let resp = produce(&mut c, "clock", 0, b.build().unwrap()).await;
+    let refused = &resp.responses[0].partition_responses[0];
+    assert_eq!(refused.error_code, ResponseError::InvalidTimestamp.code());
+    let indexes: Vec<i32> = refused
+        .record_errors
+        .iter()
+        .map(|e| e.batch_index)
+        .collect();
+    assert_eq!(indexes, vec![1], "Kafka's default: at most one hour ahead");
+    assert_eq!(latest_offset(&mut c, "clock").await, 0, "nothing appended");
+    // A topic that allows a day ahead takes the same batch.
+    create_topic(
+        &mut c,
+        "lenient",
+        1,
+        &[("message.timestamp.after.max.ms", "86400000")],
+    )
+    .await;
+    let mut b = RecordBatchBuilder::new(Compression::Zstd);
+    b.push(now + 2 * 3_600_000, Some(b"k"), Some(b"v"), &[])
+        .unwrap();
+    let resp = produce(&mut c, "lenient", 0, b.build().unwrap()).await;
+    assert_eq!(resp.responses[0].partition_responses[0].error_code, 0);
+}

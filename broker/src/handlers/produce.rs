@@ -26,6 +26,13 @@ fn error_partition(index: i32, code: i16, message: Option<String>) -> PartitionP
         .with_error_message(message.map(sb))
 }
 
+/// The broker's clock in milliseconds, against which record timestamps are checked.
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
 /// Every partition of the request refused with `code` (Kafka's error response).
 fn refuse_all(req: ProduceRequest, code: ResponseError) -> ProduceResponse {
     let responses = req
@@ -112,9 +119,29 @@ pub async fn handle(
         let min_insync: usize = effective("min.insync.replicas", "min.insync.replicas", "1")
             .parse()
             .unwrap_or(1);
+        let millis = |key: &str, broker_key: &str, default: i64| -> i64 {
+            effective(key, broker_key, "").parse().unwrap_or(default)
+        };
         let policy = TopicWritePolicy::from_configs(
             &effective("compression.type", "compression.type", "producer"),
             &effective("cleanup.policy", "log.cleanup.policy", "delete"),
+        )
+        .with_timestamps(
+            &effective(
+                "message.timestamp.type",
+                "log.message.timestamp.type",
+                "CreateTime",
+            ),
+            millis(
+                "message.timestamp.before.max.ms",
+                "log.message.timestamp.before.max.ms",
+                i64::MAX,
+            ),
+            millis(
+                "message.timestamp.after.max.ms",
+                "log.message.timestamp.after.max.ms",
+                3_600_000,
+            ),
         );
         let mut partitions = Vec::with_capacity(topic.partition_data.len());
         for pd in topic.partition_data {
@@ -171,7 +198,13 @@ pub async fn handle(
                 continue;
             };
             let partition_name = format!("{name}-{}", pd.index);
-            let records = match prepare(&records, policy, MAX_UNCOMPRESSED_BATCH, &partition_name) {
+            let records = match prepare(
+                &records,
+                policy,
+                MAX_UNCOMPRESSED_BATCH,
+                &partition_name,
+                now_ms(),
+            ) {
                 Ok(r) => r,
                 Err(refused) => {
                     let record_errors = refused
