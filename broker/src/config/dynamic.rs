@@ -46,11 +46,11 @@ fn topic_config_of(key: &str) -> Option<&'static str> {
         .map(|d| d.name)
 }
 
-/// Checks one dynamic change (value None: a removal) the way Kafka answers AlterConfigs on a
+/// Checks one dynamic setting of `key` to `value` the way Kafka answers AlterConfigs on a
 /// broker: INVALID_REQUEST for a setting that cannot change at runtime or a bad value. A name
 /// Kafka does not know either is stored as Kafka stores it (plugins read such settings), with a
 /// warning that Tern reads nothing from it.
-pub fn validate_change(key: &str, value: Option<&str>) -> Result<(), ApiError> {
+pub fn validate_change(key: &str, value: &str) -> Result<(), ApiError> {
     let Some(def) = broker_config(key) else {
         tracing::warn!(
             config = key,
@@ -74,12 +74,8 @@ pub fn validate_change(key: &str, value: Option<&str>) -> Result<(), ApiError> {
             ),
         ));
     };
-    match value {
-        None => Ok(()),
-        Some(v) => validate_topic_config(topic_config, v).map_err(|m| {
-            ApiError::new(ResponseError::InvalidRequest, m.replace(topic_config, key))
-        }),
-    }
+    validate_topic_config(topic_config, value)
+        .map_err(|m| ApiError::new(ResponseError::InvalidRequest, m.replace(topic_config, key)))
 }
 
 /// A broker setting in effect on `node_id` and where it comes from.
@@ -129,27 +125,24 @@ mod tests {
 
     #[test]
     fn only_broker_defaults_of_topic_configs_change_at_runtime() {
+        assert_eq!(code(validate_change("log.retention.ms", "1000")), None);
+        assert_eq!(code(validate_change("message.max.bytes", "2000")), None);
         assert_eq!(
-            code(validate_change("log.retention.ms", Some("1000"))),
-            None
-        );
-        assert_eq!(code(validate_change("message.max.bytes", None)), None);
-        assert_eq!(
-            code(validate_change("num.partitions", Some("3"))),
+            code(validate_change("num.partitions", "3")),
             Some(ResponseError::InvalidRequest),
             "read-only in Kafka"
         );
         assert_eq!(
-            code(validate_change("max.connections", Some("3"))),
+            code(validate_change("max.connections", "3")),
             Some(ResponseError::InvalidRequest),
             "dynamic in Kafka, read at start by Tern"
         );
         assert_eq!(
-            code(validate_change("no.such.config", Some("3"))),
+            code(validate_change("no.such.config", "3")),
             None,
             "as Kafka"
         );
-        let bad = validate_change("log.retention.ms", Some("soon")).unwrap_err();
+        let bad = validate_change("log.retention.ms", "soon").unwrap_err();
         assert_eq!(bad.error, ResponseError::InvalidRequest);
         assert!(bad.message.contains("log.retention.ms"), "{}", bad.message);
     }

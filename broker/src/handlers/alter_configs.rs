@@ -37,11 +37,12 @@ fn apply_broker(
     replace_all: bool,
     validate_only: bool,
 ) -> Result<(), ApiError> {
+    let image = broker.controller.image();
     if !name.is_empty() {
         let registered = name
             .parse::<i32>()
             .ok()
-            .is_some_and(|id| broker.controller.image().brokers.contains_key(&id));
+            .is_some_and(|id| image.brokers.contains_key(&id));
         if !registered {
             return Err(ApiError::new(
                 ResponseError::InvalidRequest,
@@ -51,10 +52,10 @@ fn apply_broker(
     }
     for (key, value) in &changes {
         if let Some(v) = value {
-            crate::config::dynamic::validate_change(key, Some(v))?;
+            crate::config::dynamic::validate_change(key, v)?;
         }
     }
-    let set = broker.controller.image().broker_configs(name);
+    let set = image.broker_configs(name);
     let changes: Vec<_> = changes
         .into_iter()
         .filter(|(k, v)| v.is_some() || set.contains_key(k))
