@@ -7,7 +7,7 @@ use kafka_protocol::messages::describe_configs_response::{
 };
 use kafka_protocol::messages::{DescribeConfigsRequest, DescribeConfigsResponse};
 use kafka_protocol::ResponseError;
-use tern_controller::topic_configs::TOPIC_CONFIGS;
+use tern_controller::topic_configs::{ConfigType, TOPIC_CONFIGS};
 
 use crate::config::catalog::{broker_config, is_secret_name, BROKER_CONFIGS};
 use crate::config::dynamic::{dynamic_values, Layer};
@@ -151,7 +151,12 @@ fn broker_config_entries(broker: &Broker) -> Vec<ConfigEntry> {
             name: k.clone(),
             value: value.clone(),
             source: SOURCE_STATIC_BROKER,
-            config_type: if sensitive { 9 } else { 2 },
+            config_type: if sensitive {
+                ConfigType::Password
+            } else {
+                ConfigType::String
+            }
+            .code(),
             synonyms: vec![(k.clone(), value, SOURCE_STATIC_BROKER)],
             read_only: true,
             sensitive,
@@ -170,7 +175,9 @@ fn cluster_default_entries(broker: &Broker) -> Vec<ConfigEntry> {
         .broker_configs("")
         .into_iter()
         .map(|(k, v)| {
-            let kind = broker_config(&k).map_or(2, |d| d.kind.code());
+            let kind = broker_config(&k)
+                .map_or(ConfigType::String, |d| d.kind)
+                .code();
             let synonyms = vec![(k.clone(), Some(v), source)];
             ConfigEntry::from_synonyms(&k, synonyms, None, kind)
         })
