@@ -16,6 +16,8 @@ use crate::replica_manager::ReplicaManager;
 use crate::replication::fetcher_manager::ReplicaFetcherManager;
 use crate::replication::hw_checkpoint;
 use crate::replication::replica_fetcher::FetcherContext;
+use crate::txn_coordinator::state_log::TXN_STATE_TOPIC;
+use crate::txn_coordinator::{ProducerIdSource, TransactionCoordinator};
 
 /// Everything a request handler needs.
 pub struct Broker {
@@ -35,9 +37,10 @@ pub struct Broker {
     pub groups: Arc<GroupCoordinator>,
     /// Topic-config defaults from the broker's `log.*` settings.
     pub default_log_config: LogConfig,
+    /// Transactional producers' ids, epochs and transactions.
+    pub txns: Arc<TransactionCoordinator>,
     /// Cluster mirroring: the mirror coordinator and fetchers.
     pub mirrors: Arc<tern_mirror::MirrorManager>,
-    producer_ids: Arc<Mutex<(i64, i64)>>,
     /// This broker's advertised (listener name, host, port), ports filled in after binding.
     endpoints: parking_lot::RwLock<Vec<(String, String, u16)>>,
     /// Random per process start: tells this process apart from another with the same node id.
@@ -220,6 +223,40 @@ fn ensure_offsets_topic(controller: &Controller, config: &BrokerConfig) -> Resul
     }
 }
 
+/// Creates `__transaction_state` (compacted, `transaction.state.log.*`) if missing.
+fn ensure_txn_state_topic(controller: &Controller, config: &BrokerConfig) -> Result<()> {
+    if controller.image().topic(TXN_STATE_TOPIC).is_some() {
+        return Ok(());
+    }
+    let live = controller.image().live_brokers().len().max(1);
+    let replication_factor = config
+        .txn
+        .replication_factor
+        .clamp(1, live.min(i16::MAX as usize) as i16);
+    let request = tern_controller::CreateTopic {
+        name: TXN_STATE_TOPIC.to_string(),
+        num_partitions: config.txn.num_partitions,
+        replication_factor,
+        configs: vec![
+            ("cleanup.policy".into(), "compact".into()),
+            ("segment.bytes".into(), config.txn.segment_bytes.to_string()),
+            ("compression.type".into(), "uncompressed".into()),
+            (
+                "min.insync.replicas".into(),
+                config.txn.min_isr.clamp(1, replication_factor).to_string(),
+            ),
+            ("unclean.leader.election.enable".into(), "false".into()),
+        ],
+        ..Default::default()
+    };
+    match controller.create_topic(&request, false) {
+        Err(e) if e.error != ResponseError::TopicAlreadyExists => {
+            Err(anyhow::anyhow!("creating {TXN_STATE_TOPIC}: {e}"))
+        }
+        _ => Ok(()),
+    }
+}
+
 /// Creates `__mirror_state` (compacted, `mirror.state.topic.num.partitions`) if missing.
 fn ensure_mirror_state_topic(controller: &Controller, config: &BrokerConfig) -> Result<()> {
     if controller
@@ -307,6 +344,7 @@ impl Broker {
         // brokers have joined to spread and replicate their partitions (as Kafka does).
         if !config.is_multi_node() {
             ensure_offsets_topic(&controller, &config)?;
+            ensure_txn_state_topic(&controller, &config)?;
             ensure_mirror_state_topic(&controller, &config)?;
         }
         replicas.apply_image(&controller.image());
@@ -317,6 +355,19 @@ impl Broker {
         groups.load();
         groups.follow_leadership();
         let producer_ids = Arc::new(Mutex::new((0, 0)));
+        let txns = Arc::new(TransactionCoordinator::new(
+            config.txn.clone(),
+            config.node_id,
+            config.inter_broker_listener(),
+            replicas.clone(),
+            groups.clone(),
+            ProducerIdSource {
+                block: producer_ids.clone(),
+                controller: controller.clone(),
+            },
+        ));
+        txns.load();
+        txns.follow_leadership();
         let mirrors = tern_mirror::MirrorManager::new(
             Arc::new(crate::mirror_host::BrokerMirrorHost {
                 node_id: config.node_id,
@@ -344,8 +395,8 @@ impl Broker {
             fetch_sessions,
             groups,
             default_log_config,
+            txns,
             mirrors,
-            producer_ids,
             endpoints: parking_lot::RwLock::new(config_endpoints),
             incarnation_id,
             fetchers,
@@ -481,6 +532,24 @@ impl Broker {
         }
     }
 
+    /// Creates `__transaction_state` if it does not exist yet (the first FindCoordinator for a
+    /// transactional id in a cluster); true if it exists now.
+    pub fn ensure_txn_state_topic(&self) -> bool {
+        if self.controller.image().topic(TXN_STATE_TOPIC).is_some() {
+            return true;
+        }
+        match ensure_txn_state_topic(&self.controller, &self.config) {
+            Ok(()) => {
+                self.replicas.apply_image(&self.controller.image());
+                true
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot create {TXN_STATE_TOPIC}");
+                false
+            }
+        }
+    }
+
     /// Creates `__mirror_state` if it does not exist yet (the first mirror RPC of a cluster).
     pub fn ensure_mirror_state_topic(&self) {
         if self
@@ -501,14 +570,7 @@ impl Broker {
 
     /// Hands out the next producer id, taking a new block from the controller when needed.
     pub fn next_producer_id(&self) -> Result<i64, ApiError> {
-        let mut ids = self.producer_ids.lock();
-        if ids.0 >= ids.1 {
-            let (first, count) = self.controller.allocate_producer_ids()?;
-            *ids = (first, first + count);
-        }
-        let id = ids.0;
-        ids.0 += 1;
-        Ok(id)
+        self.txns.next_producer_id()
     }
 
     /// Writes every partition's high watermark to the checkpoint.

@@ -25,3 +25,4 @@ pub mod replica_manager;
 pub mod replication;
 pub mod security;
 pub mod server;
+pub mod txn_coordinator;

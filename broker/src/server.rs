@@ -85,6 +85,7 @@ impl Server {
             shutdown_rx.clone(),
         ));
         broker.groups.spawn_ticker();
+        broker.txns.spawn_timers();
         tasks.push(tokio::spawn(
             broker.mirrors.clone().run(shutdown_rx.clone()),
         ));

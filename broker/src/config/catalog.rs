@@ -250,6 +250,34 @@ pub const BROKER_CONFIGS: &[BrokerConfigDef] = &[
     def("ssl.truststore.type", Some("PEM"), STR, DYN), // Kafka: JKS
     def("super.users", None, STR, RO),
     def(
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+        Some("10000"),
+        Int,
+        RO,
+    ),
+    def("transaction.max.timeout.ms", Some("900000"), Int, RO),
+    def(
+        "transaction.remove.expired.transaction.cleanup.interval.ms",
+        Some("3600000"),
+        Int,
+        RO,
+    ),
+    def("transaction.state.log.min.isr", Some("2"), Int, RO),
+    def("transaction.state.log.num.partitions", Some("50"), Int, RO),
+    def(
+        "transaction.state.log.replication.factor",
+        Some("3"),
+        Short,
+        RO,
+    ),
+    def(
+        "transaction.state.log.segment.bytes",
+        Some("104857600"),
+        Int,
+        RO,
+    ),
+    def("transactional.id.expiration.ms", Some("604800000"), Int, RO),
+    def(
         "unclean.leader.election.enable",
         Some("false"),
         Boolean,

@@ -149,6 +149,8 @@ pub struct BrokerConfig {
     pub coordinator: crate::group_coordinator::CoordinatorConfig,
     /// `offsets.topic.replication.factor` (capped at the live brokers when the topic is made).
     pub offsets_topic_replication_factor: i16,
+    /// Transaction coordinator settings (`transaction.*`, `transactional.id.*`).
+    pub txn: crate::txn_coordinator::TxnConfig,
     /// Followers, ISR and the inter-broker listener (`replica.*`).
     pub replication: ReplicationConfig,
     /// `unclean.leader.election.enable`.
@@ -341,6 +343,24 @@ impl BrokerConfig {
                     * 60_000,
             },
             offsets_topic_replication_factor: num(&props, "offsets.topic.replication.factor", 3)?,
+            txn: crate::txn_coordinator::TxnConfig {
+                num_partitions: num(&props, "transaction.state.log.num.partitions", 50)?,
+                replication_factor: num(&props, "transaction.state.log.replication.factor", 3)?,
+                min_isr: num(&props, "transaction.state.log.min.isr", 2)?,
+                segment_bytes: num(&props, "transaction.state.log.segment.bytes", 104_857_600)?,
+                max_timeout_ms: num(&props, "transaction.max.timeout.ms", 900_000)?,
+                id_expiration_ms: num(&props, "transactional.id.expiration.ms", 604_800_000)?,
+                abort_interval_ms: num(
+                    &props,
+                    "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+                    10_000,
+                )?,
+                remove_expired_interval_ms: num(
+                    &props,
+                    "transaction.remove.expired.transaction.cleanup.interval.ms",
+                    3_600_000,
+                )?,
+            },
             unclean_leader_election: bool_of("unclean.leader.election.enable", false)?,
             leader_rebalance: tern_controller::controller::LeaderRebalance {
                 enabled: bool_of("auto.leader.rebalance.enable", true)?,

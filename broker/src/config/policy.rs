@@ -601,8 +601,6 @@ mod tests {
                 "share.coordinator.state.topic.replication.factor",
                 "socket.receive.buffer.bytes",
                 "socket.send.buffer.bytes",
-                "transaction.state.log.min.isr",
-                "transaction.state.log.replication.factor",
             ]
         );
     }

@@ -180,6 +180,9 @@ pub struct Group {
     pending_members: HashMap<String, i64>,
     /// Committed offsets.
     pub offsets: HashMap<(String, i32), OffsetValue>,
+    /// Offsets committed in open transactions, by producer id: they take effect when the
+    /// transaction's commit marker reaches this group's offsets partition.
+    pub pending_txn_offsets: HashMap<i64, HashMap<(String, i32), OffsetValue>>,
     rebalance_deadline_ms: i64,
     initial_delay_until_ms: i64,
 }
@@ -204,6 +207,7 @@ impl Group {
             members: BTreeMap::new(),
             pending_members: HashMap::new(),
             offsets: HashMap::new(),
+            pending_txn_offsets: HashMap::new(),
             rebalance_deadline_ms: 0,
             initial_delay_until_ms: 0,
         }
@@ -796,6 +800,31 @@ impl Group {
         }
         if self.state == GroupState::CompletingRebalance {
             return Err(ResponseError::RebalanceInProgress);
+        }
+        Ok(())
+    }
+
+    /// Whether a TxnOffsetCommit may commit: as Kafka, a member id or generation given must be
+    /// current, but a commit without them is taken whatever the group's state.
+    pub fn check_txn_commit(
+        &self,
+        member_id: &str,
+        instance: Option<&str>,
+        generation: i32,
+    ) -> Result<(), ResponseError> {
+        if self.state == GroupState::Dead {
+            return Err(ResponseError::CoordinatorNotAvailable);
+        }
+        if let Some(i) = instance {
+            if self.static_member(i).is_some_and(|m| m != member_id) {
+                return Err(ResponseError::FencedInstanceId);
+            }
+        }
+        if !member_id.is_empty() && !self.members.contains_key(member_id) {
+            return Err(ResponseError::UnknownMemberId);
+        }
+        if generation >= 0 && generation != self.generation {
+            return Err(ResponseError::IllegalGeneration);
         }
         Ok(())
     }

@@ -13,7 +13,9 @@ use bytes::{Bytes, BytesMut};
 use kafka_protocol::ResponseError;
 use parking_lot::Mutex;
 use tern_protocol::record_batch::Compression;
-use tern_protocol::records::{decode_records, RecordBatchBuilder};
+use tern_protocol::records::{
+    control_record_type, decode_records, ControlRecordType, RecordBatchBuilder,
+};
 
 use crate::replica_manager::ReplicaManager;
 use crate::replication::delayed_produce::PendingAck;
@@ -134,6 +136,16 @@ impl GroupCoordinator {
         group_id: &str,
         records: &[(Bytes, Option<Bytes>)],
     ) -> Result<(), ResponseError> {
+        self.store_as(group_id, records, None)
+    }
+
+    /// Appends records, as a transactional batch of `producer` (id, epoch) when given.
+    fn store_as(
+        &self,
+        group_id: &str,
+        records: &[(Bytes, Option<Bytes>)],
+        producer: Option<(i64, i16)>,
+    ) -> Result<(), ResponseError> {
         if records.is_empty() {
             return Ok(());
         }
@@ -143,6 +155,9 @@ impl GroupCoordinator {
             .ok_or(ResponseError::CoordinatorNotAvailable)?;
         let now = now_ms();
         let mut builder = RecordBatchBuilder::new(Compression::None);
+        if let Some((producer_id, epoch)) = producer {
+            builder = builder.producer(producer_id, epoch, -1).transactional(true);
+        }
         for (key, value) in records {
             builder
                 .push(now, Some(key), value.as_deref(), &[])
@@ -156,7 +171,12 @@ impl GroupCoordinator {
             .append_as_leader(BytesMut::from(&batch[..]), partition.leader_epoch())
             .map_err(|e| {
                 tracing::error!(group = group_id, error = %e, "cannot store group records");
-                ResponseError::CoordinatorNotAvailable
+                match e {
+                    tern_storage::StorageError::InvalidProducerEpoch { .. } => {
+                        ResponseError::ProducerFenced
+                    }
+                    _ => ResponseError::CoordinatorNotAvailable,
+                }
             })?;
         partition.on_local_append();
         Ok(())
@@ -229,6 +249,77 @@ impl GroupCoordinator {
         Ok(codes)
     }
 
+    /// TxnOffsetCommit: stores the offsets as part of `producer`'s transaction; they take
+    /// effect when its commit marker arrives. One error code per partition in request order.
+    #[allow(clippy::too_many_arguments)]
+    pub fn txn_commit_offsets(
+        &self,
+        group_id: &str,
+        producer_id: i64,
+        producer_epoch: i16,
+        member_id: &str,
+        instance: Option<&str>,
+        generation: i32,
+        offsets: Vec<(String, i32, OffsetValue)>,
+    ) -> Result<Vec<i16>, ResponseError> {
+        self.check_coordinator(group_id)?;
+        self.with_group(group_id, true, |g| {
+            g.check_txn_commit(member_id, instance, generation)
+        })
+        .unwrap_or(Err(ResponseError::CoordinatorNotAvailable))?;
+        let mut codes = Vec::with_capacity(offsets.len());
+        let mut records = Vec::new();
+        let mut accepted = Vec::new();
+        for (topic, partition, value) in offsets {
+            if value.metadata.len() > self.config.offset_metadata_max_bytes {
+                codes.push(ResponseError::OffsetMetadataTooLarge.code());
+                continue;
+            }
+            codes.push(0);
+            records.push((
+                offset_key(group_id, &topic, partition),
+                Some(offset_value(&value)),
+            ));
+            accepted.push((topic, partition, value));
+        }
+        self.store_as(group_id, &records, Some((producer_id, producer_epoch)))?;
+        self.with_group(group_id, true, |g| {
+            let pending = g.pending_txn_offsets.entry(producer_id).or_default();
+            for (topic, partition, value) in accepted {
+                pending.insert((topic, partition), value);
+            }
+        });
+        Ok(codes)
+    }
+
+    /// A transaction marker of `producer_id` reached offsets partition `partition`: its
+    /// pending offsets there become committed (commit) or are dropped (abort).
+    pub fn complete_txn_offsets(&self, partition: i32, producer_id: i64, commit: bool) {
+        let n = self.config.offsets_partitions;
+        let mut groups = self.groups.lock();
+        for g in groups.values_mut() {
+            if partition_for(&g.id, n) != partition {
+                continue;
+            }
+            if let Some(pending) = g.pending_txn_offsets.remove(&producer_id) {
+                if commit {
+                    g.offsets.extend(pending);
+                }
+            }
+        }
+    }
+
+    /// Whether an open transaction holds an offset for the partition (OffsetFetch with
+    /// require_stable answers UNSTABLE_OFFSET_COMMIT then).
+    pub fn has_pending_txn_offset(&self, group_id: &str, topic: &str, partition: i32) -> bool {
+        let key = (topic.to_string(), partition);
+        self.groups.lock().get(group_id).is_some_and(|g| {
+            g.pending_txn_offsets
+                .values()
+                .any(|offsets| offsets.contains_key(&key))
+        })
+    }
+
     /// Rebuilds groups and offsets from every `__consumer_offsets` partition this broker leads.
     pub fn load(&self) {
         for p in 0..self.config.offsets_partitions {
@@ -298,9 +389,6 @@ impl GroupCoordinator {
                 for item in tern_protocol::record_batch::BatchIter::new(&data.records) {
                     let Ok((header, batch)) = item else { break };
                     next = header.next_offset();
-                    if header.is_control() {
-                        continue;
-                    }
                     let Ok((_, records)) = decode_records(batch, LOAD_MAX_UNCOMPRESSED) else {
                         tracing::warn!(
                             partition = p,
@@ -309,6 +397,20 @@ impl GroupCoordinator {
                         );
                         continue;
                     };
+                    if header.is_control() {
+                        let kind = records.first().and_then(control_record_type);
+                        if let Some(t @ (ControlRecordType::Commit | ControlRecordType::Abort)) =
+                            kind
+                        {
+                            self.complete_txn_offsets(
+                                p,
+                                header.producer_id,
+                                t == ControlRecordType::Commit,
+                            );
+                        }
+                        continue;
+                    }
+                    let txn_producer = header.is_transactional().then_some(header.producer_id);
                     let mut groups = self.groups.lock();
                     for r in records {
                         let Some(key) = r.key.as_deref().and_then(decode_key) else {
@@ -324,9 +426,17 @@ impl GroupCoordinator {
                                     .entry(group.clone())
                                     .or_insert_with(|| Group::new(&group, now));
                                 match r.value.as_deref().and_then(decode_offset_value) {
-                                    Some(v) => {
-                                        g.offsets.insert((topic, partition), v);
-                                    }
+                                    Some(v) => match txn_producer {
+                                        Some(pid) => {
+                                            g.pending_txn_offsets
+                                                .entry(pid)
+                                                .or_default()
+                                                .insert((topic, partition), v);
+                                        }
+                                        None => {
+                                            g.offsets.insert((topic, partition), v);
+                                        }
+                                    },
                                     None => {
                                         g.offsets.remove(&(topic, partition));
                                     }

@@ -87,7 +87,7 @@ pub enum OffsetsKey {
     },
 }
 
-fn put_str(b: &mut BytesMut, s: &str) {
+pub(crate) fn put_str(b: &mut BytesMut, s: &str) {
     b.put_i16(s.len() as i16);
     b.put_slice(s.as_bytes());
 }
@@ -104,7 +104,7 @@ fn put_bytes(b: &mut BytesMut, v: &[u8]) {
     b.put_slice(v);
 }
 
-fn get_str(b: &mut &[u8]) -> Option<String> {
+pub(crate) fn get_str(b: &mut &[u8]) -> Option<String> {
     get_nullable_str(b)?
 }
 

@@ -42,25 +42,38 @@ fn coordinator_for(
     {
         return c.with_error_code(ResponseError::TransactionalIdAuthorizationFailed.code());
     }
-    if key_type != KEY_TYPE_GROUP {
-        return c
-            .with_error_code(ResponseError::CoordinatorNotAvailable.code())
-            .with_error_message(Some(sb("Transactions are not supported yet")));
+    if key_type != KEY_TYPE_GROUP && key_type != KEY_TYPE_TRANSACTION {
+        return c.with_error_code(ResponseError::InvalidRequest.code());
     }
-    if !broker.ensure_offsets_topic() {
-        return c.with_error_code(ResponseError::CoordinatorNotAvailable.code());
-    }
-    match broker.groups.check_coordinator(key) {
+    let image = broker.controller.image();
+    let (local, leader) = if key_type == KEY_TYPE_GROUP {
+        if !broker.ensure_offsets_topic() {
+            return c.with_error_code(ResponseError::CoordinatorNotAvailable.code());
+        }
+        (
+            broker.groups.check_coordinator(key),
+            broker.groups.coordinator_in(&image, key),
+        )
+    } else {
+        if !broker.ensure_txn_state_topic() {
+            return c.with_error_code(ResponseError::CoordinatorNotAvailable.code());
+        }
+        (
+            broker.txns.check_coordinator(key).map(|_| ()),
+            broker.txns.coordinator_in(&image, key),
+        )
+    };
+    match local {
         Ok(()) => {
             let (host, port) = broker.endpoint_for(listener);
             c.with_node_id(BrokerId(broker.config.node_id))
                 .with_host(sb(host))
                 .with_port(port as i32)
         }
-        // In a cluster the coordinator is the leader of the group's offsets partition.
-        Err(e) => match group_partition_leader(broker, key) {
+        // In a cluster the coordinator is the leader of the key's partition.
+        Err(e) => match leader.and_then(|l| image.brokers.get(&l)) {
             Some(b) if b.id != broker.config.node_id && !b.fenced => {
-                let (host, port) = broker.endpoint_of(&b, listener);
+                let (host, port) = broker.endpoint_of(b, listener);
                 c.with_node_id(BrokerId(b.id))
                     .with_host(sb(host))
                     .with_port(port as i32)
@@ -75,13 +88,6 @@ fn coordinator_for(
             }
         },
     }
-}
-
-/// The broker leading the `__consumer_offsets` partition of `group`, if any.
-fn group_partition_leader(broker: &Broker, group: &str) -> Option<tern_controller::BrokerInfo> {
-    let image = broker.controller.image();
-    let leader = broker.groups.coordinator_in(&image, group)?;
-    image.brokers.get(&leader).cloned()
 }
 
 /// Answers FindCoordinator (single key before v4, batched after).

@@ -40,6 +40,7 @@ pub mod offsets;
 pub mod produce;
 pub mod reassignments;
 pub mod scram_credentials;
+pub mod transactions;
 
 /// The APIs and version ranges this broker serves.
 pub const SUPPORTED_APIS: &[(ApiKey, i16, i16)] = &[
@@ -52,6 +53,11 @@ pub const SUPPORTED_APIS: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DeleteTopics, 1, 6),
     (ApiKey::DeleteRecords, 0, 2),
     (ApiKey::InitProducerId, 0, 5),
+    (ApiKey::AddPartitionsToTxn, 0, 4),
+    (ApiKey::AddOffsetsToTxn, 0, 4),
+    (ApiKey::EndTxn, 0, 4),
+    (ApiKey::WriteTxnMarkers, 1, 1),
+    (ApiKey::TxnOffsetCommit, 0, 4),
     (ApiKey::OffsetForLeaderEpoch, 2, 4),
     (ApiKey::DescribeConfigs, 1, 4),
     (ApiKey::AlterConfigs, 0, 2),
@@ -250,7 +256,22 @@ pub async fn handle(
             ResponseKind::DeleteRecords(delete_records::handle(broker, &ctx, r))
         }
         RequestKind::InitProducerId(r) => {
-            ResponseKind::InitProducerId(init_producer_id::handle(broker, &ctx, r))
+            ResponseKind::InitProducerId(init_producer_id::handle(broker, &ctx, r, version).await)
+        }
+        RequestKind::AddPartitionsToTxn(r) => ResponseKind::AddPartitionsToTxn(
+            transactions::add_partitions_to_txn(broker, &ctx, r, version).await,
+        ),
+        RequestKind::AddOffsetsToTxn(r) => ResponseKind::AddOffsetsToTxn(
+            transactions::add_offsets_to_txn(broker, &ctx, r, version).await,
+        ),
+        RequestKind::EndTxn(r) => {
+            ResponseKind::EndTxn(transactions::end_txn(broker, &ctx, r, version).await)
+        }
+        RequestKind::TxnOffsetCommit(r) => ResponseKind::TxnOffsetCommit(
+            transactions::txn_offset_commit(broker, &ctx, r, version).await,
+        ),
+        RequestKind::WriteTxnMarkers(r) => {
+            ResponseKind::WriteTxnMarkers(transactions::write_txn_markers(broker, &ctx, r).await)
         }
         RequestKind::OffsetForLeaderEpoch(r) => {
             ResponseKind::OffsetForLeaderEpoch(offset_for_leader_epoch::handle(broker, &ctx, r))

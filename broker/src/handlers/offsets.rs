@@ -164,6 +164,7 @@ fn fetch_group(
     authz: &Authz<'_>,
     group_id: &str,
     topics: Option<Vec<(String, Vec<i32>)>>,
+    require_stable: bool,
 ) -> Result<Vec<FetchedTopic>, ResponseError> {
     if !authz.group(AclOperation::Describe, group_id) {
         return Err(ResponseError::GroupAuthorizationFailed);
@@ -181,6 +182,16 @@ fn fetch_group(
                 -1,
                 String::new(),
                 ResponseError::TopicAuthorizationFailed.code(),
+            );
+        }
+        // An offset an open transaction is about to replace is not stable yet.
+        if require_stable && broker.groups.has_pending_txn_offset(group_id, t, p) {
+            return (
+                p,
+                -1,
+                -1,
+                String::new(),
+                ResponseError::UnstableOffsetCommit.code(),
             );
         }
         match stored.get(&(t.to_string(), p)) {
@@ -202,10 +213,14 @@ fn fetch_group(
                 if !authz.topic(AclOperation::Describe, &t) {
                     continue;
                 }
-                by_topic
-                    .entry(t)
-                    .or_default()
-                    .push((p, v.offset, v.leader_epoch, v.metadata, 0));
+                let row = if require_stable && broker.groups.has_pending_txn_offset(group_id, &t, p)
+                {
+                    let unstable = ResponseError::UnstableOffsetCommit.code();
+                    (p, -1, -1, String::new(), unstable)
+                } else {
+                    (p, v.offset, v.leader_epoch, v.metadata, 0)
+                };
+                by_topic.entry(t).or_default().push(row);
             }
             by_topic
                 .into_iter()
@@ -237,7 +252,13 @@ pub fn offset_fetch(
                         .collect()
                 });
                 let group = OffsetFetchResponseGroup::default().with_group_id(g.group_id.clone());
-                match fetch_group(broker, &authz, g.group_id.0.as_str(), topics) {
+                match fetch_group(
+                    broker,
+                    &authz,
+                    g.group_id.0.as_str(),
+                    topics,
+                    req.require_stable,
+                ) {
                     Ok(rows) => group.with_topics(
                         rows.into_iter()
                             .map(|(t, parts)| {
@@ -270,7 +291,13 @@ pub fn offset_fetch(
             .map(|t| (t.name.0.to_string(), t.partition_indexes))
             .collect()
     });
-    match fetch_group(broker, &authz, req.group_id.0.as_str(), topics) {
+    match fetch_group(
+        broker,
+        &authz,
+        req.group_id.0.as_str(),
+        topics,
+        req.require_stable,
+    ) {
         Ok(rows) => OffsetFetchResponse::default().with_topics(
             rows.into_iter()
                 .map(|(t, parts)| {

@@ -1,0 +1,482 @@
+//! Transactional producers: AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, TxnOffsetCommit, and
+//! WriteTxnMarkers from transaction coordinators. InitProducerId is in `init_producer_id`.
+
+use std::collections::HashSet;
+
+use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
+use kafka_protocol::messages::add_partitions_to_txn_response::{
+    AddPartitionsToTxnPartitionResult, AddPartitionsToTxnResult, AddPartitionsToTxnTopicResult,
+};
+use kafka_protocol::messages::txn_offset_commit_response::{
+    TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic,
+};
+use kafka_protocol::messages::write_txn_markers_response::{
+    WritableTxnMarkerPartitionResult, WritableTxnMarkerResult, WritableTxnMarkerTopicResult,
+};
+use kafka_protocol::messages::{
+    AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, AddPartitionsToTxnRequest,
+    AddPartitionsToTxnResponse, EndTxnRequest, EndTxnResponse, TxnOffsetCommitRequest,
+    TxnOffsetCommitResponse, WriteTxnMarkersRequest, WriteTxnMarkersResponse,
+};
+use kafka_protocol::ResponseError;
+
+use tern_controller::acls::{AclOperation, AclResourceType};
+
+use super::{Authz, RequestContext};
+use crate::broker::Broker;
+use crate::group_coordinator::now_ms;
+use crate::group_coordinator::offsets_topic::{OffsetValue, OFFSETS_TOPIC};
+use crate::replication::delayed_produce::wait_for_isr;
+use crate::txn_coordinator::markers::append_marker;
+use crate::txn_coordinator::state_replicated;
+
+/// How long markers and transactional offset commits wait for their ISR.
+const REPLICATION_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(5_000);
+
+/// Older versions of each API name PRODUCER_FENCED as INVALID_PRODUCER_EPOCH (as Kafka does).
+fn fenced_as(e: ResponseError, version: i16, first_with_fenced: i16) -> ResponseError {
+    if e == ResponseError::ProducerFenced && version < first_with_fenced {
+        ResponseError::InvalidProducerEpoch
+    } else {
+        e
+    }
+}
+
+fn may_write_txn(authz: &Authz<'_>, transactional_id: &str) -> bool {
+    authz.allows(
+        AclOperation::Write,
+        AclResourceType::TransactionalId,
+        transactional_id,
+    )
+}
+
+/// Every partition of `topics` with the same error.
+fn topic_results(
+    topics: &[AddPartitionsToTxnTopic],
+    mut code: impl FnMut(&str, i32) -> i16,
+) -> Vec<AddPartitionsToTxnTopicResult> {
+    topics
+        .iter()
+        .map(|t| {
+            AddPartitionsToTxnTopicResult::default()
+                .with_name(t.name.clone())
+                .with_results_by_partition(
+                    t.partitions
+                        .iter()
+                        .map(|&p| {
+                            AddPartitionsToTxnPartitionResult::default()
+                                .with_partition_index(p)
+                                .with_partition_error_code(code(t.name.0.as_str(), p))
+                        })
+                        .collect(),
+                )
+        })
+        .collect()
+}
+
+/// A transactional producer as a request names it.
+struct TxnProducer<'a> {
+    transactional_id: &'a str,
+    producer_id: i64,
+    epoch: i16,
+}
+
+/// Adds one transaction's partitions (or, with `verify_only`, checks they are in it).
+async fn add_partitions_of(
+    broker: &Broker,
+    authz: &Authz<'_>,
+    producer: TxnProducer<'_>,
+    verify_only: bool,
+    topics: &[AddPartitionsToTxnTopic],
+    version: i16,
+) -> Vec<AddPartitionsToTxnTopicResult> {
+    let TxnProducer {
+        transactional_id,
+        producer_id,
+        epoch,
+    } = producer;
+    if !may_write_txn(authz, transactional_id) {
+        let code = ResponseError::TransactionalIdAuthorizationFailed.code();
+        return topic_results(topics, |_, _| code);
+    }
+    let denied: HashSet<&str> = topics
+        .iter()
+        .map(|t| t.name.0.as_str())
+        .filter(|t| !authz.topic(AclOperation::Write, t))
+        .collect();
+    let not_attempted = ResponseError::OperationNotAttempted.code();
+    if !denied.is_empty() {
+        let code = ResponseError::TopicAuthorizationFailed.code();
+        return topic_results(topics, |t, _| {
+            if denied.contains(t) {
+                code
+            } else {
+                not_attempted
+            }
+        });
+    }
+    let image = broker.controller.image();
+    let unknown: HashSet<(String, i32)> = topics
+        .iter()
+        .flat_map(|t| t.partitions.iter().map(move |&p| (t.name.0.to_string(), p)))
+        .filter(|(t, p)| {
+            image
+                .topic(t)
+                .is_none_or(|info| !info.partitions.contains_key(p))
+        })
+        .collect();
+    if !unknown.is_empty() {
+        let code = ResponseError::UnknownTopicOrPartition.code();
+        return topic_results(topics, |t, p| {
+            if unknown.contains(&(t.to_string(), p)) {
+                code
+            } else {
+                not_attempted
+            }
+        });
+    }
+    let partitions: Vec<(String, i32)> = topics
+        .iter()
+        .flat_map(|t| t.partitions.iter().map(move |&p| (t.name.0.to_string(), p)))
+        .collect();
+    if verify_only {
+        return match broker.txns.verify_partitions(
+            transactional_id,
+            producer_id,
+            epoch,
+            &partitions,
+        ) {
+            Ok(errors) => {
+                let mut errors = errors.into_iter();
+                topic_results(topics, |_, _| {
+                    errors.next().flatten().map_or(0, |e| e.code())
+                })
+            }
+            Err(e) => topic_results(topics, |_, _| e.code()),
+        };
+    }
+    let outcome =
+        match broker
+            .txns
+            .add_partitions(transactional_id, producer_id, epoch, &partitions)
+        {
+            Ok(ack) => state_replicated(ack).await,
+            Err(e) => Err(e),
+        };
+    let code = outcome.err().map_or(0, |e| fenced_as(e, version, 2).code());
+    topic_results(topics, |_, _| code)
+}
+
+/// Answers AddPartitionsToTxn: one transaction from a producer (v0-3), or several from
+/// partition leaders (v4+, CLUSTER_ACTION).
+pub async fn add_partitions_to_txn(
+    broker: &Broker,
+    ctx: &RequestContext,
+    req: AddPartitionsToTxnRequest,
+    version: i16,
+) -> AddPartitionsToTxnResponse {
+    let authz = ctx.authz(broker);
+    if version < 4 {
+        let results = add_partitions_of(
+            broker,
+            &authz,
+            TxnProducer {
+                transactional_id: req.v3_and_below_transactional_id.0.as_str(),
+                producer_id: req.v3_and_below_producer_id.0,
+                epoch: req.v3_and_below_producer_epoch,
+            },
+            false,
+            &req.v3_and_below_topics,
+            version,
+        )
+        .await;
+        return AddPartitionsToTxnResponse::default().with_results_by_topic_v3_and_below(results);
+    }
+    if !authz.cluster(AclOperation::ClusterAction) {
+        return AddPartitionsToTxnResponse::default()
+            .with_error_code(ResponseError::ClusterAuthorizationFailed.code());
+    }
+    let mut results = Vec::with_capacity(req.transactions.len());
+    for txn in &req.transactions {
+        let topic_results = add_partitions_of(
+            broker,
+            &authz,
+            TxnProducer {
+                transactional_id: txn.transactional_id.0.as_str(),
+                producer_id: txn.producer_id.0,
+                epoch: txn.producer_epoch,
+            },
+            txn.verify_only,
+            &txn.topics,
+            version,
+        )
+        .await;
+        results.push(
+            AddPartitionsToTxnResult::default()
+                .with_transactional_id(txn.transactional_id.clone())
+                .with_topic_results(topic_results),
+        );
+    }
+    AddPartitionsToTxnResponse::default().with_results_by_transaction(results)
+}
+
+/// Answers AddOffsetsToTxn: the group's offsets partition joins the transaction.
+pub async fn add_offsets_to_txn(
+    broker: &Broker,
+    ctx: &RequestContext,
+    req: AddOffsetsToTxnRequest,
+    version: i16,
+) -> AddOffsetsToTxnResponse {
+    let authz = ctx.authz(broker);
+    let txn_id = req.transactional_id.0.as_str();
+    let group = req.group_id.0.as_str();
+    let outcome = if !may_write_txn(&authz, txn_id) {
+        Err(ResponseError::TransactionalIdAuthorizationFailed)
+    } else if !authz.group(AclOperation::Read, group) {
+        Err(ResponseError::GroupAuthorizationFailed)
+    } else if !broker.ensure_offsets_topic() {
+        Err(ResponseError::CoordinatorNotAvailable)
+    } else {
+        let partition = (
+            OFFSETS_TOPIC.to_string(),
+            broker.groups.partition_for(group),
+        );
+        match broker.txns.add_partitions(
+            txn_id,
+            req.producer_id.0,
+            req.producer_epoch,
+            &[partition],
+        ) {
+            Ok(ack) => state_replicated(ack).await,
+            Err(e) => Err(e),
+        }
+    };
+    AddOffsetsToTxnResponse::default()
+        .with_error_code(outcome.err().map_or(0, |e| fenced_as(e, version, 2).code()))
+}
+
+/// Answers EndTxn: the commit or abort is decided (and replicated) before the answer; its
+/// markers follow.
+pub async fn end_txn(
+    broker: &Broker,
+    ctx: &RequestContext,
+    req: EndTxnRequest,
+    version: i16,
+) -> EndTxnResponse {
+    let authz = ctx.authz(broker);
+    let txn_id = req.transactional_id.0.as_str();
+    let outcome = if !may_write_txn(&authz, txn_id) {
+        Err(ResponseError::TransactionalIdAuthorizationFailed)
+    } else {
+        match broker
+            .txns
+            .end_txn(txn_id, req.producer_id.0, req.producer_epoch, req.committed)
+        {
+            Ok(ack) => state_replicated(ack).await,
+            Err(e) => Err(e),
+        }
+    };
+    EndTxnResponse::default()
+        .with_error_code(outcome.err().map_or(0, |e| fenced_as(e, version, 2).code()))
+        .with_producer_id(kafka_protocol::messages::ProducerId(-1))
+        .with_producer_epoch(-1)
+}
+
+/// Answers TxnOffsetCommit: offsets stored as part of the producer's transaction.
+pub async fn txn_offset_commit(
+    broker: &Broker,
+    ctx: &RequestContext,
+    req: TxnOffsetCommitRequest,
+    version: i16,
+) -> TxnOffsetCommitResponse {
+    let authz = ctx.authz(broker);
+    let group_id = req.group_id.0.to_string();
+    let now = now_ms();
+    let image = broker.controller.image();
+    // Per-partition outcome before the commit: None means it is committed.
+    let first_error = if !may_write_txn(&authz, req.transactional_id.0.as_str()) {
+        Some(ResponseError::TransactionalIdAuthorizationFailed)
+    } else if !authz.group(AclOperation::Read, &group_id) {
+        Some(ResponseError::GroupAuthorizationFailed)
+    } else {
+        None
+    };
+    let pre: Vec<Vec<Option<ResponseError>>> = req
+        .topics
+        .iter()
+        .map(|t| {
+            let topic = t.name.0.as_str();
+            let readable = authz.topic(AclOperation::Read, topic);
+            t.partitions
+                .iter()
+                .map(|p| {
+                    first_error.or_else(|| {
+                        if !readable {
+                            Some(ResponseError::TopicAuthorizationFailed)
+                        } else if image
+                            .topic(topic)
+                            .is_none_or(|i| !i.partitions.contains_key(&p.partition_index))
+                        {
+                            Some(ResponseError::UnknownTopicOrPartition)
+                        } else {
+                            None
+                        }
+                    })
+                })
+                .collect()
+        })
+        .collect();
+    let mut offsets = Vec::new();
+    for (t, pre) in req.topics.iter().zip(&pre) {
+        for (p, _) in t.partitions.iter().zip(pre).filter(|(_, e)| e.is_none()) {
+            offsets.push((
+                t.name.0.to_string(),
+                p.partition_index,
+                OffsetValue {
+                    offset: p.committed_offset,
+                    leader_epoch: p.committed_leader_epoch,
+                    metadata: p
+                        .committed_metadata
+                        .as_ref()
+                        .map(|m| m.to_string())
+                        .unwrap_or_default(),
+                    commit_timestamp: now,
+                },
+            ));
+        }
+    }
+    let result = if offsets.is_empty() {
+        Ok(Vec::new())
+    } else {
+        let instance = req.group_instance_id.as_ref().map(|s| s.to_string());
+        let codes = broker.groups.txn_commit_offsets(
+            &group_id,
+            req.producer_id.0,
+            req.producer_epoch,
+            req.member_id.as_str(),
+            instance.as_deref(),
+            req.generation_id,
+            offsets,
+        );
+        match (codes, broker.groups.replication_of(&group_id)) {
+            (Ok(codes), Some(wait)) => {
+                match wait_for_isr(&[wait], REPLICATION_TIMEOUT).await.remove(0) {
+                    Ok(()) => Ok(codes),
+                    Err(ResponseError::NotLeaderOrFollower) => Err(ResponseError::NotCoordinator),
+                    Err(_) => Err(ResponseError::CoordinatorNotAvailable),
+                }
+            }
+            (result, _) => result,
+        }
+    };
+    let mut codes = match &result {
+        Ok(codes) => codes.clone().into_iter(),
+        Err(_) => Vec::new().into_iter(),
+    };
+    let failure = result.err().map(|e| fenced_as(e, version, 3).code());
+    let topics = req
+        .topics
+        .iter()
+        .zip(pre)
+        .map(|(t, pre)| {
+            TxnOffsetCommitResponseTopic::default()
+                .with_name(t.name.clone())
+                .with_partitions(
+                    t.partitions
+                        .iter()
+                        .zip(pre)
+                        .map(|(p, e)| {
+                            let code = match e {
+                                Some(e) => e.code(),
+                                None => failure.unwrap_or_else(|| codes.next().unwrap_or(0)),
+                            };
+                            TxnOffsetCommitResponsePartition::default()
+                                .with_partition_index(p.partition_index)
+                                .with_error_code(code)
+                        })
+                        .collect(),
+                )
+        })
+        .collect();
+    TxnOffsetCommitResponse::default().with_topics(topics)
+}
+
+/// Answers WriteTxnMarkers (from a transaction coordinator, or an admin aborting a hanging
+/// transaction): appends each marker to the partitions this broker leads, acks=all.
+pub async fn write_txn_markers(
+    broker: &Broker,
+    ctx: &RequestContext,
+    req: WriteTxnMarkersRequest,
+) -> WriteTxnMarkersResponse {
+    let authz = ctx.authz(broker);
+    let allowed = authz.cluster(AclOperation::ClusterAction);
+    let mut results = Vec::with_capacity(req.markers.len());
+    for marker in &req.markers {
+        let mut waits = Vec::new();
+        // (topic index, partition index, immediate error or index into waits)
+        let mut slots: Vec<(usize, i32, Result<usize, ResponseError>)> = Vec::new();
+        for (ti, topic) in marker.topics.iter().enumerate() {
+            for &p in &topic.partition_indexes {
+                let outcome = if !allowed {
+                    Err(ResponseError::ClusterAuthorizationFailed)
+                } else {
+                    match broker.replicas.partition(topic.name.0.as_str(), p) {
+                        None => Err(broker.unhosted_partition_error(topic.name.0.as_str(), p)),
+                        Some(part) => append_marker(
+                            &part,
+                            marker.producer_id.0,
+                            marker.producer_epoch,
+                            marker.coordinator_epoch,
+                            marker.transaction_result,
+                        )
+                        .map(|ack| {
+                            waits.push(ack);
+                            waits.len() - 1
+                        }),
+                    }
+                };
+                slots.push((ti, p, outcome));
+            }
+        }
+        let outcomes = wait_for_isr(&waits, REPLICATION_TIMEOUT).await;
+        for (ack, outcome) in waits.iter().zip(&outcomes) {
+            if outcome.is_ok() && ack.partition.topic == OFFSETS_TOPIC {
+                broker.groups.complete_txn_offsets(
+                    ack.partition.index,
+                    marker.producer_id.0,
+                    marker.transaction_result,
+                );
+            }
+        }
+        let topics = marker
+            .topics
+            .iter()
+            .enumerate()
+            .map(|(ti, topic)| {
+                WritableTxnMarkerTopicResult::default()
+                    .with_name(topic.name.clone())
+                    .with_partitions(
+                        slots
+                            .iter()
+                            .filter(|(t, _, _)| *t == ti)
+                            .map(|(_, p, outcome)| {
+                                let code = match outcome {
+                                    Ok(i) => outcomes[*i].err().map_or(0, |e| e.code()),
+                                    Err(e) => e.code(),
+                                };
+                                WritableTxnMarkerPartitionResult::default()
+                                    .with_partition_index(*p)
+                                    .with_error_code(code)
+                            })
+                            .collect(),
+                    )
+            })
+            .collect();
+        results.push(
+            WritableTxnMarkerResult::default()
+                .with_producer_id(marker.producer_id)
+                .with_topics(topics),
+        );
+    }
+    WriteTxnMarkersResponse::default().with_markers(results)
+}

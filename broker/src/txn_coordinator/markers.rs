@@ -1,0 +1,73 @@
+//! Transaction markers: the COMMIT or ABORT control batch a partition leader appends to end a
+//! producer's transaction in that partition, whether the coordinator is local or asked over
+//! WriteTxnMarkers.
+
+use std::sync::Arc;
+
+use bytes::{BufMut, BytesMut};
+use kafka_protocol::ResponseError;
+use tern_protocol::record_batch::Compression;
+use tern_protocol::records::{ControlRecordType, RecordBatchBuilder};
+
+use crate::group_coordinator::now_ms;
+use crate::replica_manager::Partition;
+use crate::replication::delayed_produce::PendingAck;
+
+/// The end-transaction control batch of `producer_id` at `producer_epoch`.
+pub fn marker_batch(
+    producer_id: i64,
+    producer_epoch: i16,
+    coordinator_epoch: i32,
+    commit: bool,
+) -> Result<BytesMut, ResponseError> {
+    let kind = if commit {
+        ControlRecordType::Commit
+    } else {
+        ControlRecordType::Abort
+    };
+    let mut key = BytesMut::with_capacity(4);
+    key.put_i16(0);
+    key.put_i16(kind.id());
+    let mut value = BytesMut::with_capacity(6);
+    value.put_i16(0);
+    value.put_i32(coordinator_epoch);
+    let mut builder = RecordBatchBuilder::new(Compression::None)
+        .producer(producer_id, producer_epoch, -1)
+        .transactional(true)
+        .control(true);
+    builder
+        .push(now_ms(), Some(&key), Some(&value), &[])
+        .map_err(|_| ResponseError::UnknownServerError)?;
+    let batch = builder
+        .build()
+        .map_err(|_| ResponseError::UnknownServerError)?;
+    Ok(BytesMut::from(&batch[..]))
+}
+
+/// Appends a marker to a partition this broker leads; the returned wait is met once the ISR
+/// has it (markers are written with acks=all, as in Kafka).
+pub fn append_marker(
+    partition: &Arc<Partition>,
+    producer_id: i64,
+    producer_epoch: i16,
+    coordinator_epoch: i32,
+    commit: bool,
+) -> Result<PendingAck, ResponseError> {
+    if !partition.is_leader() {
+        return Err(ResponseError::NotLeaderOrFollower);
+    }
+    let batch = marker_batch(producer_id, producer_epoch, coordinator_epoch, commit)?;
+    partition
+        .log
+        .append_as_leader(batch, partition.leader_epoch())
+        .map_err(|e| {
+            tracing::warn!(topic = %partition.topic, partition = partition.index, error = %e, "cannot append a transaction marker");
+            crate::errors::storage_error_code(&e)
+        })?;
+    partition.on_local_append();
+    Ok(PendingAck {
+        partition: partition.clone(),
+        required_offset: partition.log.log_end_offset(),
+        min_insync: 1,
+    })
+}
