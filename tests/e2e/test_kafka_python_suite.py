@@ -37,8 +37,7 @@ so is a test that loses METADATA_RACE, a race inside kafka-python (recognised fr
 log) in every one of its RACE_RERUNS reruns on that broker.
 Outputs (junit XML, the suite's output, the broker logs, summary.txt) of the last run are kept in
 $TERN_CACHE/kafka-python-suite/.  Skipped with the reason when PyPI, Maven Central, java or mvn
-is missing.  About 1-1.5 min on this 2-core machine (most of it starting Kafka; tern's run
-waits out the per-test timeout in its two transactional tests).
+is missing.  About 1-1.5 min on this 2-core machine (most of it starting Kafka).
 """
 
 import os
@@ -64,7 +63,7 @@ PEER_VERSION = os.environ.get("TERN_KP_SUITE_PEER", "4.4.0")
 # The broker version the suite is told (KAFKA_VERSION): both brokers are run as "Kafka 4.4".
 SUITE_KAFKA_VERSION = os.environ.get("TERN_KP_SUITE_KAFKA_VERSION", "4.4.0")
 # Every test takes under 2 s on Kafka here; the timeout only cuts short a client that retries
-# forever (the transactional producer on tern).
+# forever.
 PER_TEST_TIMEOUT = int(os.environ.get("TERN_KP_SUITE_TEST_TIMEOUT", "15"))
 RUN_TIMEOUT = 420
 
@@ -85,15 +84,7 @@ COMMON_BROKER_CONFIG = {
 # Tests of the suite that pass on Apache Kafka and fail on tern: "<file>::<test>" -> the reason.
 # SUPPORTED_APIS is in broker/src/handlers/mod.rs; "not served" = not in it, so kafka-python raises
 # IncompatibleBrokerVersion before sending anything.
-KNOWN_TERN_GAPS = {
-    "test_producer_integration.py::test_transactional_producer_messages":
-        "no transactions: FindCoordinator for a transactional id answers COORDINATOR_NOT_AVAILABLE "
-        "(coordinator_for, broker/src/handlers/groups.rs), which init_transactions retries until "
-        "the per-test timeout",
-    "test_producer_integration.py::test_transactional_producer_offsets":
-        "no transactions (as test_transactional_producer_messages; also needs AddOffsetsToTxn, "
-        "TxnOffsetCommit, EndTxn)",
-}
+KNOWN_TERN_GAPS = {}
 
 # A kafka-python race that makes a consumer wait out the per-test timeout on any broker; a broker
 # that answers within a millisecond (tern) makes it likelier.  It is recognised from the test's own
