@@ -1112,6 +1112,11 @@ impl Log {
         self.producers.lock().get(producer_id).cloned()
     }
 
+    /// Every producer with state in this log (DescribeProducers).
+    pub fn producer_states(&self) -> Vec<ProducerStateEntry> {
+        self.producers.lock().all()
+    }
+
     /// The largest producer id with state in this log (mirrored logs carry the source's ids).
     pub fn max_producer_id(&self) -> Option<i64> {
         self.producers.lock().max_producer_id()

@@ -123,6 +123,13 @@ impl ProducerStateManager {
         self.producers.get(&producer_id)
     }
 
+    /// Every producer with state in this log, by producer id.
+    pub fn all(&self) -> Vec<ProducerStateEntry> {
+        let mut all: Vec<ProducerStateEntry> = self.producers.values().cloned().collect();
+        all.sort_by_key(|e| e.producer_id);
+        all
+    }
+
     /// The largest producer id with state in this log.
     pub fn max_producer_id(&self) -> Option<i64> {
         self.producers.keys().max().copied()

@@ -18,6 +18,7 @@ import json
 import re
 import socket
 import struct
+import time
 
 import pytest
 from confluent_kafka import Producer
@@ -529,3 +530,67 @@ def test_consumer_groups_tool(tools, tern_module, request):
     # DescribeGroups v0-v5 answer a Dead group, v6 (Kafka 4.x) GROUP_ID_NOT_FOUND
     assert ("Error: Consumer group 'tool-group' does not exist." in p.stdout + p.stderr
             or "GroupIdNotFoundException: Group tool-group not found." in p.stdout + p.stderr), p
+
+
+# -- kafka-transactions ---------------------------------------------------------------------------
+
+
+def tool_rows(out):
+    """Tab-separated tool output -> [{column: value}], values stripped."""
+    lines = [l for l in out.splitlines() if l.strip()]
+    head = [c.strip() for c in lines[0].split("\t") if c.strip()]
+    return [dict(zip(head, (c.strip() for c in l.split("\t")))) for l in lines[1:]]
+
+
+def test_transactions_tool(tools, tern_module):
+    """list, describe and describe-producers show an open transaction; abort (as an operator ends
+    a hanging one) writes its abort marker, so read_committed sees none of its records."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    bootstrap = tern_module.bootstrap
+    create_topic(bootstrap, "tx-tool")
+    p = Producer({"bootstrap.servers": bootstrap, "transactional.id": "tx-tool-app",
+                  "transaction.timeout.ms": 60000})
+    p.init_transactions(30)
+    p.begin_transaction()
+    for i in range(5):
+        p.produce("tx-tool", value=b"open-%d" % i, partition=0)
+    assert p.flush(30) == 0
+
+    listed = [r for r in tool_rows(tools.ok("kafka-transactions", "list"))
+              if r["TransactionalId"] == "tx-tool-app"]
+    assert len(listed) == 1 and listed[0]["TransactionState"] == "Ongoing", listed
+    pid = listed[0]["ProducerId"]
+    [desc] = tool_rows(tools.ok("kafka-transactions", "describe", "--transactional-id", "tx-tool-app"))
+    assert desc["TransactionState"] == "Ongoing"
+    assert desc["ProducerId"] == pid and desc["TransactionTimeoutMs"] == "60000"
+    assert desc["TopicPartitions"] == "tx-tool-0"
+    [prod] = tool_rows(tools.ok("kafka-transactions", "describe-producers", "--topic", "tx-tool",
+                                "--partition", "0"))
+    assert prod["ProducerId"] == pid and prod["LastSequence"] == "4"
+    assert prod["CurrentTransactionStartOffset"] == "0"
+
+    tools.ok("kafka-transactions", "abort", "--topic", "tx-tool", "--partition", "0",
+             "--start-offset", "0")
+    [prod] = tool_rows(tools.ok("kafka-transactions", "describe-producers", "--topic", "tx-tool",
+                                "--partition", "0"))
+    assert prod["CurrentTransactionStartOffset"] in ("None", "-1")
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "tx-tool-reader",
+                  "isolation.level": "read_committed", "enable.auto.commit": False})
+    try:
+        lo, hi = c.get_watermark_offsets(TopicPartition("tx-tool", 0), timeout=10, cached=False)
+        assert (lo, hi) == (0, 6)  # five records and the abort marker
+        c.assign([TopicPartition("tx-tool", 0, 0)])
+        seen = []
+        deadline = time.time() + 10
+        while time.time() < deadline:
+            m = c.poll(0.5)
+            if m is not None and not m.error():
+                seen.append(m.value())
+            if c.position([TopicPartition("tx-tool", 0)])[0].offset == 6:
+                break
+        assert seen == []
+        assert c.position([TopicPartition("tx-tool", 0)])[0].offset == 6
+    finally:
+        c.close()

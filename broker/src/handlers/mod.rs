@@ -40,6 +40,7 @@ pub mod offsets;
 pub mod produce;
 pub mod reassignments;
 pub mod scram_credentials;
+pub mod transaction_admin;
 pub mod transactions;
 
 /// The APIs and version ranges this broker serves.
@@ -58,6 +59,9 @@ pub const SUPPORTED_APIS: &[(ApiKey, i16, i16)] = &[
     (ApiKey::EndTxn, 0, 4),
     (ApiKey::WriteTxnMarkers, 1, 1),
     (ApiKey::TxnOffsetCommit, 0, 4),
+    (ApiKey::DescribeProducers, 0, 0),
+    (ApiKey::DescribeTransactions, 0, 0),
+    (ApiKey::ListTransactions, 0, 2),
     (ApiKey::OffsetForLeaderEpoch, 2, 4),
     (ApiKey::DescribeConfigs, 1, 4),
     (ApiKey::AlterConfigs, 0, 2),
@@ -270,6 +274,15 @@ pub async fn handle(
         RequestKind::TxnOffsetCommit(r) => ResponseKind::TxnOffsetCommit(
             transactions::txn_offset_commit(broker, &ctx, r, version).await,
         ),
+        RequestKind::DescribeTransactions(r) => ResponseKind::DescribeTransactions(
+            transaction_admin::describe_transactions(broker, &ctx, r),
+        ),
+        RequestKind::ListTransactions(r) => {
+            ResponseKind::ListTransactions(transaction_admin::list_transactions(broker, &ctx, r))
+        }
+        RequestKind::DescribeProducers(r) => {
+            ResponseKind::DescribeProducers(transaction_admin::describe_producers(broker, &ctx, r))
+        }
         RequestKind::WriteTxnMarkers(r) => {
             ResponseKind::WriteTxnMarkers(transactions::write_txn_markers(broker, &ctx, r).await)
         }
