@@ -257,12 +257,23 @@ def _chain(a, b, c, tmp_path):
         top = max(bt.leader_epoch for bt in c_batches[q])
         assert parts[q].epoch >= top, f"C's partition {q} leads in epoch {parts[q].epoch}, its log holds epoch {top}"
 
+    # A transactional producer starts on C too (init_transactions after the failover): the
+    # transaction coordinator hands out producer ids above every mirrored one as well.
+    ends = {q: max(bt.last_offset for bt in c_batches[q]) + 1 for q in range(PARTITIONS)}
+    transactions(c.bootstrap, topic, ["commit", "abort"], 100_000)
+    txn_pids = {bt.producer_id for bs in mcu.read_topic_batches(c.bootstrap, topic, PARTITIONS, start=ends).values()
+                for bt in bs if bt.is_transactional}
+    print(f"after failover: C's transactional producer ids {txn_pids}")
+    assert len(txn_pids) == 1 and min(txn_pids) > max(summary["producer_ids"]), \
+        f"C's transactional producer id {txn_pids} is not above A's producer ids {summary['producer_ids']}"
+    c_ends = high_watermarks(c.bootstrap, topic, PARTITIONS)
+
     # A keeps being written: B follows, C (failed over) does not.
     produce(a.bootstrap, topic, 30, PARTITIONS, start=n, enable_idempotence=True)
     mu.wait_mirrored(b.bootstrap, "m-ab", a.bootstrap, [topic], timeout=60)
     compare_topic(a, b, topic, PARTITIONS)
     time.sleep(1.5)
-    assert high_watermarks(c.bootstrap, topic, PARTITIONS) == {q: hw[q] + 2 for q in range(PARTITIONS)}
+    assert high_watermarks(c.bootstrap, topic, PARTITIONS) == c_ends
     print(f"[{time.time() - t0:.0f}s] done")
 
 
