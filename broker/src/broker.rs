@@ -344,7 +344,6 @@ impl Broker {
         // brokers have joined to spread and replicate their partitions (as Kafka does).
         if !config.is_multi_node() {
             ensure_offsets_topic(&controller, &config)?;
-            ensure_txn_state_topic(&controller, &config)?;
             ensure_mirror_state_topic(&controller, &config)?;
         }
         replicas.apply_image(&controller.image());
@@ -533,7 +532,7 @@ impl Broker {
     }
 
     /// Creates `__transaction_state` if it does not exist yet (the first FindCoordinator for a
-    /// transactional id in a cluster); true if it exists now.
+    /// transactional id, as in Kafka); true if it exists now.
     pub fn ensure_txn_state_topic(&self) -> bool {
         if self.controller.image().topic(TXN_STATE_TOPIC).is_some() {
             return true;

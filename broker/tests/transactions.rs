@@ -31,6 +31,19 @@ fn txn_id(v: &str) -> TransactionalId {
     TransactionalId(s(v))
 }
 
+async fn find_coordinator(c: &mut KafkaConnection, id: &str) -> i16 {
+    let r = c
+        .send(
+            &FindCoordinatorRequest::default()
+                .with_key_type(1)
+                .with_coordinator_keys(vec![s(id)]),
+            4,
+        )
+        .await
+        .unwrap();
+    r.coordinators[0].error_code
+}
+
 async fn init(c: &mut KafkaConnection, id: &str, timeout_ms: i32) -> (i16, i64, i16) {
     let r = c
         .send(
@@ -230,16 +243,12 @@ async fn commit_abort_offsets_and_bad_requests() {
         .await
         .unwrap();
     create_topic(&mut c, "out", 1, &[]).await;
-    let fc = c
-        .send(
-            &FindCoordinatorRequest::default()
-                .with_key_type(1)
-                .with_coordinator_keys(vec![s("app")]),
-            4,
-        )
-        .await
-        .unwrap();
-    assert_eq!(fc.coordinators[0].error_code, 0);
+    // The first FindCoordinator for a transactional id creates `__transaction_state`.
+    assert_eq!(
+        init(&mut c, "app", 60_000).await.0,
+        ResponseError::CoordinatorNotAvailable.code()
+    );
+    assert_eq!(find_coordinator(&mut c, "app").await, 0);
 
     // Bad requests before any state exists.
     assert_eq!(
@@ -350,6 +359,7 @@ async fn an_open_transaction_survives_a_restart_and_the_next_init_aborts_it() {
         .await
         .unwrap();
     create_topic(&mut c, "out", 1, &[]).await;
+    assert_eq!(find_coordinator(&mut c, "app").await, 0);
     let (_, pid, epoch) = init(&mut c, "app", 60_000).await;
     assert_eq!(add_partition(&mut c, "app", pid, epoch, "out", 3).await, 0);
     produce(&mut c, "out", 0, txn_batch(pid, epoch, 0, &["lost"])).await;
