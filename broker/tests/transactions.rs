@@ -6,15 +6,16 @@ mod support;
 
 use bytes::Bytes;
 use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
+use kafka_protocol::messages::describe_producers_request::TopicRequest;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
 use kafka_protocol::messages::txn_offset_commit_request::{
     TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic,
 };
 use kafka_protocol::messages::{
-    AddOffsetsToTxnRequest, AddPartitionsToTxnRequest, DescribeTransactionsRequest, EndTxnRequest,
-    FetchRequest, FindCoordinatorRequest, GroupId, InitProducerIdRequest, OffsetFetchRequest,
-    ProducerId, TransactionalId, TxnOffsetCommitRequest,
+    AddOffsetsToTxnRequest, AddPartitionsToTxnRequest, DescribeProducersRequest,
+    DescribeTransactionsRequest, EndTxnRequest, FetchRequest, FindCoordinatorRequest, GroupId,
+    InitProducerIdRequest, OffsetFetchRequest, ProducerId, TransactionalId, TxnOffsetCommitRequest,
 };
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
@@ -326,6 +327,31 @@ async fn commit_abort_offsets_and_bad_requests() {
         ResponseError::InvalidTxnState.code()
     );
     assert_eq!(committed_offset(&mut c, "readers", "out").await, 7);
+    // The partition knows the producer, with the coordinator epoch of its last marker (the
+    // leader epoch of its `__transaction_state` partition) and no open transaction.
+    let producers = c
+        .send(
+            &DescribeProducersRequest::default().with_topics(vec![TopicRequest::default()
+                .with_name(name("out"))
+                .with_partition_indexes(vec![0])]),
+            0,
+        )
+        .await
+        .unwrap();
+    let part = &producers.topics[0].partitions[0];
+    assert_eq!(part.error_code, 0);
+    let states: Vec<(i64, i32, i64)> = part
+        .active_producers
+        .iter()
+        .map(|p| {
+            (
+                p.producer_id.0,
+                p.coordinator_epoch,
+                p.current_txn_start_offset,
+            )
+        })
+        .collect();
+    assert_eq!(states, vec![(pid, 0, -1)]);
     let (hw, lso, values) = read_committed(&mut c, "out").await;
     assert_eq!((hw, lso), (3, 3));
     assert_eq!(values, vec!["a", "b"]);

@@ -211,13 +211,14 @@ impl ProducerStateManager {
         Ok(None)
     }
 
-    /// Records a written batch (final offsets in `h`) in `staged`. `control` is the marker type
-    /// of a control batch (`Some(true)` commit). Returns a transaction the batch completed.
+    /// Records a written batch (final offsets in `h`) in `staged`. `control` is the marker of a
+    /// control batch (`Some((true, coordinator epoch))` commit). Returns a transaction the batch
+    /// completed.
     pub(crate) fn update(
         &self,
         staged: &mut Staged,
         h: &RecordBatchHeader,
-        control: Option<bool>,
+        control: Option<(bool, i32)>,
     ) -> Option<CompletedTxn> {
         if !h.has_producer_id() {
             return None;
@@ -229,7 +230,8 @@ impl ProducerStateManager {
         }
         if h.is_control() {
             let first = entry.current_txn_first_offset.take();
-            let commit = control?;
+            let (commit, coordinator_epoch) = control?;
+            entry.coordinator_epoch = coordinator_epoch;
             return first.map(|first_offset| CompletedTxn {
                 producer_id: h.producer_id,
                 first_offset,
@@ -273,7 +275,7 @@ impl ProducerStateManager {
     pub(crate) fn replay(
         &mut self,
         h: &RecordBatchHeader,
-        control: Option<bool>,
+        control: Option<(bool, i32)>,
     ) -> Option<CompletedTxn> {
         let mut staged = Staged::new();
         let done = self.update(&mut staged, h, control);

@@ -81,16 +81,28 @@ pub fn parse_records(records: &[u8], count: usize) -> Option<Vec<RecordView<'_>>
 
 /// Control record type of a transaction marker batch: `Some(true)` commit, `Some(false)` abort.
 pub fn control_type(batch: &[u8]) -> Option<bool> {
+    control_marker(batch).map(|(commit, _)| commit)
+}
+
+/// A transaction marker batch's type (`true` commit) and the epoch of the coordinator that wrote
+/// it (-1 when its value does not hold one).
+pub fn control_marker(batch: &[u8]) -> Option<(bool, i32)> {
     let records = parse_records(batch.get(RECORD_BATCH_OVERHEAD..)?, 1)?;
-    let key = records.first()?.key?;
+    let record = records.first()?;
+    let key = record.key?;
     if key.len() < 4 {
         return None;
     }
-    match i16::from_be_bytes([key[2], key[3]]) {
-        0 => Some(false),
-        1 => Some(true),
-        _ => None,
-    }
+    let commit = match i16::from_be_bytes([key[2], key[3]]) {
+        0 => false,
+        1 => true,
+        _ => return None,
+    };
+    let epoch = record
+        .value
+        .and_then(|v| v.get(2..6))
+        .map_or(-1, |e| i32::from_be_bytes([e[0], e[1], e[2], e[3]]));
+    Some((commit, epoch))
 }
 
 fn write_varlong(out: &mut Vec<u8>, v: i64) {

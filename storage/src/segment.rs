@@ -14,7 +14,7 @@ use tern_protocol::record_batch::{
 
 use crate::error::{IoContext, Result, StorageError};
 use crate::index::{OffsetIndex, TimeIndex};
-use crate::record::{control_type, parse_records};
+use crate::record::{control_marker, parse_records};
 use crate::txn_index::{AbortedTxn, TransactionIndex};
 
 /// Suffix of segment data files.
@@ -697,10 +697,11 @@ impl LogSegment {
     }
 }
 
-/// Reads whether a control batch commits (`Some(true)`) or aborts.
-pub(crate) fn control_of(h: &RecordBatchHeader, batch: &[u8]) -> Option<bool> {
+/// Reads whether a control batch commits (`Some((true, _))`) or aborts, and the coordinator
+/// epoch it carries.
+pub(crate) fn control_of(h: &RecordBatchHeader, batch: &[u8]) -> Option<(bool, i32)> {
     if h.is_control() {
-        control_type(batch)
+        control_marker(batch)
     } else {
         None
     }
