@@ -19,6 +19,7 @@ pub fn storage_error_code(e: &StorageError) -> ResponseError {
         StorageError::OffsetOutOfRange { .. } => ResponseError::OffsetOutOfRange,
         StorageError::OutOfOrderSequence { .. } => ResponseError::OutOfOrderSequenceNumber,
         StorageError::InvalidProducerEpoch { .. } => ResponseError::InvalidProducerEpoch,
+        StorageError::CoordinatorFenced { .. } => ResponseError::TransactionCoordinatorFenced,
         StorageError::InvalidConfig { .. } => ResponseError::InvalidConfig,
         StorageError::InvalidOffsets { .. } => ResponseError::InvalidRecord,
         _ => ResponseError::KafkaStorageError,

@@ -68,6 +68,19 @@ pub enum StorageError {
         /// Epoch received.
         found: i16,
     },
+    /// A transaction marker from a coordinator older than the one that wrote the producer's
+    /// last marker here (Kafka's TRANSACTION_COORDINATOR_FENCED).
+    #[error(
+        "marker of producer {producer_id} from coordinator epoch {found}, older than {current}"
+    )]
+    CoordinatorFenced {
+        /// The producer.
+        producer_id: i64,
+        /// Coordinator epoch on record.
+        current: i32,
+        /// Coordinator epoch of the marker.
+        found: i32,
+    },
     /// A topic config value that cannot be parsed or is out of range.
     #[error("invalid config {name}: {reason}")]
     InvalidConfig {

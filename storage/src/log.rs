@@ -501,6 +501,9 @@ impl Log {
                         set_log_append_time(batch, log_append_time);
                     }
                     *h = RecordBatchHeader::parse(batch)?;
+                    if let Some((_, coordinator_epoch)) = control_of(h, batch) {
+                        producers.check_marker(h.producer_id, coordinator_epoch)?;
+                    }
                     if let Some(dup) = producers.check_leader(&mut staged, h)? {
                         return Ok(LogAppendInfo {
                             first_offset: dup.first_offset,

@@ -503,6 +503,47 @@ fn aborted_transactions_and_last_stable_offset() {
 }
 
 #[test]
+fn a_marker_from_an_older_coordinator_is_fenced() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = Log::open(dir.path(), LogConfig::default()).unwrap();
+    let spec = BatchSpec {
+        producer_id: 1,
+        producer_epoch: 0,
+        base_sequence: -1,
+        transactional: true,
+        ..BatchSpec::default()
+    };
+    let marker = |coordinator_epoch: i32| {
+        let key = [0u8, 0, 0, 1];
+        let mut value = vec![0u8, 0];
+        value.extend_from_slice(&coordinator_epoch.to_be_bytes());
+        let spec = BatchSpec {
+            control: true,
+            ..spec
+        };
+        BytesMut::from(&build_batch(&spec, &[(Some(&key[..]), Some(&value[..]))])[..])
+    };
+    log.append_as_leader(spec_batch(spec, 2), 0).unwrap();
+    log.append_as_leader(marker(3), 0).unwrap();
+    assert_eq!(log.producer_state(1).unwrap().coordinator_epoch, 3);
+    log.append_as_leader(spec_batch(spec, 2), 0).unwrap();
+    let end = log.log_end_offset();
+    assert!(matches!(
+        log.append_as_leader(marker(2), 0),
+        Err(StorageError::CoordinatorFenced {
+            producer_id: 1,
+            current: 3,
+            found: 2
+        })
+    ));
+    assert_eq!(log.log_end_offset(), end);
+    assert_eq!(log.last_stable_offset(100), 3);
+    log.append_as_leader(marker(4), 0).unwrap();
+    assert_eq!(log.last_stable_offset(100), 100);
+    assert_eq!(log.producer_state(1).unwrap().coordinator_epoch, 4);
+}
+
+#[test]
 fn retention_by_size_and_time() {
     let dir = tempfile::tempdir().unwrap();
     let log = Log::open(dir.path(), small_segments()).unwrap();

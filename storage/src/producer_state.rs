@@ -211,6 +211,21 @@ impl ProducerStateManager {
         Ok(None)
     }
 
+    /// A marker must come from the coordinator that wrote the producer's last one, or a newer
+    /// one: a coordinator that lost its partition and still writes is fenced.
+    pub(crate) fn check_marker(&self, producer_id: i64, coordinator_epoch: i32) -> Result<()> {
+        match self.producers.get(&producer_id) {
+            Some(e) if coordinator_epoch < e.coordinator_epoch => {
+                Err(StorageError::CoordinatorFenced {
+                    producer_id,
+                    current: e.coordinator_epoch,
+                    found: coordinator_epoch,
+                })
+            }
+            _ => Ok(()),
+        }
+    }
+
     /// Records a written batch (final offsets in `h`) in `staged`. `control` is the marker of a
     /// control batch (`Some((true, coordinator epoch))` commit). Returns a transaction the batch
     /// completed.
