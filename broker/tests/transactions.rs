@@ -5,7 +5,9 @@
 mod support;
 
 use bytes::Bytes;
-use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
+use kafka_protocol::messages::add_partitions_to_txn_request::{
+    AddPartitionsToTxnTopic, AddPartitionsToTxnTransaction,
+};
 use kafka_protocol::messages::describe_producers_request::TopicRequest;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
@@ -244,6 +246,7 @@ async fn commit_abort_offsets_and_bad_requests() {
         .await
         .unwrap();
     create_topic(&mut c, "out", 1, &[]).await;
+    create_topic(&mut c, "other", 1, &[]).await;
     // The first FindCoordinator for a transactional id creates `__transaction_state`.
     assert_eq!(
         init(&mut c, "app", 60_000).await.0,
@@ -309,6 +312,46 @@ async fn commit_abort_offsets_and_bad_requests() {
         txn_offset_commit(&mut c, "app", pid, epoch, "readers", -1, "ghost", "out", 9).await,
         ResponseError::UnknownMemberId.code()
     );
+    // A partition leader asking (v4, verify only) learns which partitions are in the open
+    // transaction.
+    let verify = c
+        .send(
+            &AddPartitionsToTxnRequest::default().with_transactions(vec![
+                AddPartitionsToTxnTransaction::default()
+                    .with_transactional_id(txn_id("app"))
+                    .with_producer_id(ProducerId(pid))
+                    .with_producer_epoch(epoch)
+                    .with_verify_only(true)
+                    .with_topics(vec![
+                        AddPartitionsToTxnTopic::default()
+                            .with_name(name("out"))
+                            .with_partitions(vec![0]),
+                        AddPartitionsToTxnTopic::default()
+                            .with_name(name("other"))
+                            .with_partitions(vec![0]),
+                    ]),
+            ]),
+            4,
+        )
+        .await
+        .unwrap();
+    let codes: Vec<(String, i16)> = verify.results_by_transaction[0]
+        .topic_results
+        .iter()
+        .map(|t| {
+            (
+                t.name.0.to_string(),
+                t.results_by_partition[0].partition_error_code,
+            )
+        })
+        .collect();
+    let not_in_txn = ResponseError::InvalidTxnState.code();
+    assert_eq!(
+        codes,
+        vec![("out".to_string(), 0), ("other".to_string(), not_in_txn)]
+    );
+    // Verifying added nothing.
+    assert_eq!(describe(&mut c, "app").await, ("Ongoing".to_string(), 0, 2));
     // Not visible before the commit: neither the records nor the offset.
     let (hw, lso, values) = read_committed(&mut c, "out").await;
     assert_eq!((hw, lso, values.len()), (2, 0, 0));
