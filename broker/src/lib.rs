@@ -10,6 +10,7 @@ pub mod format;
 pub mod group_coordinator;
 pub mod handlers;
 pub mod http;
+pub mod internal_topic;
 pub mod meta_properties;
 pub mod metrics;
 pub mod mirror_host;

@@ -9,13 +9,10 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use kafka_protocol::ResponseError;
 use parking_lot::Mutex;
-use tern_protocol::record_batch::Compression;
-use tern_protocol::records::{
-    control_record_type, decode_records, ControlRecordType, RecordBatchBuilder,
-};
+use tern_protocol::records::{control_record_type, ControlRecordType};
 
 use crate::replica_manager::ReplicaManager;
 use crate::replication::delayed_produce::PendingAck;
@@ -53,11 +50,6 @@ pub struct GroupCoordinator {
     replicas: Arc<ReplicaManager>,
     groups: Mutex<HashMap<String, Group>>,
 }
-
-/// Largest batch of stored records read at once while loading.
-const LOAD_READ_BYTES: usize = 4 * 1024 * 1024;
-/// Upper bound on one decompressed batch while loading.
-const LOAD_MAX_UNCOMPRESSED: usize = 64 * 1024 * 1024;
 
 impl GroupCoordinator {
     /// A coordinator over the partitions of `replicas`.
@@ -153,32 +145,12 @@ impl GroupCoordinator {
             .replicas
             .partition(OFFSETS_TOPIC, self.partition_for(group_id))
             .ok_or(ResponseError::CoordinatorNotAvailable)?;
-        let now = now_ms();
-        let mut builder = RecordBatchBuilder::new(Compression::None);
-        if let Some((producer_id, epoch)) = producer {
-            builder = builder.producer(producer_id, epoch, -1).transactional(true);
-        }
-        for (key, value) in records {
-            builder
-                .push(now, Some(key), value.as_deref(), &[])
-                .map_err(|_| ResponseError::UnknownServerError)?;
-        }
-        let batch = builder
-            .build()
-            .map_err(|_| ResponseError::UnknownServerError)?;
-        partition
-            .log
-            .append_as_leader(BytesMut::from(&batch[..]), partition.leader_epoch())
-            .map_err(|e| {
-                tracing::error!(group = group_id, error = %e, "cannot store group records");
-                match e {
-                    tern_storage::StorageError::InvalidProducerEpoch { .. } => {
-                        ResponseError::ProducerFenced
-                    }
-                    _ => ResponseError::CoordinatorNotAvailable,
-                }
-            })?;
-        partition.on_local_append();
+        crate::internal_topic::append_records(&partition, records, producer, |e| match e {
+            tern_storage::StorageError::InvalidProducerEpoch { .. } => {
+                ResponseError::ProducerFenced
+            }
+            _ => ResponseError::CoordinatorNotAvailable,
+        })?;
         Ok(())
     }
 
@@ -225,6 +197,18 @@ impl GroupCoordinator {
             g.check_commit(member_id, instance, generation)
         })
         .unwrap_or(Err(ResponseError::CoordinatorNotAvailable))?;
+        self.write_offsets(group_id, offsets, None)
+    }
+
+    /// Stores offsets (those with too much metadata refused), as a transactional batch of
+    /// `producer` (id, epoch) whose offsets stay pending until its commit marker, or committed
+    /// at once. One error code per offset.
+    fn write_offsets(
+        &self,
+        group_id: &str,
+        offsets: Vec<(String, i32, OffsetValue)>,
+        producer: Option<(i64, i16)>,
+    ) -> Result<Vec<i16>, ResponseError> {
         let mut codes = Vec::with_capacity(offsets.len());
         let mut records = Vec::new();
         let mut accepted = Vec::new();
@@ -238,13 +222,16 @@ impl GroupCoordinator {
                 offset_key(group_id, &topic, partition),
                 Some(offset_value(&value)),
             ));
-            accepted.push((topic, partition, value));
+            accepted.push(((topic, partition), value));
         }
-        self.store(group_id, &records)?;
-        self.with_group(group_id, true, |g| {
-            for (topic, partition, value) in accepted {
-                g.offsets.insert((topic, partition), value);
-            }
+        self.store_as(group_id, &records, producer)?;
+        self.with_group(group_id, true, |g| match producer {
+            Some((producer_id, _)) => g
+                .pending_txn_offsets
+                .entry(producer_id)
+                .or_default()
+                .extend(accepted),
+            None => g.offsets.extend(accepted),
         });
         Ok(codes)
     }
@@ -267,29 +254,7 @@ impl GroupCoordinator {
             g.check_txn_commit(member_id, instance, generation)
         })
         .unwrap_or(Err(ResponseError::CoordinatorNotAvailable))?;
-        let mut codes = Vec::with_capacity(offsets.len());
-        let mut records = Vec::new();
-        let mut accepted = Vec::new();
-        for (topic, partition, value) in offsets {
-            if value.metadata.len() > self.config.offset_metadata_max_bytes {
-                codes.push(ResponseError::OffsetMetadataTooLarge.code());
-                continue;
-            }
-            codes.push(0);
-            records.push((
-                offset_key(group_id, &topic, partition),
-                Some(offset_value(&value)),
-            ));
-            accepted.push((topic, partition, value));
-        }
-        self.store_as(group_id, &records, Some((producer_id, producer_epoch)))?;
-        self.with_group(group_id, true, |g| {
-            let pending = g.pending_txn_offsets.entry(producer_id).or_default();
-            for (topic, partition, value) in accepted {
-                pending.insert((topic, partition), value);
-            }
-        });
-        Ok(codes)
+        self.write_offsets(group_id, offsets, Some((producer_id, producer_epoch)))
     }
 
     /// A transaction marker of `producer_id` reached offsets partition `partition`: its
@@ -367,103 +332,71 @@ impl GroupCoordinator {
     pub fn load_partition(&self, p: i32) {
         self.unload_partition(p);
         let now = now_ms();
-        {
-            let Some(partition) = self.replicas.partition(OFFSETS_TOPIC, p) else {
+        let Some(partition) = self.replicas.partition(OFFSETS_TOPIC, p) else {
+            return;
+        };
+        crate::internal_topic::scan(&partition, |header, records| {
+            if header.is_control() {
+                let kind = records.first().and_then(control_record_type);
+                if let Some(t @ (ControlRecordType::Commit | ControlRecordType::Abort)) = kind {
+                    self.complete_txn_offsets(
+                        p,
+                        header.producer_id,
+                        t == ControlRecordType::Commit,
+                    );
+                }
                 return;
-            };
-            let log = &partition.log;
-            let mut offset = log.log_start_offset();
-            let end = log.log_end_offset();
-            while offset < end {
-                let data = match log.read(offset, LOAD_READ_BYTES, Some(end), true) {
-                    Ok(d) => d,
-                    Err(e) => {
-                        tracing::error!(partition = p, error = %e, "cannot load group partition");
-                        break;
-                    }
-                };
-                if data.records.is_empty() {
-                    break;
-                }
-                let mut next = offset;
-                for item in tern_protocol::record_batch::BatchIter::new(&data.records) {
-                    let Ok((header, batch)) = item else { break };
-                    next = header.next_offset();
-                    let Ok((_, records)) = decode_records(batch, LOAD_MAX_UNCOMPRESSED) else {
-                        tracing::warn!(
-                            partition = p,
-                            offset = header.base_offset,
-                            "skipping undecodable batch"
-                        );
-                        continue;
-                    };
-                    if header.is_control() {
-                        let kind = records.first().and_then(control_record_type);
-                        if let Some(t @ (ControlRecordType::Commit | ControlRecordType::Abort)) =
-                            kind
-                        {
-                            self.complete_txn_offsets(
-                                p,
-                                header.producer_id,
-                                t == ControlRecordType::Commit,
-                            );
-                        }
-                        continue;
-                    }
-                    let txn_producer = header.is_transactional().then_some(header.producer_id);
-                    let mut groups = self.groups.lock();
-                    for r in records {
-                        let Some(key) = r.key.as_deref().and_then(decode_key) else {
-                            continue;
-                        };
-                        match key {
-                            OffsetsKey::Offset {
-                                group,
-                                topic,
-                                partition,
-                            } => {
-                                let g = groups
-                                    .entry(group.clone())
-                                    .or_insert_with(|| Group::new(&group, now));
-                                match r.value.as_deref().and_then(decode_offset_value) {
-                                    Some(v) => match txn_producer {
-                                        Some(pid) => {
-                                            g.pending_txn_offsets
-                                                .entry(pid)
-                                                .or_default()
-                                                .insert((topic, partition), v);
-                                        }
-                                        None => {
-                                            g.offsets.insert((topic, partition), v);
-                                        }
-                                    },
-                                    None => {
-                                        g.offsets.remove(&(topic, partition));
-                                    }
-                                }
-                            }
-                            OffsetsKey::Group { group } => match r.value.as_deref() {
-                                Some(v) => {
-                                    if let Some(v) = decode_group_value(v) {
-                                        groups
-                                            .entry(group.clone())
-                                            .or_insert_with(|| Group::new(&group, now))
-                                            .restore(&v, now);
-                                    }
-                                }
-                                None => {
-                                    groups.remove(&group);
-                                }
-                            },
-                        }
-                    }
-                }
-                if next <= offset {
-                    break;
-                }
-                offset = next;
             }
-        }
+            // Offsets of a transaction stay pending until its commit marker.
+            let txn_producer = header.is_transactional().then_some(header.producer_id);
+            let mut groups = self.groups.lock();
+            for r in records {
+                let Some(key) = r.key.as_deref().and_then(decode_key) else {
+                    continue;
+                };
+                match key {
+                    OffsetsKey::Offset {
+                        group,
+                        topic,
+                        partition,
+                    } => {
+                        let g = groups
+                            .entry(group.clone())
+                            .or_insert_with(|| Group::new(&group, now));
+                        match (
+                            r.value.as_deref().and_then(decode_offset_value),
+                            txn_producer,
+                        ) {
+                            (Some(v), Some(pid)) => {
+                                g.pending_txn_offsets
+                                    .entry(pid)
+                                    .or_default()
+                                    .insert((topic, partition), v);
+                            }
+                            (Some(v), None) => {
+                                g.offsets.insert((topic, partition), v);
+                            }
+                            (None, _) => {
+                                g.offsets.remove(&(topic, partition));
+                            }
+                        }
+                    }
+                    OffsetsKey::Group { group } => match r.value.as_deref() {
+                        Some(v) => {
+                            if let Some(v) = decode_group_value(v) {
+                                groups
+                                    .entry(group.clone())
+                                    .or_insert_with(|| Group::new(&group, now))
+                                    .restore(&v, now);
+                            }
+                        }
+                        None => {
+                            groups.remove(&group);
+                        }
+                    },
+                }
+            }
+        });
     }
 
     /// Advances every group's timers and expires offsets of long-empty groups.

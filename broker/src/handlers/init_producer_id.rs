@@ -8,7 +8,7 @@ use tern_controller::acls::{AclOperation, AclResourceType};
 
 use super::RequestContext;
 use crate::broker::Broker;
-use crate::txn_coordinator::state_replicated;
+use crate::internal_topic::replicated;
 
 /// Answers InitProducerId. An idempotent producer needs IDEMPOTENT_WRITE on the cluster or
 /// WRITE on some topic (CLUSTER_AUTHORIZATION_FAILED otherwise), as in Kafka since KIP-679; a
@@ -45,7 +45,7 @@ pub async fn handle(
                 req.transaction_timeout_ms,
                 expected,
             ) {
-                Ok((ids, ack)) => state_replicated(ack).await.map(|()| ids),
+                Ok((ids, ack)) => replicated(ack).await.map(|()| ids),
                 Err(e) => Err(e),
             }
         };

@@ -23,10 +23,6 @@ use crate::broker::Broker;
 use crate::group_coordinator::group::GroupState;
 use crate::group_coordinator::now_ms;
 use crate::group_coordinator::offsets_topic::{offset_key, OffsetValue};
-use crate::replication::delayed_produce::wait_for_isr;
-
-/// How long a commit waits for its offsets partition's ISR (`offsets.commit.timeout.ms`).
-const COMMIT_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(5_000);
 
 /// Answers OffsetCommit: READ on the group (GROUP_AUTHORIZATION_FAILED on every partition)
 /// and READ on each topic (TOPIC_AUTHORIZATION_FAILED on its partitions, which are not
@@ -99,15 +95,13 @@ pub async fn offset_commit(
     };
     // Acknowledged only once the ISR of the offsets partition has the commit, so that a
     // coordinator failover never loses it (Kafka's errors for a commit that did not make it).
-    let result = match (result, broker.groups.replication_of(&group_id)) {
-        (Ok(codes), Some(wait)) if !codes.is_empty() => {
-            match wait_for_isr(&[wait], COMMIT_TIMEOUT).await.remove(0) {
-                Ok(()) => Ok(codes),
-                Err(ResponseError::NotLeaderOrFollower) => Err(ResponseError::NotCoordinator),
-                Err(_) => Err(ResponseError::CoordinatorNotAvailable),
-            }
+    let result = match result {
+        Ok(codes) if !codes.is_empty() => {
+            crate::internal_topic::replicated(broker.groups.replication_of(&group_id))
+                .await
+                .map(|()| codes)
         }
-        (result, _) => result,
+        other => other,
     };
     let refused = if group_allowed {
         ResponseError::TopicAuthorizationFailed.code()

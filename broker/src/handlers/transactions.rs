@@ -26,9 +26,9 @@ use super::{Authz, RequestContext};
 use crate::broker::Broker;
 use crate::group_coordinator::now_ms;
 use crate::group_coordinator::offsets_topic::{OffsetValue, OFFSETS_TOPIC};
+use crate::internal_topic::replicated;
 use crate::replication::delayed_produce::wait_for_isr;
 use crate::txn_coordinator::markers::append_marker;
-use crate::txn_coordinator::state_replicated;
 
 /// How long markers and transactional offset commits wait for their ISR.
 const REPLICATION_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(5_000);
@@ -160,7 +160,7 @@ async fn add_partitions_of(
             .txns
             .add_partitions(transactional_id, producer_id, epoch, &partitions)
         {
-            Ok(ack) => state_replicated(ack).await,
+            Ok(ack) => replicated(ack).await,
             Err(e) => Err(e),
         };
     let code = outcome.err().map_or(0, |e| fenced_as(e, version, 2).code());
@@ -247,7 +247,7 @@ pub async fn add_offsets_to_txn(
             req.producer_epoch,
             &[partition],
         ) {
-            Ok(ack) => state_replicated(ack).await,
+            Ok(ack) => replicated(ack).await,
             Err(e) => Err(e),
         }
     };
@@ -272,7 +272,7 @@ pub async fn end_txn(
             .txns
             .end_txn(txn_id, req.producer_id.0, req.producer_epoch, req.committed)
         {
-            Ok(ack) => state_replicated(ack).await,
+            Ok(ack) => replicated(ack).await,
             Err(e) => Err(e),
         }
     };
@@ -358,15 +358,11 @@ pub async fn txn_offset_commit(
             req.generation_id,
             offsets,
         );
-        match (codes, broker.groups.replication_of(&group_id)) {
-            (Ok(codes), Some(wait)) => {
-                match wait_for_isr(&[wait], REPLICATION_TIMEOUT).await.remove(0) {
-                    Ok(()) => Ok(codes),
-                    Err(ResponseError::NotLeaderOrFollower) => Err(ResponseError::NotCoordinator),
-                    Err(_) => Err(ResponseError::CoordinatorNotAvailable),
-                }
-            }
-            (result, _) => result,
+        match codes {
+            Ok(codes) => replicated(broker.groups.replication_of(&group_id))
+                .await
+                .map(|()| codes),
+            Err(e) => Err(e),
         }
     };
     let mut codes = match &result {

@@ -57,17 +57,5 @@ pub fn append_marker(
         return Err(ResponseError::NotLeaderOrFollower);
     }
     let batch = marker_batch(producer_id, producer_epoch, coordinator_epoch, commit)?;
-    partition
-        .log
-        .append_as_leader(batch, partition.leader_epoch())
-        .map_err(|e| {
-            tracing::warn!(topic = %partition.topic, partition = partition.index, error = %e, "cannot append a transaction marker");
-            crate::errors::storage_error_code(&e)
-        })?;
-    partition.on_local_append();
-    Ok(PendingAck {
-        partition: partition.clone(),
-        required_offset: partition.log.log_end_offset(),
-        min_insync: 1,
-    })
+    crate::internal_topic::append_batch(partition, batch, crate::errors::storage_error_code)
 }

@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use kafka_protocol::messages::write_txn_markers_request::{
     WritableTxnMarker, WritableTxnMarkerTopic,
 };
@@ -21,8 +21,6 @@ use kafka_protocol::ResponseError;
 use parking_lot::Mutex;
 use tern_controller::Controller;
 use tern_protocol::client::KafkaConnection;
-use tern_protocol::record_batch::Compression;
-use tern_protocol::records::{decode_records, RecordBatchBuilder};
 
 use crate::group_coordinator::offsets_topic::OFFSETS_TOPIC;
 use crate::group_coordinator::{now_ms, GroupCoordinator};
@@ -87,16 +85,10 @@ pub struct TxnListing {
     pub duration_ms: i64,
 }
 
-/// How long a `__transaction_state` write may wait for its ISR.
-const STATE_WRITE_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long one round of markers may wait before the ones left are retried.
 const MARKER_TIMEOUT: Duration = Duration::from_secs(10);
 /// Pause between rounds of markers for partitions that could not take them yet.
 const MARKER_RETRY_BACKOFF: Duration = Duration::from_millis(200);
-/// Largest batch of stored records read at once while loading.
-const LOAD_READ_BYTES: usize = 4 * 1024 * 1024;
-/// Upper bound on one decompressed batch while loading.
-const LOAD_MAX_UNCOMPRESSED: usize = 64 * 1024 * 1024;
 
 /// The transaction coordinator of this broker.
 pub struct TransactionCoordinator {
@@ -111,16 +103,6 @@ pub struct TransactionCoordinator {
     txns: Mutex<HashMap<String, TxnMetadata>>,
     /// Transactional ids whose markers a task is writing now.
     completing: Mutex<HashSet<String>>,
-}
-
-/// A `__transaction_state` write's wait for its ISR, as the coordinator's errors.
-pub async fn state_replicated(ack: Option<PendingAck>) -> Result<(), ResponseError> {
-    let Some(ack) = ack else { return Ok(()) };
-    match wait_for_isr(&[ack], STATE_WRITE_TIMEOUT).await.remove(0) {
-        Ok(()) => Ok(()),
-        Err(ResponseError::NotLeaderOrFollower) => Err(ResponseError::NotCoordinator),
-        Err(_) => Err(ResponseError::CoordinatorNotAvailable),
-    }
 }
 
 impl TransactionCoordinator {
@@ -196,30 +178,9 @@ impl TransactionCoordinator {
         transactional_id: &str,
         value: Option<Bytes>,
     ) -> Result<PendingAck, ResponseError> {
-        let mut builder = RecordBatchBuilder::new(Compression::None);
-        builder
-            .push(
-                now_ms(),
-                Some(&state_log::key(transactional_id)),
-                value.as_deref(),
-                &[],
-            )
-            .map_err(|_| ResponseError::UnknownServerError)?;
-        let batch = builder
-            .build()
-            .map_err(|_| ResponseError::UnknownServerError)?;
-        partition
-            .log
-            .append_as_leader(BytesMut::from(&batch[..]), partition.leader_epoch())
-            .map_err(|e| {
-                tracing::error!(transactional_id, error = %e, "cannot store transaction state");
-                ResponseError::CoordinatorNotAvailable
-            })?;
-        partition.on_local_append();
-        Ok(PendingAck {
-            partition: partition.clone(),
-            required_offset: partition.log.log_end_offset(),
-            min_insync: 1,
+        let record = [(state_log::key(transactional_id), value)];
+        crate::internal_topic::append_records(partition, &record, None, |_| {
+            ResponseError::CoordinatorNotAvailable
         })
     }
 
@@ -361,7 +322,7 @@ impl TransactionCoordinator {
         let me = self.clone();
         let id = transactional_id.to_string();
         tokio::spawn(async move {
-            if state_replicated(prepared).await.is_ok() {
+            if crate::internal_topic::replicated(prepared).await.is_ok() {
                 me.write_markers_until_done(&id).await;
             }
             me.completing.lock().remove(&id);
@@ -704,54 +665,29 @@ impl TransactionCoordinator {
             return;
         };
         let mut loaded: HashMap<String, TxnMetadata> = HashMap::new();
-        let log = &partition.log;
-        let mut offset = log.log_start_offset();
-        let end = log.log_end_offset();
-        while offset < end {
-            let data = match log.read(offset, LOAD_READ_BYTES, Some(end), true) {
-                Ok(d) => d,
-                Err(e) => {
-                    tracing::error!(partition = p, error = %e, "cannot load transaction state");
-                    break;
-                }
-            };
-            if data.records.is_empty() {
-                break;
+        crate::internal_topic::scan(&partition, |header, records| {
+            if header.is_control() {
+                return;
             }
-            let mut next = offset;
-            for item in tern_protocol::record_batch::BatchIter::new(&data.records) {
-                let Ok((header, batch)) = item else { break };
-                next = header.next_offset();
-                if header.is_control() {
-                    continue;
-                }
-                let Ok((_, records)) = decode_records(batch, LOAD_MAX_UNCOMPRESSED) else {
+            for r in records {
+                let Some(id) = r.key.as_deref().and_then(state_log::decode_key) else {
                     continue;
                 };
-                for r in records {
-                    let Some(id) = r.key.as_deref().and_then(state_log::decode_key) else {
-                        continue;
-                    };
-                    match r.value.as_deref() {
-                        None => {
-                            loaded.remove(&id);
-                        }
-                        Some(v) => match state_log::decode_value(&id, v) {
-                            Some(m) => {
-                                loaded.insert(id, m);
-                            }
-                            None => {
-                                tracing::warn!(transactional_id = %id, "skipping an unreadable transaction state record")
-                            }
-                        },
+                match r.value.as_deref() {
+                    None => {
+                        loaded.remove(&id);
                     }
+                    Some(v) => match state_log::decode_value(&id, v) {
+                        Some(m) => {
+                            loaded.insert(id, m);
+                        }
+                        None => {
+                            tracing::warn!(transactional_id = %id, "skipping an unreadable transaction state record")
+                        }
+                    },
                 }
             }
-            if next <= offset {
-                break;
-            }
-            offset = next;
-        }
+        });
         let preparing: Vec<String> = loaded
             .values()
             .filter(|m| m.state.is_preparing())
