@@ -142,6 +142,18 @@ fn get_bytes(b: &mut &[u8]) -> Option<Bytes> {
     Some(v)
 }
 
+impl OffsetValue {
+    /// An offset a client commits now (no metadata: empty).
+    pub fn committed(offset: i64, leader_epoch: i32, metadata: Option<&str>, now: i64) -> Self {
+        OffsetValue {
+            offset,
+            leader_epoch,
+            metadata: metadata.unwrap_or_default().to_string(),
+            commit_timestamp: now,
+        }
+    }
+}
+
 /// Key of a committed offset (OffsetCommitKey v1).
 pub fn offset_key(group: &str, topic: &str, partition: i32) -> Bytes {
     let mut b = BytesMut::new();

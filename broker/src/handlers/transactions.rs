@@ -332,16 +332,12 @@ pub async fn txn_offset_commit(
             offsets.push((
                 t.name.0.to_string(),
                 p.partition_index,
-                OffsetValue {
-                    offset: p.committed_offset,
-                    leader_epoch: p.committed_leader_epoch,
-                    metadata: p
-                        .committed_metadata
-                        .as_ref()
-                        .map(|m| m.to_string())
-                        .unwrap_or_default(),
-                    commit_timestamp: now,
-                },
+                OffsetValue::committed(
+                    p.committed_offset,
+                    p.committed_leader_epoch,
+                    p.committed_metadata.as_deref(),
+                    now,
+                ),
             ));
         }
     }
