@@ -532,6 +532,25 @@ def test_transaction_timeout_above_broker_maximum(broker):
     assert read_all(bs, topic, 1, "read_committed", {0: 2}) == {0: [(0, "within-limit")]}
 
 
+def test_longest_transactional_id(broker):
+    """A transactional id is a protocol string: 32767 bytes is the longest a request can carry,
+    and works like any other (its state record in __transaction_state included); one byte more
+    cannot be encoded, and librdkafka's init_transactions fails without reaching a coordinator,
+    on both brokers alike."""
+    bs = broker.bootstrap
+    topic = create_topic(bs, 1)
+    longest = "L" * 32767
+    p = txn_producer(bs, longest)
+    p.begin_transaction()
+    p.produce(topic, value="long-id", partition=0)
+    p.commit_transaction(WAIT)
+    assert read_all(bs, topic, 1, "read_committed", {0: 2}) == {0: [(0, "long-id")]}
+    del p
+    too_long = Producer({"bootstrap.servers": bs, "transactional.id": "L" * 32768})
+    raised(too_long.init_transactions, 5)
+    del too_long
+
+
 def test_read_committed_waits_behind_open_transaction(broker):
     """Producer P leaves records in an open transaction on partition 0; a plain producer appends
     after them there, and writes one record to partition 1.  While P's transaction is open the last
