@@ -56,9 +56,12 @@ enum Cleaned {
 /// Upper bound on a decompressed records section read by the cleaner.
 const MAX_DECOMPRESSED_BYTES: usize = 64 << 20;
 
-/// Calls `f(key, offset)` for every keyed record of a data batch (compressed or not).
+/// Calls `f(key, offset)` for every keyed record of a non-transactional data batch
+/// (compressed or not). Transactional batches are left out: an aborted or still open
+/// transaction's record must not make an earlier committed one look superseded (they are kept
+/// whole, so nothing they hold is lost either).
 fn for_each_key(h: &RecordBatchHeader, batch: &[u8], mut f: impl FnMut(&[u8], i64)) {
-    if h.is_control() {
+    if h.is_control() || h.is_transactional() {
         return;
     }
     if h.compression() == Ok(Compression::None) {
@@ -470,6 +473,38 @@ mod tests {
             let r = log.read(*o, 1, None, true).unwrap();
             assert!(!r.records.is_empty());
         }
+    }
+
+    #[test]
+    fn transactional_records_never_supersede_earlier_ones() {
+        use crate::record::build_control_batch;
+        let dir = tempfile::tempdir().unwrap();
+        let log = Log::open(dir.path(), compact_config()).unwrap();
+        kv(&log, &[("k", Some("committed"))], 1000);
+        // An aborted transaction writes the same key again (as a TxnOffsetCommit does).
+        let txn = BatchSpec {
+            producer_id: 5,
+            producer_epoch: 0,
+            base_sequence: 0,
+            transactional: true,
+            base_timestamp: 1000,
+            ..BatchSpec::default()
+        };
+        let b = build_batch(&txn, &[(Some(b"k"), Some(b"aborted"))]);
+        log.append_as_leader(BytesMut::from(&b[..]), 0).unwrap();
+        let abort = build_control_batch(&txn, false);
+        log.append_as_leader(BytesMut::from(&abort[..]), 0).unwrap();
+        for i in 0..12 {
+            kv(&log, &[(&format!("other{i}"), Some("x"))], 1000);
+        }
+        log.roll().unwrap();
+        log.compact(2000).unwrap();
+        let (after, _) = dump(&log);
+        assert!(
+            after.contains(&(0, "k".to_string(), Some("committed".to_string()))),
+            "{after:?}"
+        );
+        assert!(after.contains(&(1, "k".to_string(), Some("aborted".to_string()))));
     }
 
     #[test]

@@ -804,8 +804,9 @@ impl Group {
         Ok(())
     }
 
-    /// Whether a TxnOffsetCommit may commit: as Kafka, a member id or generation given must be
-    /// current, but a commit without them is taken whatever the group's state.
+    /// Whether a TxnOffsetCommit may commit: as Kafka's classic groups, without a member id,
+    /// generation or instance id it is taken whatever the group's state; with any of them the
+    /// member must be current, and no rebalance refuses it.
     pub fn check_txn_commit(
         &self,
         member_id: &str,
@@ -815,18 +816,12 @@ impl Group {
         if self.state == GroupState::Dead {
             return Err(ResponseError::CoordinatorNotAvailable);
         }
-        if let Some(i) = instance {
-            if self.static_member(i).is_some_and(|m| m != member_id) {
-                return Err(ResponseError::FencedInstanceId);
-            }
+        if generation < 0
+            && (self.state == GroupState::Empty || (member_id.is_empty() && instance.is_none()))
+        {
+            return Ok(());
         }
-        if !member_id.is_empty() && !self.members.contains_key(member_id) {
-            return Err(ResponseError::UnknownMemberId);
-        }
-        if generation >= 0 && generation != self.generation {
-            return Err(ResponseError::IllegalGeneration);
-        }
-        Ok(())
+        self.check_member(member_id, instance, generation)
     }
 
     /// Topics some member subscribes to (consumer protocol only).
@@ -849,6 +844,51 @@ impl Group {
     pub fn mark_dead(&mut self, now_ms: i64) {
         self.transition(GroupState::Dead, now_ms);
         self.offsets.clear();
+        self.pending_txn_offsets.clear();
+    }
+
+    /// Offsets committed outside a transaction take effect, and replace what open transactions
+    /// hold for the same partitions: those records came before, and the later record wins (as
+    /// Kafka replays them).
+    pub fn commit_offsets(
+        &mut self,
+        entries: impl IntoIterator<Item = ((String, i32), OffsetValue)>,
+    ) {
+        for (key, value) in entries {
+            for pending in self.pending_txn_offsets.values_mut() {
+                pending.remove(&key);
+            }
+            self.offsets.insert(key, value);
+        }
+    }
+
+    /// An offset deleted (a tombstone: expiry, OffsetDelete), pending ones included.
+    pub fn remove_offset(&mut self, key: &(String, i32)) {
+        self.offsets.remove(key);
+        for pending in self.pending_txn_offsets.values_mut() {
+            pending.remove(key);
+        }
+    }
+
+    /// Offsets `producer_id` commits in its open transaction.
+    pub fn add_pending_txn_offsets(
+        &mut self,
+        producer_id: i64,
+        entries: impl IntoIterator<Item = ((String, i32), OffsetValue)>,
+    ) {
+        self.pending_txn_offsets
+            .entry(producer_id)
+            .or_default()
+            .extend(entries);
+    }
+
+    /// `producer_id`'s transaction ended: its pending offsets take effect (commit) or go.
+    pub fn complete_txn_offsets(&mut self, producer_id: i64, commit: bool) {
+        if let Some(pending) = self.pending_txn_offsets.remove(&producer_id) {
+            if commit {
+                self.offsets.extend(pending);
+            }
+        }
     }
 }
 
@@ -924,6 +964,36 @@ mod tests {
         assert_eq!(
             g.heartbeat("nobody", None, 1, 3),
             ResponseError::UnknownMemberId.code()
+        );
+    }
+
+    #[test]
+    fn transactional_commits_check_the_member_only_when_one_is_named() {
+        let mut g = Group::new("g", 0);
+        // An empty group takes any commit without a generation.
+        assert_eq!(g.check_txn_commit("", None, -1), Ok(()));
+        assert_eq!(g.check_txn_commit("ghost", None, -1), Ok(()));
+        let a = now(g.join(join_req(""), &config(), 0)).member_id;
+        now(g.join(join_req(&a), &config(), 0));
+        // Completing a rebalance does not refuse a transactional commit.
+        assert_eq!(g.state, GroupState::CompletingRebalance);
+        assert_eq!(g.check_txn_commit(&a, None, 1), Ok(()));
+        assert_eq!(g.check_txn_commit("", None, -1), Ok(()));
+        assert_eq!(
+            g.check_txn_commit(&a, None, 2),
+            Err(ResponseError::IllegalGeneration)
+        );
+        assert_eq!(
+            g.check_txn_commit(&a, None, -1),
+            Err(ResponseError::IllegalGeneration)
+        );
+        assert_eq!(
+            g.check_txn_commit("ghost", None, 1),
+            Err(ResponseError::UnknownMemberId)
+        );
+        assert_eq!(
+            g.check_txn_commit("", None, 1),
+            Err(ResponseError::UnknownMemberId)
         );
     }
 

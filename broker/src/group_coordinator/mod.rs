@@ -224,15 +224,29 @@ impl GroupCoordinator {
             ));
             accepted.push(((topic, partition), value));
         }
-        self.store_as(group_id, &records, producer)?;
-        self.with_group(group_id, true, |g| match producer {
-            Some((producer_id, _)) => g
-                .pending_txn_offsets
-                .entry(producer_id)
-                .or_default()
-                .extend(accepted),
-            None => g.offsets.extend(accepted),
-        });
+        match producer {
+            None => {
+                self.store_as(group_id, &records, None)?;
+                self.with_group(group_id, true, |g| g.commit_offsets(accepted));
+            }
+            Some((producer_id, _)) => {
+                // Pending before the append, so that a marker written after it finds them.
+                let keys: Vec<(String, i32)> = accepted.iter().map(|(k, _)| k.clone()).collect();
+                self.with_group(group_id, true, |g| {
+                    g.add_pending_txn_offsets(producer_id, accepted)
+                });
+                if let Err(e) = self.store_as(group_id, &records, producer) {
+                    self.with_group(group_id, false, |g| {
+                        if let Some(pending) = g.pending_txn_offsets.get_mut(&producer_id) {
+                            for k in &keys {
+                                pending.remove(k);
+                            }
+                        }
+                    });
+                    return Err(e);
+                }
+            }
+        }
         Ok(codes)
     }
 
@@ -266,11 +280,7 @@ impl GroupCoordinator {
             if partition_for(&g.id, n) != partition {
                 continue;
             }
-            if let Some(pending) = g.pending_txn_offsets.remove(&producer_id) {
-                if commit {
-                    g.offsets.extend(pending);
-                }
-            }
+            g.complete_txn_offsets(producer_id, commit);
         }
     }
 
@@ -368,17 +378,10 @@ impl GroupCoordinator {
                             txn_producer,
                         ) {
                             (Some(v), Some(pid)) => {
-                                g.pending_txn_offsets
-                                    .entry(pid)
-                                    .or_default()
-                                    .insert((topic, partition), v);
+                                g.add_pending_txn_offsets(pid, [((topic, partition), v)]);
                             }
-                            (Some(v), None) => {
-                                g.offsets.insert((topic, partition), v);
-                            }
-                            (None, _) => {
-                                g.offsets.remove(&(topic, partition));
-                            }
+                            (Some(v), None) => g.commit_offsets([((topic, partition), v)]),
+                            (None, _) => g.remove_offset(&(topic, partition)),
                         }
                     }
                     OffsetsKey::Group { group } => match r.value.as_deref() {
@@ -417,11 +420,15 @@ impl GroupCoordinator {
                     let keys: Vec<(String, i32)> = g
                         .offsets
                         .iter()
-                        .filter(|(_, v)| now - v.commit_timestamp > retention)
+                        .filter(|(k, v)| {
+                            // As Kafka: an offset an open transaction is replacing stays.
+                            now - v.commit_timestamp > retention
+                                && !g.pending_txn_offsets.values().any(|p| p.contains_key(*k))
+                        })
                         .map(|(k, _)| k.clone())
                         .collect();
                     for k in &keys {
-                        g.offsets.remove(k);
+                        g.remove_offset(k);
                     }
                     if !keys.is_empty() {
                         expired_offsets.push((g.id.clone(), keys));

@@ -379,7 +379,7 @@ pub fn offset_delete(
     }
     broker.groups.with_group(&group_id, false, |g| {
         for k in &tombstones {
-            g.offsets.remove(k);
+            g.remove_offset(k);
         }
     });
     OffsetDeleteResponse::default().with_topics(topics)

@@ -134,7 +134,7 @@ pub fn list_transactions(
             req.producer_id_filters.is_empty()
                 || req.producer_id_filters.contains(&ProducerId(t.producer_id))
         })
-        .filter(|t| req.duration_filter < 0 || t.duration_ms >= req.duration_filter)
+        .filter(|t| req.duration_filter < 0 || t.duration_ms > req.duration_filter)
         .filter(|t| {
             pattern
                 .as_ref()

@@ -11,6 +11,7 @@ use kafka_protocol::ResponseError;
 use crate::replica_manager::Partition;
 
 /// One appended partition of an acks=all produce.
+#[derive(Clone)]
 pub struct PendingAck {
     /// The partition.
     pub partition: Arc<Partition>,

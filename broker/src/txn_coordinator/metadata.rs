@@ -151,17 +151,23 @@ impl TxnMetadata {
     }
 
     /// Raises the epoch of the same producer id (a fence: markers of the open transaction keep
-    /// its producer id). At the largest epoch the epoch stays, as in Kafka.
+    /// its producer id; the fenced producer's epoch is forgotten). At the largest epoch the
+    /// epoch stays, as in Kafka.
     fn fence_epoch(&mut self) {
-        if self.producer_epoch < i16::MAX {
-            self.last_producer_epoch = self.producer_epoch;
-            self.producer_epoch += 1;
-        }
+        self.producer_epoch = self.producer_epoch.saturating_add(1);
+        self.last_producer_epoch = -1;
     }
 
-    /// InitProducerId for this id: bumps the epoch of a producer with no open transaction
-    /// (a new producer id once the epoch is exhausted, from `new_producer_id`), fences an open
-    /// one. `expected` is the producer id and epoch a v3+ client says it has.
+    /// Whether the epoch is used up: the next bump takes a new producer id.
+    pub fn epoch_exhausted(epoch: i16) -> bool {
+        epoch >= i16::MAX - 1
+    }
+
+    /// InitProducerId for this id, as Kafka's coordinator answers it: an open transaction is
+    /// fenced (and must be aborted); otherwise the epoch is bumped, or a new producer id taken
+    /// from `new_producer_id` once the epoch is exhausted. `expected` is the producer id and
+    /// epoch a v3+ client says it has (KIP-360): a retry of the last bump is answered unchanged,
+    /// any other epoch is fenced.
     pub fn init(
         &mut self,
         timeout_ms: i32,
@@ -170,18 +176,10 @@ impl TxnMetadata {
         new_producer_id: impl FnOnce() -> Result<i64, ResponseError>,
     ) -> Result<InitOutcome, ResponseError> {
         if let Some((pid, epoch)) = expected {
-            let current = pid == self.producer_id
-                && (epoch == self.producer_epoch || epoch == self.last_producer_epoch);
-            let before_overflow = pid == self.last_producer_id && self.producer_epoch == 0;
-            if !current && !before_overflow {
+            let valid = pid == self.producer_id
+                || (pid == self.last_producer_id && Self::epoch_exhausted(epoch));
+            if !valid {
                 return Err(ResponseError::ProducerFenced);
-            }
-            // A retry of a bump that already happened answers what it got the first time.
-            if pid == self.producer_id
-                && epoch == self.last_producer_epoch
-                && self.state == TxnState::Empty
-            {
-                return Ok(InitOutcome::Unchanged);
             }
         }
         match self.state {
@@ -196,14 +194,31 @@ impl TxnMetadata {
                 Ok(InitOutcome::FencedOngoing)
             }
             TxnState::Empty | TxnState::CompleteCommit | TxnState::CompleteAbort => {
-                if self.producer_epoch >= i16::MAX - 1 {
+                let expected_epoch = expected.map(|(_, e)| e);
+                if Self::epoch_exhausted(self.producer_epoch)
+                    && expected_epoch.is_none_or(|e| e == self.producer_epoch)
+                {
+                    let rotated_from = self.producer_epoch;
                     self.last_producer_id = self.producer_id;
                     self.producer_id = new_producer_id()?;
-                    self.last_producer_epoch = -1;
                     self.producer_epoch = 0;
+                    // The old producer may retry with its exhausted epoch and get this id.
+                    self.last_producer_epoch = if expected.is_some() { rotated_from } else { -1 };
                 } else {
-                    self.last_producer_epoch = self.producer_epoch;
-                    self.producer_epoch += 1;
+                    match expected_epoch {
+                        None => {
+                            self.producer_epoch += 1;
+                            self.last_producer_epoch = -1;
+                        }
+                        Some(e) if e == self.producer_epoch => {
+                            self.last_producer_epoch = self.producer_epoch;
+                            self.producer_epoch += 1;
+                        }
+                        Some(e) if e == self.last_producer_epoch => {
+                            return Ok(InitOutcome::Unchanged);
+                        }
+                        Some(_) => return Err(ResponseError::ProducerFenced),
+                    }
                 }
                 self.timeout_ms = timeout_ms;
                 self.state = TxnState::Empty;
@@ -283,7 +298,9 @@ impl TxnMetadata {
     /// The coordinator aborts a transaction open longer than its timeout: the epoch is bumped
     /// so the producer is fenced. True if it did.
     pub fn abort_if_timed_out(&mut self, now: i64) -> bool {
-        if self.state != TxnState::Ongoing || now < self.start_ms + self.timeout_ms as i64 {
+        if self.state != TxnState::Ongoing
+            || now < self.start_ms.saturating_add(self.timeout_ms as i64)
+        {
             return false;
         }
         self.fence_epoch();
@@ -352,11 +369,23 @@ mod tests {
             (m.producer_id, m.producer_epoch, m.last_producer_id),
             (99, 0, 7)
         );
-        // The old producer asking with its id and epoch is let through once (KIP-360).
+        // Rotated without an expected epoch: the old producer is fenced, as in Kafka.
         assert_eq!(
             m.init(1000, Some((7, i16::MAX - 1)), 2, no_new_id),
+            Err(ResponseError::ProducerFenced)
+        );
+        // Rotated for a producer that named its epoch: its retry gets the new id unchanged.
+        let mut m = TxnMetadata::new("t", 7, 60_000, 0);
+        m.producer_epoch = i16::MAX - 1;
+        assert_eq!(
+            m.init(1000, Some((7, i16::MAX - 1)), 1, || Ok(99)),
             Ok(InitOutcome::Bumped)
         );
+        assert_eq!(
+            m.init(1000, Some((7, i16::MAX - 1)), 2, no_new_id),
+            Ok(InitOutcome::Unchanged)
+        );
+        assert_eq!((m.producer_id, m.producer_epoch), (99, 0));
     }
 
     #[test]
@@ -364,24 +393,38 @@ mod tests {
         let mut m = TxnMetadata::new("t", 7, 60_000, 0);
         m.init(1000, None, 1, no_new_id).unwrap();
         m.init(1000, None, 2, no_new_id).unwrap();
-        assert_eq!(m.producer_epoch, 2);
+        assert_eq!((m.producer_epoch, m.last_producer_epoch), (2, -1));
+        // Without an expected epoch the epoch before is forgotten: a zombie naming it is fenced.
         assert_eq!(
-            m.init(1000, Some((7, 0)), 3, no_new_id),
+            m.init(1000, Some((7, 1)), 3, no_new_id),
             Err(ResponseError::ProducerFenced)
         );
         assert_eq!(
             m.init(1000, Some((8, 2)), 3, no_new_id),
             Err(ResponseError::ProducerFenced)
         );
-        assert_eq!(
-            m.init(1000, Some((7, 1)), 3, no_new_id),
-            Ok(InitOutcome::Unchanged)
-        );
+        // The current producer bumps its own epoch; a retry of that bump is answered unchanged.
         assert_eq!(
             m.init(1000, Some((7, 2)), 3, no_new_id),
             Ok(InitOutcome::Bumped)
         );
-        assert_eq!(m.producer_epoch, 3);
+        assert_eq!((m.producer_epoch, m.last_producer_epoch), (3, 2));
+        assert_eq!(
+            m.init(1000, Some((7, 2)), 4, no_new_id),
+            Ok(InitOutcome::Unchanged)
+        );
+        assert_eq!(
+            m.init(1000, Some((7, 3)), 5, no_new_id),
+            Ok(InitOutcome::Bumped)
+        );
+        assert_eq!(m.producer_epoch, 4);
+        // A fence forgets the fenced epoch too.
+        m.add_partitions(7, 4, &[("a".into(), 0)], 6).unwrap();
+        assert_eq!(
+            m.init(1000, None, 7, no_new_id),
+            Ok(InitOutcome::FencedOngoing)
+        );
+        assert_eq!((m.producer_epoch, m.last_producer_epoch), (5, -1));
     }
 
     #[test]

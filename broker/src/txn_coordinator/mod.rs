@@ -81,7 +81,8 @@ pub struct TxnListing {
     pub producer_id: i64,
     /// Its state.
     pub state: TxnState,
-    /// How long the current transaction has been open (ms; -1 without one).
+    /// Time since its last transaction started (ms), as ListTransactions' duration filter
+    /// measures it.
     pub duration_ms: i64,
 }
 
@@ -89,6 +90,15 @@ pub struct TxnListing {
 const MARKER_TIMEOUT: Duration = Duration::from_secs(10);
 /// Pause between rounds of markers for partitions that could not take them yet.
 const MARKER_RETRY_BACKOFF: Duration = Duration::from_millis(200);
+
+/// A marker a partition leader refuses for good (a newer producer epoch or coordinator wrote
+/// there since): retrying cannot succeed, as Kafka's marker channel stops too.
+fn marker_refused_for_good(e: ResponseError) -> bool {
+    matches!(
+        e,
+        ResponseError::InvalidProducerEpoch | ResponseError::TransactionCoordinatorFenced
+    )
+}
 
 /// The transaction coordinator of this broker.
 pub struct TransactionCoordinator {
@@ -100,10 +110,18 @@ pub struct TransactionCoordinator {
     controller: Arc<Controller>,
     groups: Arc<GroupCoordinator>,
     producer_ids: ProducerIdSource,
+    /// The ids of the partitions this broker has loaded, in memory as their logs say. Held
+    /// while a partition loads, so that no request sees it half loaded.
     txns: Mutex<HashMap<String, TxnMetadata>>,
+    /// The `__transaction_state` partitions loaded (requests for the others answer
+    /// COORDINATOR_LOAD_IN_PROGRESS until their leadership listener has run).
+    loaded: Mutex<HashSet<i32>>,
     /// Transactional ids whose markers a task is writing now.
     completing: Mutex<HashSet<String>>,
 }
+
+/// What a change to one id does: the value handed back, and whether a record is written.
+type Change<T> = Result<(T, bool), ResponseError>;
 
 impl TransactionCoordinator {
     /// A coordinator over the partitions of `replicas`.
@@ -124,6 +142,7 @@ impl TransactionCoordinator {
             groups,
             producer_ids,
             txns: Mutex::new(HashMap::new()),
+            loaded: Mutex::new(HashSet::new()),
             completing: Mutex::new(HashSet::new()),
         }
     }
@@ -161,14 +180,48 @@ impl TransactionCoordinator {
         if transactional_id.is_empty() {
             return Err(ResponseError::InvalidRequest);
         }
-        match self
-            .replicas
-            .partition(TXN_STATE_TOPIC, self.partition_for(transactional_id))
-        {
-            Some(p) if p.is_leader() => Ok(p),
+        let index = self.partition_for(transactional_id);
+        match self.replicas.partition(TXN_STATE_TOPIC, index) {
+            Some(p) if p.is_leader() && self.loaded.lock().contains(&index) => Ok(p),
+            Some(p) if p.is_leader() => Err(ResponseError::CoordinatorLoadInProgress),
             Some(_) => Err(ResponseError::NotCoordinator),
             None => Err(ResponseError::CoordinatorNotAvailable),
         }
+    }
+
+    /// Changes one id's metadata the safe way: `change` works on a copy, which is written to
+    /// the log and only then kept, so a failed write leaves the coordinator as it was and a
+    /// retry writes again. When nothing is written, the wait returned is for everything
+    /// already in the log (a retry after a write whose replication was not seen).
+    fn update<T>(
+        &self,
+        txns: &mut HashMap<String, TxnMetadata>,
+        partition: &Arc<Partition>,
+        transactional_id: &str,
+        current: Option<TxnMetadata>,
+        change: impl FnOnce(&mut TxnMetadata) -> Change<T>,
+    ) -> Result<(T, TxnMetadata, PendingAck), ResponseError> {
+        let mut m = match current {
+            Some(m) => m,
+            // Unknown here: moved to another coordinator meanwhile, or never initialized.
+            None => txns.get(transactional_id).cloned().ok_or_else(|| {
+                self.check_coordinator(transactional_id)
+                    .err()
+                    .unwrap_or(ResponseError::InvalidProducerIdMapping)
+            })?,
+        };
+        let (value, write) = change(&mut m)?;
+        if !write {
+            let ack = PendingAck {
+                partition: partition.clone(),
+                required_offset: partition.log.log_end_offset(),
+                min_insync: 1,
+            };
+            return Ok((value, m, ack));
+        }
+        let ack = self.persist(partition, transactional_id, Some(state_log::value(&m)))?;
+        txns.insert(transactional_id.to_string(), m.clone());
+        Ok((value, m, ack))
     }
 
     /// Appends the metadata (or a tombstone) of one transactional id to its partition.
@@ -196,38 +249,50 @@ impl TransactionCoordinator {
             return Err(ResponseError::InvalidTransactionTimeout);
         }
         let partition = self.check_coordinator(transactional_id)?;
+        // A new producer id comes from the controller, which may take a while: not under the
+        // lock every transaction shares.
+        let needs_id = self
+            .txns
+            .lock()
+            .get(transactional_id)
+            .is_none_or(|m| TxnMetadata::epoch_exhausted(m.producer_epoch));
+        let mut fresh_id = if needs_id {
+            Some(self.producer_ids.next().map_err(|e| e.error)?)
+        } else {
+            None
+        };
         let now = now_ms();
         let mut txns = self.txns.lock();
-        let (outcome, m) = match txns.get_mut(transactional_id) {
-            None => {
-                if expected.is_some_and(|(pid, _)| pid >= 0) {
-                    return Err(ResponseError::InvalidProducerIdMapping);
-                }
-                let pid = self.producer_ids.next().map_err(|e| e.error)?;
-                let m = TxnMetadata::new(transactional_id, pid, timeout_ms, now);
-                txns.insert(transactional_id.to_string(), m);
-                (InitOutcome::Bumped, &txns[transactional_id])
-            }
-            Some(m) => {
-                let outcome = m.init(timeout_ms, expected, now, || {
-                    self.producer_ids.next().map_err(|e| e.error)
-                })?;
-                (outcome, &*m)
-            }
+        let current = match txns.get(transactional_id) {
+            Some(m) => Some(m.clone()),
+            // Unknown (new, or expired): a new producer id, whatever the client names.
+            None => Some(TxnMetadata::new(
+                transactional_id,
+                fresh_id
+                    .take()
+                    .ok_or(ResponseError::ConcurrentTransactions)?,
+                timeout_ms,
+                now,
+            )),
         };
-        let ids = (m.producer_id, m.producer_epoch);
+        let is_new = !txns.contains_key(transactional_id);
+        let (outcome, m, ack) =
+            self.update(&mut txns, &partition, transactional_id, current, |m| {
+                if is_new {
+                    return Ok((InitOutcome::Bumped, true));
+                }
+                let outcome = m.init(timeout_ms, expected, now, || {
+                    fresh_id.take().ok_or(ResponseError::ConcurrentTransactions)
+                })?;
+                Ok((outcome, outcome != InitOutcome::Unchanged))
+            })?;
+        drop(txns);
         match outcome {
-            InitOutcome::Unchanged => Ok((ids, None)),
-            InitOutcome::Bumped => {
-                let ack = self.persist(&partition, transactional_id, Some(state_log::value(m)))?;
-                Ok((ids, Some(ack)))
-            }
             InitOutcome::FencedOngoing => {
-                let ack = self.persist(&partition, transactional_id, Some(state_log::value(m)))?;
-                drop(txns);
                 self.complete_in_background(transactional_id, Some(ack));
                 Err(ResponseError::ConcurrentTransactions)
             }
+            _ => Ok(((m.producer_id, m.producer_epoch), Some(ack))),
         }
     }
 
@@ -241,15 +306,11 @@ impl TransactionCoordinator {
     ) -> Result<Option<PendingAck>, ResponseError> {
         let partition = self.check_coordinator(transactional_id)?;
         let mut txns = self.txns.lock();
-        let m = txns
-            .get_mut(transactional_id)
-            .ok_or(ResponseError::InvalidProducerIdMapping)?;
-        if !m.add_partitions(producer_id, epoch, partitions, now_ms())? {
-            return Ok(None);
-        }
-        let value = state_log::value(m);
-        self.persist(&partition, transactional_id, Some(value))
-            .map(Some)
+        let now = now_ms();
+        let ((), _, ack) = self.update(&mut txns, &partition, transactional_id, None, |m| {
+            Ok(((), m.add_partitions(producer_id, epoch, partitions, now)?))
+        })?;
+        Ok(Some(ack))
     }
 
     /// Whether each partition is in the producer's open transaction (AddPartitionsToTxn v4+
@@ -287,26 +348,17 @@ impl TransactionCoordinator {
     ) -> Result<Option<PendingAck>, ResponseError> {
         let partition = self.check_coordinator(transactional_id)?;
         let mut txns = self.txns.lock();
-        let m = txns
-            .get_mut(transactional_id)
-            .ok_or(ResponseError::InvalidProducerIdMapping)?;
-        match m.end(producer_id, epoch, commit, now_ms())? {
-            EndOutcome::AlreadyComplete => Ok(None),
-            EndOutcome::Prepared => {
-                let value = state_log::value(m);
-                let ack = self.persist(&partition, transactional_id, Some(value))?;
-                drop(txns);
-                self.complete_in_background(
-                    transactional_id,
-                    Some(PendingAck {
-                        partition: ack.partition.clone(),
-                        required_offset: ack.required_offset,
-                        min_insync: ack.min_insync,
-                    }),
-                );
-                Ok(Some(ack))
-            }
+        let now = now_ms();
+        let (outcome, _, ack) =
+            self.update(&mut txns, &partition, transactional_id, None, |m| {
+                let outcome = m.end(producer_id, epoch, commit, now)?;
+                Ok((outcome, outcome == EndOutcome::Prepared))
+            })?;
+        drop(txns);
+        if outcome == EndOutcome::Prepared {
+            self.complete_in_background(transactional_id, Some(ack.clone()));
         }
+        Ok(Some(ack))
     }
 
     /// Writes the markers of a prepared transaction (after `prepared` is replicated) until
@@ -322,11 +374,52 @@ impl TransactionCoordinator {
         let me = self.clone();
         let id = transactional_id.to_string();
         tokio::spawn(async move {
-            if crate::internal_topic::replicated(prepared).await.is_ok() {
+            if me.prepare_replicated(&id, prepared).await {
                 me.write_markers_until_done(&id).await;
             }
-            me.completing.lock().remove(&id);
+            // A prepare made while this task was ending found it still registered: look
+            // under the lock every change takes, and go on if so.
+            let again = {
+                let txns = me.txns.lock();
+                me.completing.lock().remove(&id);
+                txns.get(&id).is_some_and(|m| m.state.is_preparing())
+                    && me.check_coordinator(&id).is_ok()
+            };
+            if again {
+                me.complete_in_background(&id, None);
+            }
         });
+    }
+
+    /// Waits until the ISR has the prepare record, for as long as this broker coordinates the
+    /// id (a new coordinator finishes the transaction otherwise).
+    async fn prepare_replicated(
+        &self,
+        transactional_id: &str,
+        prepared: Option<PendingAck>,
+    ) -> bool {
+        // Without the prepare's own wait: everything in the partition's log now.
+        let prepared = match prepared {
+            Some(ack) => ack,
+            None => match self.check_coordinator(transactional_id) {
+                Ok(partition) => PendingAck {
+                    required_offset: partition.log.log_end_offset(),
+                    partition,
+                    min_insync: 1,
+                },
+                Err(_) => return false,
+            },
+        };
+        let prepared = Some(prepared);
+        loop {
+            match crate::internal_topic::replicated(prepared.clone()).await {
+                Ok(()) => return true,
+                Err(_) if self.check_coordinator(transactional_id).is_ok() => {
+                    tracing::debug!(transactional_id, "waiting for the prepare record's ISR");
+                }
+                Err(_) => return false,
+            }
+        }
     }
 
     async fn write_markers_until_done(&self, transactional_id: &str) {
@@ -352,40 +445,55 @@ impl TransactionCoordinator {
                     commit,
                 )
                 .await;
-            if remaining.is_empty() {
+            // The lock is not held across the pause.
+            let finished = (|| {
                 let mut txns = self.txns.lock();
-                let Some(m) = txns.get_mut(transactional_id) else {
-                    return;
+                let current = match txns.get(transactional_id) {
+                    Some(m)
+                        if m.state == snapshot.state
+                            && m.producer_epoch == snapshot.producer_epoch =>
+                    {
+                        m.clone()
+                    }
+                    _ => return true,
                 };
-                if m.state != snapshot.state || m.producer_epoch != snapshot.producer_epoch {
-                    return;
-                }
-                m.complete(now_ms());
-                let value = state_log::value(m);
-                drop(txns);
-                if let Err(e) = self.persist(&state_partition, transactional_id, Some(value)) {
-                    tracing::warn!(transactional_id, error = ?e, "cannot record a completed transaction");
-                }
-                return;
-            }
-            tracing::debug!(
-                transactional_id,
-                left = remaining.len(),
-                "retrying transaction markers"
-            );
-            {
-                let mut txns = self.txns.lock();
-                if let Some(m) = txns.get_mut(transactional_id) {
-                    if m.state == snapshot.state {
-                        // Partitions of deleted topics are done; the rest are tried again.
-                        m.partitions = snapshot
-                            .partitions
-                            .iter()
-                            .filter(|tp| remaining.contains(tp))
-                            .cloned()
-                            .collect();
+                if remaining.is_empty() {
+                    let now = now_ms();
+                    let done = self.update(
+                        &mut txns,
+                        &state_partition,
+                        transactional_id,
+                        Some(current),
+                        |m| {
+                            m.complete(now);
+                            Ok(((), true))
+                        },
+                    );
+                    if let Err(e) = done {
+                        tracing::warn!(transactional_id, error = ?e, "cannot record a completed transaction; retrying");
+                        // Every marker is written: the next round only records the completion.
+                        if let Some(m) = txns.get_mut(transactional_id) {
+                            m.partitions.clear();
+                        }
+                    } else {
+                        return true;
+                    }
+                } else {
+                    tracing::debug!(
+                        transactional_id,
+                        left = remaining.len(),
+                        "retrying transaction markers"
+                    );
+                    // Only the partitions still without a marker are tried again (in memory: a
+                    // new coordinator starts from the prepare record's full list).
+                    if let Some(m) = txns.get_mut(transactional_id) {
+                        m.partitions.retain(|tp| remaining.contains(tp));
                     }
                 }
+                false
+            })();
+            if finished {
+                return;
             }
             tokio::time::sleep(MARKER_RETRY_BACKOFF).await;
         }
@@ -430,6 +538,9 @@ impl TransactionCoordinator {
         for p in &local {
             match markers::append_marker(p, producer_id, epoch, coordinator_epoch, commit) {
                 Ok(ack) => waits.push(ack),
+                Err(e) if marker_refused_for_good(e) => {
+                    tracing::warn!(topic = %p.topic, partition = p.index, error = ?e, "transaction marker refused; not retried");
+                }
                 Err(e) => {
                     tracing::debug!(topic = %p.topic, partition = p.index, error = ?e, "marker not written");
                     remaining.insert((p.topic.clone(), p.index));
@@ -526,7 +637,8 @@ impl TransactionCoordinator {
                 for p in topic.partitions {
                     let tp = (topic.name.0.to_string(), p.partition_index);
                     answered.insert(tp.clone());
-                    if p.error_code != 0 {
+                    let e = ResponseError::try_from_code(p.error_code);
+                    if p.error_code != 0 && !e.is_some_and(marker_refused_for_good) {
                         failed.push(tp);
                     }
                 }
@@ -540,26 +652,38 @@ impl TransactionCoordinator {
     /// `transactional.id.expiration.ms`.
     pub fn abort_timed_out(self: &Arc<Self>) {
         let now = now_ms();
-        let mut aborted = Vec::new();
+        let mut to_complete = Vec::new();
         {
             let mut txns = self.txns.lock();
-            for (id, m) in txns.iter_mut() {
-                let Ok(partition) = self.check_coordinator(id) else {
+            let ids: Vec<String> = txns.keys().cloned().collect();
+            for id in ids {
+                let Ok(partition) = self.check_coordinator(&id) else {
                     continue;
                 };
-                if m.abort_if_timed_out(now) {
-                    tracing::info!(transactional_id = %id, producer_id = m.producer_id, "aborting a transaction that exceeded its timeout");
-                    match self.persist(&partition, id, Some(state_log::value(m))) {
-                        Ok(ack) => aborted.push((id.clone(), ack)),
-                        Err(e) => {
-                            tracing::warn!(transactional_id = %id, error = ?e, "cannot record a timed-out abort")
-                        }
+                let Some(m) = txns.get(&id) else { continue };
+                if m.state.is_preparing() {
+                    // A task stopped (a lost leadership regained, say): start another.
+                    to_complete.push((id, None));
+                    continue;
+                }
+                let timed_out = self.update(&mut txns, &partition, &id, None, |m| {
+                    let aborted = m.abort_if_timed_out(now);
+                    Ok(((m.producer_id, aborted), aborted))
+                });
+                match timed_out {
+                    Ok(((producer_id, true), _, ack)) => {
+                        tracing::info!(transactional_id = %id, producer_id, "aborting a transaction that exceeded its timeout");
+                        to_complete.push((id, Some(ack)));
+                    }
+                    Ok(_) => {}
+                    Err(e) => {
+                        tracing::warn!(transactional_id = %id, error = ?e, "cannot record a timed-out abort")
                     }
                 }
             }
         }
-        for (id, ack) in aborted {
-            self.complete_in_background(&id, Some(ack));
+        for (id, ack) in to_complete {
+            self.complete_in_background(&id, ack);
         }
     }
 
@@ -609,11 +733,7 @@ impl TransactionCoordinator {
                 transactional_id: m.transactional_id.clone(),
                 producer_id: m.producer_id,
                 state: m.state,
-                duration_ms: if m.state == TxnState::Ongoing && m.start_ms >= 0 {
-                    now - m.start_ms
-                } else {
-                    -1
-                },
+                duration_ms: now - m.start_ms,
             })
             .collect()
     }
@@ -652,18 +772,23 @@ impl TransactionCoordinator {
     /// Forgets the ids of partition `p`.
     pub fn unload_partition(&self, p: i32) {
         let n = self.config.num_partitions;
-        self.txns
-            .lock()
-            .retain(|id, _| state_log::partition_for(id, n) != p);
+        let mut txns = self.txns.lock();
+        self.loaded.lock().remove(&p);
+        txns.retain(|id, _| state_log::partition_for(id, n) != p);
     }
 
     /// Rebuilds the ids of partition `p` from its log, and finishes transactions that were
     /// being completed when the last coordinator stopped.
     pub fn load_partition(self: &Arc<Self>, p: i32) {
-        self.unload_partition(p);
         let Some(partition) = self.replicas.partition(TXN_STATE_TOPIC, p) else {
             return;
         };
+        // The whole load under the lock: no request changes an id of this partition between
+        // the scan and the ids taking effect.
+        let mut txns = self.txns.lock();
+        let n = self.config.num_partitions;
+        self.loaded.lock().remove(&p);
+        txns.retain(|id, _| state_log::partition_for(id, n) != p);
         let mut loaded: HashMap<String, TxnMetadata> = HashMap::new();
         crate::internal_topic::scan(&partition, |header, records| {
             if header.is_control() {
@@ -698,7 +823,9 @@ impl TransactionCoordinator {
             ids = loaded.len(),
             "coordinating the transactions of this partition"
         );
-        self.txns.lock().extend(loaded);
+        txns.extend(loaded);
+        self.loaded.lock().insert(p);
+        drop(txns);
         for id in preparing {
             self.complete_in_background(&id, None);
         }
