@@ -79,11 +79,6 @@ pub fn parse_records(records: &[u8], count: usize) -> Option<Vec<RecordView<'_>>
     Some(out)
 }
 
-/// Control record type of a transaction marker batch: `Some(true)` commit, `Some(false)` abort.
-pub fn control_type(batch: &[u8]) -> Option<bool> {
-    control_marker(batch).map(|(commit, _)| commit)
-}
-
 /// A transaction marker batch's type (`true` commit) and the epoch of the coordinator that wrote
 /// it (-1 when its value does not hold one).
 pub fn control_marker(batch: &[u8]) -> Option<(bool, i32)> {
@@ -277,13 +272,14 @@ mod tests {
 
     #[test]
     fn control_batches_say_commit_or_abort() {
+        // build_control_batch writes coordinator epoch 0.
         assert_eq!(
-            control_type(&build_control_batch(&BatchSpec::default(), true)),
-            Some(true)
+            control_marker(&build_control_batch(&BatchSpec::default(), true)),
+            Some((true, 0))
         );
         assert_eq!(
-            control_type(&build_control_batch(&BatchSpec::default(), false)),
-            Some(false)
+            control_marker(&build_control_batch(&BatchSpec::default(), false)),
+            Some((false, 0))
         );
     }
 

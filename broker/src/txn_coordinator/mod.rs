@@ -771,8 +771,13 @@ impl TransactionCoordinator {
 
     /// Forgets the ids of partition `p`.
     pub fn unload_partition(&self, p: i32) {
-        let n = self.config.num_partitions;
         let mut txns = self.txns.lock();
+        self.forget_partition(&mut txns, p);
+    }
+
+    /// Drops partition `p`'s ids and marks it not loaded (the caller holds the ids' lock).
+    fn forget_partition(&self, txns: &mut HashMap<String, TxnMetadata>, p: i32) {
+        let n = self.config.num_partitions;
         self.loaded.lock().remove(&p);
         txns.retain(|id, _| state_log::partition_for(id, n) != p);
     }
@@ -786,9 +791,7 @@ impl TransactionCoordinator {
         // The whole load under the lock: no request changes an id of this partition between
         // the scan and the ids taking effect.
         let mut txns = self.txns.lock();
-        let n = self.config.num_partitions;
-        self.loaded.lock().remove(&p);
-        txns.retain(|id, _| state_log::partition_for(id, n) != p);
+        self.forget_partition(&mut txns, p);
         let mut loaded: HashMap<String, TxnMetadata> = HashMap::new();
         crate::internal_topic::scan(&partition, |header, records| {
             if header.is_control() {
