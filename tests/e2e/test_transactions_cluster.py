@@ -97,6 +97,15 @@ def read_all(bootstrap, topic, isolation):
         c.close()
 
 
+def log_ends(bootstrap, topic):
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"ends-{time.time()}"})
+    try:
+        return {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=15, cached=False)[1]
+                for p in range(PARTITIONS)}
+    finally:
+        c.close()
+
+
 def expected(tags):
     return {p: [f"{t}-{p}-{i}" for t in tags for i in range(5)] for p in range(PARTITIONS)}
 
@@ -128,9 +137,13 @@ def test_transactions_across_brokers_and_coordinator_failover(make_cluster):  # 
     run_transaction(first, topic, "a1", commit=False)
     run_transaction(first, topic, "c2", commit=True)
 
+    # 15 records and 3 markers per partition. The last commit's markers are written after
+    # commit_transaction returns (as on Kafka): wait for them.
+    wait_for("every partition's last commit marker",
+             lambda: log_ends(cluster.bootstrap(), topic) == {p: 18 for p in range(PARTITIONS)}, 30,
+             diag=lambda: f"log ends {log_ends(cluster.bootstrap(), topic)}")
     committed, ends = read_all(cluster.bootstrap(), topic, "read_committed")
     assert committed == expected(["c1", "c2"])
-    # 15 records and 3 markers per partition.
     assert ends == {p: 18 for p in range(PARTITIONS)}, ends
     everything, _ = read_all(cluster.bootstrap(), topic, "read_uncommitted")
     assert everything == expected(["c1", "a1", "c2"])
@@ -155,5 +168,8 @@ def test_transactions_across_brokers_and_coordinator_failover(make_cluster):  # 
     print(f"zombie producer: {fenced.value.args[0]}")
 
     cluster.nodes[coordinator].start()
+    wait_for("the third commit's markers",
+             lambda: log_ends(cluster.bootstrap(*survivors), topic) == {p: 24 for p in range(PARTITIONS)},
+             30, diag=lambda: f"log ends {log_ends(cluster.bootstrap(*survivors), topic)}")
     committed, ends = read_all(cluster.bootstrap(*survivors), topic, "read_committed")
     assert committed == expected(["c1", "c2", "c3"])
