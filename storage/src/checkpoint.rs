@@ -2,7 +2,6 @@
 //! fsync the directory. A crash leaves either the old or the new file, never a mix.
 
 use std::fs::{File, OpenOptions};
-use std::io::Write;
 use std::path::Path;
 
 use crate::error::{IoContext, Result, StorageError};
@@ -18,7 +17,7 @@ pub const CLEAN_SHUTDOWN_FILE: &str = ".kafka_cleanshutdown";
 
 /// fsyncs a directory so renames and unlinks in it are durable.
 pub fn fsync_dir(dir: &Path) -> Result<()> {
-    File::open(dir).ctx(dir)?.sync_all().ctx(dir)
+    crate::fault::sync_all(&File::open(dir).ctx(dir)?, dir).ctx(dir)
 }
 
 /// Atomically replaces `dir/name` with `contents`.
@@ -32,10 +31,10 @@ pub fn write_atomic(dir: &Path, name: &str, contents: &[u8]) -> Result<()> {
             .truncate(true)
             .open(&tmp)
             .ctx(&tmp)?;
-        f.write_all(contents).ctx(&tmp)?;
-        f.sync_all().ctx(&tmp)?;
+        crate::fault::write_all(&mut f, &tmp, contents).ctx(&tmp)?;
+        crate::fault::sync_all(&f, &tmp).ctx(&tmp)?;
     }
-    std::fs::rename(&tmp, &path).ctx(&path)?;
+    crate::fault::rename(&tmp, &path).ctx(&path)?;
     fsync_dir(dir)
 }
 

@@ -11,7 +11,6 @@
 
 use std::collections::HashMap;
 use std::fs::OpenOptions;
-use std::io::Write;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -323,14 +322,17 @@ impl Log {
         let log_name = file_name(base, LOG_SUFFIX);
         let cleaned = dir.join(format!("{log_name}.{CLEANED_SUFFIX}"));
         if !data.is_empty() {
-            let mut f = OpenOptions::new()
-                .write(true)
-                .create(true)
-                .truncate(true)
-                .open(&cleaned)
-                .ctx(&cleaned)?;
-            f.write_all(data).ctx(&cleaned)?;
-            f.sync_all().ctx(&cleaned)?;
+            // A failed write here takes the log offline as any other would.
+            self.io_guard((|| {
+                let mut f = OpenOptions::new()
+                    .write(true)
+                    .create(true)
+                    .truncate(true)
+                    .open(&cleaned)
+                    .ctx(&cleaned)?;
+                crate::fault::write_all(&mut f, &cleaned, data).ctx(&cleaned)?;
+                crate::fault::sync_all(&f, &cleaned).ctx(&cleaned)
+            })())?;
         }
         let config = self.config();
         self.with_writer_lock(|| {
@@ -348,7 +350,7 @@ impl Log {
                 return Ok(true);
             }
             let swap = dir.join(format!("{log_name}.{SWAP_SUFFIX}"));
-            std::fs::rename(&cleaned, &swap).ctx(&cleaned)?;
+            crate::fault::rename(&cleaned, &swap).ctx(&cleaned)?;
             fsync_dir(&dir)?;
             // Stale indexes go before the new log takes the name, so a crash cannot pair them.
             for suffix in [INDEX_SUFFIX, TIME_INDEX_SUFFIX] {
@@ -358,7 +360,7 @@ impl Log {
                     _ => {}
                 }
             }
-            std::fs::rename(&swap, dir.join(&log_name)).ctx(&swap)?;
+            crate::fault::rename(&swap, &dir.join(&log_name)).ctx(&swap)?;
             fsync_dir(&dir)?;
             let seg = LogSegment::open(&dir, base, config.segment_index_bytes, None)?;
             seg.recover(config.index_interval_bytes, |_, _| Ok(()))?;

@@ -7,6 +7,7 @@ pub mod cleaner;
 pub mod config;
 pub mod epoch;
 pub mod error;
+pub mod fault;
 pub mod index;
 pub mod log;
 pub mod manager;
@@ -15,6 +16,8 @@ pub mod record;
 pub mod segment;
 pub mod txn_index;
 
+#[cfg(test)]
+mod fault_tests;
 #[cfg(test)]
 mod log_tests;
 

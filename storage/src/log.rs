@@ -103,6 +103,9 @@ pub struct Log {
     epochs: RwLock<LeaderEpochFileCache>,
     producers: Mutex<ProducerStateManager>,
     offline: AtomicBool,
+    /// Reads refused too: an I/O error other than a full disk, after which the bytes on disk
+    /// cannot be trusted (Kafka takes such a log dir wholly offline).
+    unreadable: AtomicBool,
     /// Offset up to which the cleaner has compacted (exclusive).
     pub(crate) cleaner_checkpoint: AtomicI64,
 }
@@ -330,6 +333,7 @@ impl Log {
             epochs: RwLock::new(epochs),
             producers: Mutex::new(ProducerStateManager::new(dir)),
             offline: AtomicBool::new(false),
+            unreadable: AtomicBool::new(false),
             cleaner_checkpoint: AtomicI64::new(
                 read_offset(dir, crate::cleaner::CLEANER_OFFSET_CHECKPOINT)
                     .ok()
@@ -418,10 +422,24 @@ impl Log {
         Ok(())
     }
 
-    /// Marks the log offline when an I/O error hits a write path (redb's rule: no guessing).
-    fn io_guard<T>(&self, r: Result<T>) -> Result<T> {
-        if let Err(e @ StorageError::Io { .. }) = &r {
-            if !self.offline.swap(true, Ordering::AcqRel) {
+    fn check_readable(&self) -> Result<()> {
+        if self.unreadable.load(Ordering::Acquire) {
+            return Err(StorageError::LogOffline(self.dir.clone()));
+        }
+        Ok(())
+    }
+
+    /// Takes the log offline when an I/O error hits it (redb's rule: no guessing). A full disk
+    /// only stops writes: what was written before is intact and consumers may drain it. Any
+    /// other error (EIO on a write, an fsync or a read) stops reads too, as Kafka takes its log
+    /// dir offline: after a failed fsync the page cache may hold bytes the disk never got.
+    pub(crate) fn io_guard<T>(&self, r: Result<T>) -> Result<T> {
+        if let Err(e @ StorageError::Io { source, .. }) = &r {
+            let full = matches!(source.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT));
+            if !full && !self.unreadable.swap(true, Ordering::AcqRel) {
+                self.offline.store(true, Ordering::Release);
+                tracing::error!(dir = %self.dir.display(), error = %e, "log offline after an I/O error: it serves no reads or writes until the broker restarts");
+            } else if full && !self.offline.swap(true, Ordering::AcqRel) {
                 tracing::error!(dir = %self.dir.display(), error = %e, "log offline after a failed write: no further writes to it until the broker restarts");
             }
         }
@@ -699,6 +717,7 @@ impl Log {
         max_offset: Option<i64>,
         min_one_batch: bool,
     ) -> Result<FetchDataInfo> {
+        self.check_readable()?;
         let leo = self.log_end_offset();
         let log_start = self.log_start_offset();
         if start_offset < log_start || start_offset > leo {
@@ -725,7 +744,7 @@ impl Log {
                 .map(|(_, s)| s.clone())
         };
         while let Some(s) = seg {
-            match s.read(start_offset, max_bytes, max_offset, min_one_batch)? {
+            match self.io_guard(s.read(start_offset, max_bytes, max_offset, min_one_batch))? {
                 SegmentRead::Data(records, first_offset) => {
                     return Ok(FetchDataInfo {
                         records,
@@ -1177,6 +1196,16 @@ impl Log {
         self.offline.store(true, Ordering::Release);
         self.segments.write().clear();
         std::fs::remove_dir_all(&self.dir).ctx(&self.dir)
+    }
+
+    /// True once an I/O error (or close or delete) has taken the log offline for writes.
+    pub fn is_offline(&self) -> bool {
+        self.offline.load(Ordering::Acquire)
+    }
+
+    /// True once an I/O error other than a full disk has taken the log offline for reads too.
+    pub fn is_unreadable(&self) -> bool {
+        self.unreadable.load(Ordering::Acquire)
     }
 
     /// Refuses further writes (the log is being deleted).

@@ -212,7 +212,7 @@ impl LogSegment {
         index_interval_bytes: u64,
     ) -> Result<()> {
         let start = self.size();
-        if let Err(e) = self.file.write_all_at(buf, start) {
+        if let Err(e) = crate::fault::write_all_at(&self.file, &self.dir, buf, start) {
             // Leave no partial batch behind for readers or recovery to trip over.
             let _ = self.file.set_len(start);
             return Err(e).ctx(&self.log_path());
@@ -348,6 +348,7 @@ impl LogSegment {
     #[allow(unsafe_code)]
     fn read_uninit(&self, pos: u64, len: usize) -> Result<Vec<u8>> {
         use std::os::fd::AsRawFd;
+        crate::fault::before_read(&self.dir).ctx(&self.log_path())?;
         let mut buf: Vec<u8> = Vec::with_capacity(len);
         while buf.len() < len {
             let done = buf.len();
@@ -616,7 +617,7 @@ impl LogSegment {
 
     /// fsyncs the log file and its indexes.
     pub fn flush(&self) -> Result<()> {
-        self.file.sync_data().ctx(&self.log_path())?;
+        crate::fault::sync_data(&self.file, &self.dir).ctx(&self.log_path())?;
         {
             let i = self.indexes.read();
             i.offset.flush()?;
@@ -639,7 +640,7 @@ impl LogSegment {
                 "{}.{DELETED_SUFFIX}",
                 file_name(self.base_offset, suffix)
             ));
-            match std::fs::rename(&path, &deleted) {
+            match crate::fault::rename(&path, &deleted) {
                 Ok(()) => std::fs::remove_file(&deleted).ctx(&deleted)?,
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
                 Err(e) => return Err(e).ctx(&path),

@@ -2,7 +2,6 @@
 //! lies in the segment, so a read_committed fetch can return the aborted list.
 
 use std::fs::{File, OpenOptions};
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use crate::error::{IoContext, Result};
@@ -103,7 +102,7 @@ impl TransactionIndex {
         e.extend_from_slice(&txn.last_offset.to_be_bytes());
         e.extend_from_slice(&txn.last_stable_offset.to_be_bytes());
         if let Some(f) = &mut self.file {
-            f.write_all(&e).ctx(&self.path)?;
+            crate::fault::write_all(f, &self.path, &e).ctx(&self.path)?;
         }
         self.entries.push(txn);
         Ok(())
@@ -140,7 +139,7 @@ impl TransactionIndex {
     /// fsyncs the file.
     pub fn flush(&self) -> Result<()> {
         if let Some(f) = &self.file {
-            f.sync_data().ctx(&self.path)?;
+            crate::fault::sync_data(f, &self.path).ctx(&self.path)?;
         }
         Ok(())
     }

@@ -1,0 +1,219 @@
+//! The offline path and recovery under injected I/O faults: a failed write, fsync, read, rename
+//! or compaction takes that log (and only that log) offline, a full disk (a short write, then
+//! ENOSPC) stops its writes but not its reads, and reopening it keeps every batch acknowledged
+//! before the fault, byte for byte.
+
+use std::path::Path;
+
+use bytes::BytesMut;
+
+use crate::fault::{inject, FaultAction, FaultGuard, FaultOp, FaultPlan};
+use crate::record::{build_batch, BatchSpec, KeyValue};
+use crate::{CleanupPolicy, Log, LogConfig, StorageError};
+
+fn batch(key: &str, value: &str) -> BytesMut {
+    let recs: Vec<KeyValue<'_>> = vec![(Some(key.as_bytes()), Some(value.as_bytes()))];
+    BytesMut::from(&build_batch(&BatchSpec::default(), &recs)[..])
+}
+
+fn fail_every(dir: &Path, op: FaultOp, action: FaultAction) -> FaultGuard {
+    inject(FaultPlan {
+        under: dir.to_path_buf(),
+        op,
+        skip: 0,
+        times: u64::MAX,
+        action,
+    })
+}
+
+/// Every batch of the log, read segment by segment, as raw bytes.
+fn all_bytes(log: &Log) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut next = log.log_start_offset();
+    while next < log.log_end_offset() {
+        let r = log.read(next, 1 << 20, None, true).unwrap();
+        let mut last = None;
+        for item in tern_protocol::record_batch::BatchIter::new(&r.records) {
+            last = Some(item.unwrap().0.last_offset());
+        }
+        out.extend_from_slice(&r.records);
+        next = last.map_or(log.log_end_offset(), |l| l + 1);
+    }
+    out
+}
+
+/// Appends `n` acknowledged batches and returns their bytes as read back.
+fn acknowledged(log: &Log, n: usize) -> Vec<u8> {
+    for i in 0..n {
+        log.append_as_leader(batch(&format!("k{i}"), &format!("v{i}")), 0)
+            .unwrap();
+    }
+    all_bytes(log)
+}
+
+fn assert_writes_refused(log: &Log) {
+    assert!(log.is_offline());
+    assert!(matches!(
+        log.append_as_leader(batch("late", "late"), 0),
+        Err(StorageError::LogOffline(_))
+    ));
+}
+
+fn assert_offline(log: &Log) {
+    assert_writes_refused(log);
+    assert!(log.is_unreadable());
+    assert!(matches!(
+        log.read(0, 1 << 20, None, true),
+        Err(StorageError::LogOffline(_))
+    ));
+}
+
+/// Reopens the log as after a crash and checks it holds exactly `before` and takes appends.
+fn reopen_keeps(dir: &Path, config: LogConfig, before: &[u8], next_offset: i64) -> Log {
+    let log = Log::open(dir, config).unwrap();
+    assert_eq!(log.log_end_offset(), next_offset);
+    assert!(all_bytes(&log) == before, "acknowledged bytes changed");
+    let a = log.append_as_leader(batch("after", "after"), 1).unwrap();
+    assert_eq!(a.first_offset, next_offset);
+    log
+}
+
+#[test]
+fn a_failed_append_takes_the_log_offline_and_loses_nothing_acknowledged() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = Log::open(dir.path(), LogConfig::default()).unwrap();
+    let before = acknowledged(&log, 10);
+    let guard = fail_every(dir.path(), FaultOp::Write, FaultAction::Fail);
+    let err = log.append_as_leader(batch("x", "y"), 0).unwrap_err();
+    assert!(matches!(err, StorageError::Io { .. }), "{err}");
+    assert_eq!(guard.hits(), 1);
+    drop(guard);
+    assert_offline(&log);
+    drop(log);
+    reopen_keeps(dir.path(), LogConfig::default(), &before, 10);
+}
+
+#[test]
+fn a_full_disk_stops_writes_but_not_reads_and_loses_nothing_acknowledged() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = Log::open(dir.path(), LogConfig::default()).unwrap();
+    let before = acknowledged(&log, 10);
+    let guard = fail_every(
+        dir.path(),
+        FaultOp::Write,
+        FaultAction::ShortWrite { bytes: 30 },
+    );
+    let err = log.append_as_leader(batch("x", "y"), 0).unwrap_err();
+    assert!(matches!(err, StorageError::Io { .. }), "{err}");
+    drop(guard);
+    assert_writes_refused(&log);
+    // The half-written batch was cut back: consumers drain exactly what was acknowledged.
+    assert!(!log.is_unreadable());
+    assert!(all_bytes(&log) == before);
+    drop(log);
+    reopen_keeps(dir.path(), LogConfig::default(), &before, 10);
+}
+
+#[test]
+fn a_failed_fsync_takes_the_log_offline_and_loses_nothing_acknowledged() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = Log::open(dir.path(), LogConfig::default()).unwrap();
+    let before = acknowledged(&log, 5);
+    let guard = fail_every(dir.path(), FaultOp::Sync, FaultAction::Fail);
+    assert!(matches!(log.flush(), Err(StorageError::Io { .. })));
+    drop(guard);
+    assert_offline(&log);
+    drop(log);
+    reopen_keeps(dir.path(), LogConfig::default(), &before, 5);
+}
+
+#[test]
+fn a_failed_read_takes_only_that_log_offline() {
+    let (bad_dir, good_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let bad = Log::open(bad_dir.path(), LogConfig::default()).unwrap();
+    let good = Log::open(good_dir.path(), LogConfig::default()).unwrap();
+    let before = acknowledged(&bad, 4);
+    acknowledged(&good, 4);
+    let guard = fail_every(bad_dir.path(), FaultOp::Read, FaultAction::Fail);
+    assert!(matches!(
+        bad.read(0, 1 << 20, None, true),
+        Err(StorageError::Io { .. })
+    ));
+    assert_offline(&bad);
+    // The other log keeps serving reads and writes while the fault is still armed.
+    assert_eq!(
+        good.append_as_leader(batch("g", "g"), 0)
+            .unwrap()
+            .first_offset,
+        4
+    );
+    assert_eq!(good.read(0, 1 << 20, None, true).unwrap().first_offset, 0);
+    drop(guard);
+    drop(bad);
+    reopen_keeps(bad_dir.path(), LogConfig::default(), &before, 4);
+}
+
+#[test]
+fn a_failed_checkpoint_at_close_recovers_as_after_a_crash() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = Log::open(dir.path(), LogConfig::default()).unwrap();
+    let before = acknowledged(&log, 6);
+    let guard = fail_every(dir.path(), FaultOp::Rename, FaultAction::Fail);
+    assert!(log.close().is_err());
+    drop(guard);
+    reopen_keeps(dir.path(), LogConfig::default(), &before, 6);
+}
+
+fn compacted() -> LogConfig {
+    LogConfig {
+        segment_bytes: 300,
+        cleanup_policy: CleanupPolicy {
+            delete: false,
+            compact: true,
+        },
+        ..LogConfig::default()
+    }
+}
+
+#[test]
+fn a_failed_compaction_takes_the_log_offline_and_keeps_its_records() {
+    for op in [FaultOp::Write, FaultOp::Rename] {
+        let dir = tempfile::tempdir().unwrap();
+        let log = Log::open(dir.path(), compacted()).unwrap();
+        // Ten keys overwritten five times: plenty for the cleaner to drop.
+        for round in 0..5 {
+            for k in 0..10 {
+                log.append_as_leader(batch(&format!("k{k}"), &format!("v{round}")), 0)
+                    .unwrap();
+            }
+        }
+        assert!(log.num_segments() > 2);
+        let before = all_bytes(&log);
+        let guard = fail_every(dir.path(), op, FaultAction::Fail);
+        assert!(
+            matches!(log.compact(i64::MAX), Err(StorageError::Io { .. })),
+            "{op:?}"
+        );
+        assert!(guard.hits() >= 1);
+        drop(guard);
+        assert_offline(&log);
+        drop(log);
+        // Segments cleaned before the fault may be gone (their keys all live on later); what
+        // is left is a subsequence of the batches before, and every key's latest value stays.
+        let log = Log::open(dir.path(), compacted()).unwrap();
+        assert_eq!(log.log_end_offset(), 50);
+        let after = all_bytes(&log);
+        let (before, after) = (batches(&before), batches(&after));
+        let mut rest = before.iter();
+        for b in &after {
+            assert!(rest.any(|x| x == b), "{op:?}: a batch changed or moved");
+        }
+        assert_eq!(&after[after.len() - 10..], &before[40..], "{op:?}");
+    }
+}
+
+fn batches(bytes: &[u8]) -> Vec<Vec<u8>> {
+    tern_protocol::record_batch::BatchIter::new(bytes)
+        .map(|b| b.unwrap().1.to_vec())
+        .collect()
+}
