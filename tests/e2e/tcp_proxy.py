@@ -2,7 +2,9 @@
 
 Modes: `pass` forwards bytes both ways; `blackhole` keeps every connection open and accepts new
 ones but forwards nothing (a partition, or a peer that accepts connections and never answers);
-`reset` closes every connection at once and closes new ones as they arrive (a peer that is down).
+`reset` closes every connection at once and closes new ones as they arrive (a peer that is down);
+`delay` forwards every chunk `delay_s` seconds late (a slow link: netem's delay without netem).
+A short `blackhole` followed by `pass` is a stall: the bytes held meanwhile flow on afterwards.
 """
 
 import select
@@ -17,6 +19,7 @@ class TcpProxy:
         self.listener = socket.create_server((host, 0))
         self.port = self.listener.getsockname()[1]
         self.mode = "pass"
+        self.delay_s = 0.0
         self.lock = threading.Lock()
         self.pairs = []
         self.accepted = 0
@@ -27,10 +30,11 @@ class TcpProxy:
     def address(self):
         return f"127.0.0.1:{self.port}"
 
-    def set_mode(self, mode):
-        assert mode in ("pass", "blackhole", "reset")
+    def set_mode(self, mode, delay_s=0.0):
+        assert mode in ("pass", "blackhole", "reset", "delay")
         with self.lock:
             self.mode = mode
+            self.delay_s = delay_s
             pairs = list(self.pairs) if mode == "reset" else []
         for pair in pairs:
             self._close(pair)
@@ -87,6 +91,8 @@ class TcpProxy:
                     data = s.recv(65536)
                     if not data:
                         raise OSError("closed")
+                    if self.mode == "delay":
+                        time.sleep(self.delay_s)
                     other[s].sendall(data)
         except (OSError, ValueError):
             pass

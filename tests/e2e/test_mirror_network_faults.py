@@ -12,6 +12,9 @@ the source keeps taking writes, the proxy:
 2. heals: the mirror recovers by itself to MIRRORING with lag 0;
 3. resets every connection and refuses new ones (the source is down), then heals again.
 
+A second test slows the link instead (every chunk forwarded 150 ms late) and stalls it for less
+than the request timeout, twice, mid-copy: the mirror never reports FAILED and the copy is whole.
+
 After each heal the checker reads both logs whole: same log start and end, the same batches byte
 for byte (no gap, no duplicate), and every record the source acknowledged is in Tern's copy.
 """
@@ -143,3 +146,28 @@ def test_partition_silent_source_and_reset_then_heal(source, tern, tmp_path):
         proxy.set_mode("pass")
         acked += produce(kafka.bootstrap, TOPIC, 100, PARTITIONS, start=len(acked)).offsets
         check_copy(kafka, tern, acked)
+
+
+def test_delay_and_short_stalls_are_absorbed(source, tern, tmp_path):
+    kafka, proxy = source
+    create_topics(kafka.bootstrap, {TOPIC: (PARTITIONS, None)})
+    acked = list(produce(kafka.bootstrap, TOPIC, 300, PARTITIONS).offsets)
+    proxy.set_mode("delay", delay_s=0.15)
+    mu.create_mirror(tern.bootstrap, "m", proxy.address, str(tmp_path), request_timeout_ms="3000",
+                     mirror_socket_timeout_ms="3000")
+    mu.mirrors(tern.bootstrap, "--start", "--mirror", "m", "--topics", TOPIC)
+    errors_before = fetch_errors(tern)
+    for round_ in range(2):
+        acked += produce(kafka.bootstrap, TOPIC, 300, PARTITIONS, start=len(acked)).offsets
+        # A stall shorter than the 3 s request timeout: held bytes flow on afterwards.
+        proxy.set_mode("blackhole")
+        stalled_until = time.time() + 1.5
+        while time.time() < stalled_until:
+            rows = [r for r in mu.describe(tern.bootstrap, "m") if r["topic"] == TOPIC]
+            assert not [r for r in rows if r["state"] == "FAILED"], f"stall {round_}: {rows}"
+            time.sleep(0.2)
+        proxy.set_mode("delay", delay_s=0.15)
+    check_copy(kafka, tern, acked)
+    rows = [r for r in mu.describe(tern.bootstrap, "m") if r["topic"] == TOPIC]
+    assert all(r["state"] == "MIRRORING" for r in rows), rows
+    assert fetch_errors(tern) == errors_before, "a delay or short stall counted as a fetch error"
