@@ -81,10 +81,11 @@ fn is_pattern(item: &str) -> bool {
     item.chars().any(|c| "*?[]()|+^$\\{}".contains(c))
 }
 
+/// The items of `--topics` / `--exclude`: names and regexes, split only between them (a
+/// comma inside `{1,3}` stays in its regex).
 fn split(list: &str) -> Vec<String> {
-    list.split(',')
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
+    tern_mirror::config::split_patterns(list)
+        .into_iter()
         .map(str::to_string)
         .collect()
 }
@@ -288,7 +289,8 @@ pub async fn run(args: MirrorsArgs) -> Result<i32> {
                     ))
                     .await?;
                 if let MirrorResponse::ListClusterMirrors(l) = r {
-                    let set = tern_mirror::config::PatternSet::parse(&patterns.join(","));
+                    let set = tern_mirror::config::PatternSet::compile(&patterns)
+                        .map_err(|e| anyhow!(e))?;
                     for m in l.mirrors.into_iter().filter(|m| m.mirror_name == mirror) {
                         names.extend(m.topic_names.into_iter().filter(|t| set.matches(t)));
                     }

@@ -496,3 +496,77 @@ async fn bump_leader_epochs_raises_mirror_partitions_and_refuses_stale_or_foreig
     wait_destination_offset(&mut dst, 0, 4).await;
     assert_eq!(leader_epochs(&mut dst, "bumped").await.1[0], target);
 }
+
+/// StartMirrorTopics with `include` patterns: (top-level error code and message, started topics).
+async fn start_patterns(
+    conn: &mut KafkaConnection,
+    include: &[&str],
+    exclude: &[&str],
+) -> (i16, Option<String>, Vec<String>) {
+    let MirrorResponse::StartMirrorTopics(r) = mirror_call(
+        conn,
+        MirrorRequest::StartMirrorTopics(StartMirrorTopicsRequest {
+            mirror_name: "m".into(),
+            include_patterns: include.iter().map(|p| p.to_string()).collect(),
+            exclude_patterns: exclude.iter().map(|p| p.to_string()).collect(),
+            ..Default::default()
+        }),
+    )
+    .await
+    else {
+        panic!("wrong response")
+    };
+    let mut started: Vec<String> = r
+        .topics
+        .iter()
+        .filter(|t| t.error_code == 0)
+        .map(|t| t.name.clone())
+        .collect();
+    started.sort();
+    (r.error_code, r.error_message, started)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn patterns_travel_whole_and_invalid_ones_are_refused_by_name() {
+    let source = TestServer::start().await;
+    let dest = TestServer::start().await;
+    let mut src = source.connect().await;
+    let mut dst = dest.connect().await;
+    for t in ["orders-12", "orders-1234", "orders-7x"] {
+        create_topic(&mut src, t, 1, &[]).await;
+    }
+    let bootstrap = source.addr().to_string();
+    assert_eq!(
+        create_mirror(&mut dst, "m", &[("bootstrap.servers", &bootstrap)]).await,
+        0
+    );
+    const INVALID_REQUEST: i16 = 42;
+    // An invalid pattern, include or exclude, is refused with its name and starts nothing.
+    for (include, exclude) in [(&["orders-[0-9"][..], &[][..]), (&[".*"], &["(x"])] {
+        let (code, message, started) = start_patterns(&mut dst, include, exclude).await;
+        assert_eq!(code, INVALID_REQUEST);
+        let bad = include.iter().chain(exclude).last().unwrap();
+        assert!(
+            message.as_deref().unwrap_or("").contains(bad),
+            "{message:?}"
+        );
+        assert!(started.is_empty());
+    }
+    // The comma of a counted repetition stays in its pattern.
+    let (code, _, started) = start_patterns(&mut dst, &["orders-[0-9]{1,3}"], &[]).await;
+    assert_eq!(code, 0);
+    assert_eq!(started, vec!["orders-12".to_string()]);
+    let MirrorResponse::StopMirrorTopics(r) = mirror_call(
+        &mut dst,
+        MirrorRequest::StopMirrorTopics(MirrorTopicsRequest {
+            mirror_name: "m".into(),
+            patterns: vec!["orders-(".into()],
+            ..Default::default()
+        }),
+    )
+    .await
+    else {
+        panic!("wrong response")
+    };
+    assert_eq!(r.error_code, INVALID_REQUEST, "{r:?}");
+}

@@ -119,8 +119,8 @@ fn check_value(key: &str, kind: Kind, value: &str) -> Result<(), InvalidMirrorCo
             ))),
         },
         Kind::Regexes => {
-            for pattern in split_list(value) {
-                Regex::new(&format!("^(?:{pattern})$")).map_err(|e| {
+            for pattern in split_patterns(value) {
+                anchored(pattern).map_err(|e| {
                     InvalidMirrorConfig(format!(
                         "Invalid regex {pattern} in mirror config {key}: {e}"
                     ))
@@ -134,6 +134,39 @@ fn check_value(key: &str, kind: Kind, value: &str) -> Result<(), InvalidMirrorCo
 /// Splits a comma-separated list, trimming and dropping empty items.
 pub fn split_list(value: &str) -> impl Iterator<Item = &str> {
     value.split(',').map(str::trim).filter(|s| !s.is_empty())
+}
+
+/// Splits a comma-separated list of regexes at the commas that separate them: a comma inside
+/// `{}`, `[]` or `()`, or escaped with a backslash, belongs to its pattern (`orders-[0-9]{1,3}`).
+pub fn split_patterns(value: &str) -> Vec<&str> {
+    let mut items = Vec::new();
+    let (mut depth, mut escaped, mut in_class, mut start) = (0i32, false, false, 0);
+    for (i, c) in value.char_indices() {
+        match c {
+            _ if escaped => escaped = false,
+            '\\' => escaped = true,
+            ']' if in_class => in_class = false,
+            _ if in_class => {}
+            '[' => in_class = true,
+            '(' | '{' => depth += 1,
+            ')' | '}' => depth -= 1,
+            ',' if depth <= 0 => {
+                items.push(&value[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    items.push(&value[start..]);
+    items
+        .into_iter()
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .collect()
+}
+
+fn anchored(pattern: &str) -> Result<Regex, regex::Error> {
+    Regex::new(&format!("^(?:{pattern})$"))
 }
 
 /// Parses `host:port`.
@@ -156,13 +189,28 @@ pub fn parse_host_port(server: &str) -> Result<(String, u16), InvalidMirrorConfi
 pub struct PatternSet(Vec<Regex>);
 
 impl PatternSet {
-    /// Compiles a comma-separated list; invalid items are skipped (validated on create).
+    /// Compiles a comma-separated list (a config value); invalid items are skipped (configs are
+    /// validated on create).
     pub fn parse(list: &str) -> Self {
         PatternSet(
-            split_list(list)
-                .filter_map(|p| Regex::new(&format!("^(?:{p})$")).ok())
+            split_patterns(list)
+                .into_iter()
+                .filter_map(|p| anchored(p).ok())
                 .collect(),
         )
+    }
+
+    /// Compiles patterns given one by one (a request's list); the first invalid one is an
+    /// error naming it.
+    pub fn compile<S: AsRef<str>>(patterns: &[S]) -> Result<Self, String> {
+        patterns
+            .iter()
+            .map(|p| {
+                let p = p.as_ref();
+                anchored(p).map_err(|e| format!("Invalid regex {p}: {e}"))
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map(PatternSet)
     }
 
     /// Whether the set has no pattern.
@@ -323,6 +371,31 @@ mod tests {
             .iter()
             .map(|(k, v)| (k.to_string(), Some(v.to_string())))
             .collect()
+    }
+
+    #[test]
+    fn pattern_lists_split_only_between_patterns() {
+        assert_eq!(
+            split_patterns(r"orders-[0-9]{1,3}, pay(a|b,c) ,x\,y,[,],,"),
+            vec!["orders-[0-9]{1,3}", "pay(a|b,c)", r"x\,y", "[,]"]
+        );
+        let set = PatternSet::parse("orders-[0-9]{1,3},payments");
+        assert!(set.matches("orders-12") && set.matches("payments"));
+        assert!(!set.matches("orders-1234"));
+        // A request's list is taken pattern by pattern, never split again.
+        let set = PatternSet::compile(&["orders-[0-9]{1,3}"]).unwrap();
+        assert!(set.matches("orders-7"));
+        let e = PatternSet::compile(&["ok", "orders-[0-9"]).unwrap_err();
+        assert!(e.starts_with("Invalid regex orders-[0-9:"), "{e}");
+        // A config value with a counted repetition validates.
+        let c = validate_mirror_configs(&cfg(&[
+            ("bootstrap.servers", "localhost:9092"),
+            ("mirror.topics.include", "orders-[0-9]{1,3}"),
+        ]))
+        .unwrap();
+        assert!(MirrorSettings::from_configs(&c)
+            .topics_include
+            .matches("orders-42"));
     }
 
     #[test]

@@ -49,6 +49,10 @@ fn unknown_mirror(name: &str) -> ApiError {
     )
 }
 
+fn invalid_pattern(message: String) -> ApiError {
+    ApiError::new(ResponseError::InvalidRequest, message)
+}
+
 fn validate_mirror_name(name: &str) -> Result<(), ApiError> {
     let ok = !name.is_empty()
         && name.len() <= 249
@@ -331,6 +335,13 @@ impl MirrorManager {
         let Some(mirror) = image.mirrors.get(&req.mirror_name).cloned() else {
             return top_level_error(unknown_mirror(&req.mirror_name));
         };
+        let (include, exclude) = match (
+            PatternSet::compile(&req.include_patterns),
+            PatternSet::compile(&req.exclude_patterns),
+        ) {
+            (Ok(i), Ok(e)) => (i, e),
+            (Err(m), _) | (_, Err(m)) => return top_level_error(invalid_pattern(m)),
+        };
         let settings = MirrorSettings::from_configs(&mirror.configs);
         let connected = async {
             let security = settings.client_security()?;
@@ -376,9 +387,7 @@ impl MirrorManager {
                 names.push((t.topic_name.clone(), id));
             }
         }
-        if !req.include_patterns.is_empty() {
-            let include = PatternSet::parse(&req.include_patterns.join(","));
-            let exclude = PatternSet::parse(&req.exclude_patterns.join(","));
+        if !include.is_empty() {
             for (name, t) in &metadata.topics {
                 if t.error_code == 0
                     && !t.is_internal
@@ -543,9 +552,12 @@ impl MirrorManager {
         if !image.mirrors.contains_key(&req.mirror_name) {
             return top_level_error(unknown_mirror(&req.mirror_name));
         }
+        let patterns = match PatternSet::compile(&req.patterns) {
+            Ok(p) => p,
+            Err(m) => return top_level_error(invalid_pattern(m)),
+        };
         let mut names = req.topics.clone();
-        if !req.patterns.is_empty() {
-            let patterns = PatternSet::parse(&req.patterns.join(","));
+        if !patterns.is_empty() {
             for t in image.mirror_topics(&req.mirror_name) {
                 if patterns.matches(&t) && !names.contains(&t) {
                     names.push(t);
