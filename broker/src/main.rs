@@ -221,7 +221,37 @@ fn main() -> Result<()> {
     }
 }
 
+/// Raises the soft limit on open files to the hard one, as Go's runtime and the JVM do: each
+/// partition holds a descriptor per segment, and a 1024 default runs out near a thousand
+/// partitions. Returns the limit in force.
+#[allow(unsafe_code)]
+fn raise_open_file_limit() -> Option<u64> {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit and setrlimit only read and write the struct passed by reference.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 {
+            return None;
+        }
+        if lim.rlim_cur < lim.rlim_max {
+            let raised = libc::rlimit {
+                rlim_cur: lim.rlim_max,
+                rlim_max: lim.rlim_max,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
+                return Some(raised.rlim_cur);
+            }
+        }
+    }
+    Some(lim.rlim_cur)
+}
+
 async fn run_server(config: BrokerConfig) -> Result<()> {
+    if let Some(limit) = raise_open_file_limit() {
+        tracing::info!(limit, "open file limit");
+    }
     if !config.is_broker() {
         return run_controller_only(config).await;
     }

@@ -11,10 +11,11 @@ use crate::error::{IoContext, Result, StorageError};
 
 /// A fixed-entry-size file mapped into memory. While the segment is active the file is
 /// preallocated to its maximum size; on roll or close it is trimmed to the entries in use.
+/// No file descriptor is held between resizes (Kafka's way): the map outlives its fd, and ten
+/// thousand partitions would otherwise hold two more descriptors each.
 #[derive(Debug)]
 struct MmapIndex {
     path: PathBuf,
-    file: File,
     mmap: Option<MmapMut>,
     entry_size: usize,
     entries: usize,
@@ -23,30 +24,33 @@ struct MmapIndex {
 
 impl MmapIndex {
     fn open(path: &Path, entry_size: usize, max_bytes: u64) -> Result<Self> {
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(path)
-            .ctx(path)?;
+        let file = Self::open_file(path)?;
         let len = file.metadata().ctx(path)?.len();
         let max_entries = (max_bytes as usize / entry_size).max(1);
         let mut index = MmapIndex {
             path: path.to_path_buf(),
-            file,
             mmap: None,
             entry_size,
             // Kafka's rule: a trimmed index holds exactly len / entry_size entries.
             entries: (len as usize) / entry_size,
             max_entries,
         };
-        index.remap(len)?;
+        index.map(&file, len)?;
         Ok(index)
     }
 
+    fn open_file(path: &Path) -> Result<File> {
+        OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)
+            .ctx(path)
+    }
+
     #[allow(unsafe_code)]
-    fn remap(&mut self, len: u64) -> Result<()> {
+    fn map(&mut self, file: &File, len: u64) -> Result<()> {
         self.mmap = None;
         if len == 0 {
             return Ok(());
@@ -54,15 +58,16 @@ impl MmapIndex {
         // SAFETY: the index file belongs to this segment and is only written through this map
         // (the writer holds the segment's index lock); no other process writes it. Truncation
         // by another process would be a misuse of the log directory we do not defend against.
-        let map = unsafe { MmapMut::map_mut(&self.file) }.ctx(&self.path)?;
+        let map = unsafe { MmapMut::map_mut(file) }.ctx(&self.path)?;
         self.mmap = Some(map);
         Ok(())
     }
 
     fn set_len(&mut self, len: u64) -> Result<()> {
         self.mmap = None;
-        self.file.set_len(len).ctx(&self.path)?;
-        self.remap(len)
+        let file = Self::open_file(&self.path)?;
+        file.set_len(len).ctx(&self.path)?;
+        self.map(&file, len)
     }
 
     /// Grows the file to the maximum size so entries can be appended.
