@@ -10,9 +10,9 @@ use tern_protocol::client::KafkaConnection;
 use tern_protocol::mirror::*;
 use tern_protocol::record_batch::BatchIter;
 
-use crate::mirrors_cli::{error_name, json_str};
-use crate::mirrors_progress::{bar, human, percent, time_left};
-use crate::mirrors_source::{describe_mirror, mirror_topics, source_settings, Side};
+use crate::mirrors::progress::{bar, human, percent, time_left};
+use crate::mirrors::source::{describe_mirror, mirror_topics, source_settings, Side};
+use crate::mirrors::{error_name, json_str};
 
 /// One partition of the report.
 struct Row {
@@ -108,7 +108,7 @@ async fn source_side(
 
 /// Prints the failover report of `topics` (just stopped through `conn`, answered after
 /// `writable_after`).
-pub async fn print_failover_report(
+pub(crate) async fn print_failover_report(
     conn: &mut KafkaConnection,
     mirror: &str,
     topics: &[String],
@@ -208,7 +208,7 @@ pub async fn print_failover_report(
 
 /// `--start --wait`: describes the started topics every second, printing a progress bar, how
 /// much of the source is mirrored and an estimate of the time left, until every partition is MIRRORING with lag 0.
-pub async fn wait_caught_up(
+pub(crate) async fn wait_caught_up(
     conn: &mut KafkaConnection,
     mirror: &str,
     topics: &[String],

@@ -9,9 +9,16 @@ use tern_protocol::error::ResponseError;
 use tern_protocol::mirror::errors::mirror_error_name;
 use tern_protocol::mirror::*;
 
+mod describe;
+mod progress;
+mod report;
+mod source;
+mod verify;
+mod verify_compacted;
+
 /// What to do (exactly one).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Action {
+pub(crate) enum Action {
     /// --create
     Create,
     /// --start
@@ -34,29 +41,29 @@ pub enum Action {
 
 /// Parsed `tern mirrors` options.
 #[derive(Debug, Clone)]
-pub struct MirrorsArgs {
+pub(crate) struct MirrorsArgs {
     /// The destination cluster (a Tern broker).
-    pub bootstrap_server: String,
+    pub(crate) bootstrap_server: String,
     /// The action.
-    pub action: Action,
+    pub(crate) action: Action,
     /// --mirror
-    pub mirror: Option<String>,
+    pub(crate) mirror: Option<String>,
     /// --mirror-config (properties file with the source's settings)
-    pub mirror_config: Option<PathBuf>,
+    pub(crate) mirror_config: Option<PathBuf>,
     /// --topics (comma-separated names or regexes)
-    pub topics: Option<String>,
+    pub(crate) topics: Option<String>,
     /// --exclude (comma-separated regexes, with --start)
-    pub exclude: Option<String>,
+    pub(crate) exclude: Option<String>,
     /// --json (with --describe)
-    pub json: bool,
+    pub(crate) json: bool,
     /// --failed (with --describe)
-    pub failed: bool,
+    pub(crate) failed: bool,
     /// --wait (with --start): follow the copy until the topics are caught up
-    pub wait: bool,
+    pub(crate) wait: bool,
 }
 
 /// Kafka's name for an error code (`UNKNOWN_TOPIC_OR_PARTITION`, `READ_ONLY_TOPIC`, ...).
-pub fn error_name(code: i16) -> String {
+pub(crate) fn error_name(code: i16) -> String {
     if let Some(n) = mirror_error_name(code) {
         return n.to_string();
     }
@@ -130,7 +137,7 @@ pub(crate) fn json_str(s: &str) -> String {
 }
 
 /// Runs the command; returns the process exit code.
-pub async fn run(args: MirrorsArgs) -> Result<i32> {
+pub(crate) async fn run(args: MirrorsArgs) -> Result<i32> {
     let need_mirror = || {
         args.mirror
             .clone()
@@ -170,7 +177,7 @@ pub async fn run(args: MirrorsArgs) -> Result<i32> {
                 .ok_or_else(|| anyhow!("--mirror-config is required with --create"))?;
             let text = std::fs::read_to_string(&path)
                 .with_context(|| format!("reading {}", path.display()))?;
-            let configs = crate::config::parse_properties(&text)
+            let configs = tern_broker::config::parse_properties(&text)
                 .into_iter()
                 .map(|(k, v)| (k, Some(v)))
                 .collect();
@@ -192,14 +199,14 @@ pub async fn run(args: MirrorsArgs) -> Result<i32> {
         Action::Verify => {
             let mirror = need_mirror()?;
             let overrides = match &args.mirror_config {
-                Some(path) => crate::config::parse_properties(
+                Some(path) => tern_broker::config::parse_properties(
                     &std::fs::read_to_string(path)
                         .with_context(|| format!("reading {}", path.display()))?,
                 ),
                 None => Default::default(),
             };
             let topics = args.topics.as_deref().map(split);
-            crate::mirrors_verify::verify(
+            crate::mirrors::verify::verify(
                 &mut conn,
                 &args.bootstrap_server,
                 &mirror,
@@ -270,7 +277,7 @@ pub async fn run(args: MirrorsArgs) -> Result<i32> {
                 })
             })?;
             if args.wait && !started.is_empty() {
-                crate::mirrors_report::wait_caught_up(&mut conn, &mirror, &started).await?;
+                crate::mirrors::report::wait_caught_up(&mut conn, &mirror, &started).await?;
             }
             Ok(code)
         }
@@ -337,7 +344,7 @@ pub async fn run(args: MirrorsArgs) -> Result<i32> {
                 })
             })?;
             if args.action == Action::Stop && !stopped.is_empty() {
-                crate::mirrors_report::print_failover_report(
+                crate::mirrors::report::print_failover_report(
                     &mut conn,
                     &mirror,
                     &stopped,
@@ -392,7 +399,7 @@ pub async fn run(args: MirrorsArgs) -> Result<i32> {
             Ok(0)
         }
         Action::Describe => {
-            crate::mirrors_describe::describe(
+            crate::mirrors::describe::describe(
                 &mut conn,
                 args.mirror.as_deref(),
                 args.failed,

@@ -13,8 +13,8 @@ use bytes::Bytes;
 use tern_protocol::record_batch::BatchIter;
 use tern_protocol::records::{decode_records, Record};
 
-use crate::mirrors_source::Side;
-use crate::mirrors_verify::Verdict;
+use crate::mirrors::source::Side;
+use crate::mirrors::verify::Verdict;
 
 /// The most one batch may decompress to here.
 const MAX_UNCOMPRESSED: usize = 256 << 20;

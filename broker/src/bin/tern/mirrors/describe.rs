@@ -12,8 +12,8 @@ use tern_protocol::mirror::{
     DescribeClusterMirrorsRequest, MirrorPartitionDetail, MirrorRequest, MirrorResponse,
 };
 
-use crate::mirrors_cli::{check_top, dash, error_name, json_str};
-use crate::mirrors_progress::{human, percent, time_left};
+use crate::mirrors::progress::{human, percent, time_left};
+use crate::mirrors::{check_top, dash, error_name, json_str};
 
 /// How long apart the two looks that measure the rate are.
 const RATE_WINDOW: Duration = Duration::from_secs(1);
@@ -94,7 +94,7 @@ fn times_left(before: &[Row], now: &[Row], elapsed: Duration) -> TimesLeft {
 }
 
 /// Runs `--describe`; `failed` shows FAILED partitions with their errors only.
-pub async fn describe(
+pub(crate) async fn describe(
     conn: &mut KafkaConnection,
     mirror: Option<&str>,
     failed: bool,

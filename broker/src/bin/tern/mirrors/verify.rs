@@ -7,7 +7,7 @@
 //! difference ends that partition's check. A partition where the source ends first (writes on
 //! the destination after a failover) differs at the source's end. Compacted topics are compacted
 //! by each cluster's own cleaner, so their batches may legitimately differ: for them what
-//! compaction preserves is compared instead ([`crate::mirrors_verify_compacted`]).
+//! compaction preserves is compared instead ([`crate::mirrors::verify_compacted`]).
 
 use std::collections::BTreeMap;
 
@@ -19,13 +19,13 @@ use tern_protocol::client::KafkaConnection;
 use tern_protocol::client_security::ClientSecurity;
 use tern_protocol::record_batch::BatchIter;
 
-use crate::mirrors_source::{destination_servers, mirror_topics, source_settings, Side};
+use crate::mirrors::source::{destination_servers, mirror_topics, source_settings, Side};
 
 const RESOURCE_TOPIC: i8 = 2;
 
 /// How one partition compared.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Verdict {
+pub(crate) enum Verdict {
     /// Every batch in the range is the same on both sides.
     Equal {
         /// Batches compared.
@@ -142,7 +142,7 @@ async fn compacted(conn: &mut KafkaConnection, topic: &str) -> Result<bool> {
 }
 
 /// Runs `--verify`; returns the exit status: 0 every partition equal, 2 some differ.
-pub async fn verify(
+pub(crate) async fn verify(
     conn: &mut KafkaConnection,
     bootstrap_server: &str,
     mirror: &str,
@@ -174,7 +174,7 @@ pub async fn verify(
             let (s_start, s_end) = source.span(topic, partition).await?;
             let start = d_start.max(s_start);
             let verdict = if is_compacted {
-                crate::mirrors_verify_compacted::compare(
+                crate::mirrors::verify_compacted::compare(
                     &mut source,
                     &mut dest,
                     topic,
@@ -239,13 +239,13 @@ fn print_rows(rows: &[Row], json: bool) {
                         "DIFFERS",
                         format!(
                             "\"firstDivergentOffset\":{offset},\"detail\":{}",
-                            crate::mirrors_cli::json_str(what)
+                            crate::mirrors::json_str(what)
                         ),
                     ),
                 };
                 format!(
                     "{{\"topic\":{},\"partition\":{},\"startOffset\":{},\"endOffset\":{},\"result\":\"{result}\",{detail}}}",
-                    crate::mirrors_cli::json_str(&r.topic),
+                    crate::mirrors::json_str(&r.topic),
                     r.partition,
                     r.start,
                     r.end

@@ -8,6 +8,8 @@ use tern_broker::broker::Broker;
 use tern_broker::config::BrokerConfig;
 use tern_broker::server::Server;
 
+mod mirrors;
+
 #[derive(Parser)]
 #[command(
     name = "tern",
@@ -181,7 +183,7 @@ fn main() -> Result<()> {
             Ok(())
         }
         Command::Mirrors(m) => {
-            use tern_broker::mirrors_cli::{run, Action, MirrorsArgs};
+            use crate::mirrors::{run, Action, MirrorsArgs};
             let action = [
                 (m.create, Action::Create),
                 (m.start, Action::Start),

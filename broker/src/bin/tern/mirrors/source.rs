@@ -107,7 +107,7 @@ impl Side {
                 Some((_, 0, o)) => Ok(*o),
                 Some((_, code, _)) => bail!(
                     "the {name}'s {what} of {topic}-{partition}: {}",
-                    crate::mirrors_cli::error_name(*code)
+                    crate::mirrors::error_name(*code)
                 ),
                 None => bail!("the {name} did not answer {topic}-{partition}"),
             }
@@ -160,7 +160,7 @@ impl Side {
         if p.error_code != 0 {
             bail!(
                 "fetching {topic}-{partition} at {offset} from the {name}: {}",
-                crate::mirrors_cli::error_name(p.error_code)
+                crate::mirrors::error_name(p.error_code)
             );
         }
         Ok(p.records.clone().unwrap_or_default())
@@ -186,7 +186,7 @@ pub(crate) async fn source_settings(
     if r.error_code != 0 {
         bail!(
             "{}: cluster mirror {mirror}",
-            crate::mirrors_cli::error_name(r.error_code)
+            crate::mirrors::error_name(r.error_code)
         );
     }
     let mut configs: BTreeMap<String, String> = r
@@ -222,7 +222,7 @@ pub(crate) async fn describe_mirror(
     if m.error_code != 0 {
         bail!(
             "{}: cluster mirror {mirror}",
-            crate::mirrors_cli::error_name(m.error_code)
+            crate::mirrors::error_name(m.error_code)
         );
     }
     Ok(m)
