@@ -10,6 +10,9 @@ export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$TERN_CACHE/target}"
 echo "== cargo test"
 cargo test --workspace --release 2>&1 | tee "$TERN_CACHE/cargo-test.log"
 
+echo "== fuzzing (each target 20 s; see README's Fuzzing)"
+tests/fuzz.sh 20
+
 echo "== building tern"
 cargo build --release -p tern-broker --bin tern
 export TERN_BIN="$CARGO_TARGET_DIR/release/tern"

@@ -1,0 +1,166 @@
+//! `__consumer_offsets` as the group coordinator loads a partition on start
+//! (`GroupCoordinator::load_partition`): batches decoded as `internal_topic::scan` reads them,
+//! offset and group keys and values decoded and applied to the groups (transactional offsets
+//! pending until their marker), then what the coordinator reads and writes back: each group's
+//! metadata value re-encoded and decoded alike, its members' subscriptions parsed.
+//!
+//! Input: batches back to back; their CRCs are fixed first (the log checked them on append).
+
+#![no_main]
+
+use std::collections::HashMap;
+
+use bytes::Bytes;
+use libfuzzer_sys::fuzz_target;
+use tern_broker::group_coordinator::group::Group;
+use tern_broker::group_coordinator::offsets_topic::{
+    decode_group_value, decode_key, decode_offset_value, group_key, group_value, offset_key,
+    offset_value, GroupMetadataValue, OffsetValue, OffsetsKey, StoredMember,
+};
+use tern_fuzz::seeds::{self, Seed};
+use tern_fuzz::NOW_MS;
+use tern_protocol::record_batch::Compression;
+use tern_protocol::records::{build_control_batch, control_record_type, ControlRecordType};
+
+fuzz_target!(init: seeds::write_if_asked(make_seeds), |data: &[u8]| run(data));
+
+fn run(data: &[u8]) {
+    let mut buf = data.to_vec();
+    tern_fuzz::fix_crcs(&mut buf);
+    let mut groups: HashMap<String, Group> = HashMap::new();
+    tern_fuzz::scan(&buf, |header, records| {
+        if header.is_control() {
+            tern_fuzz::read_marker(&records);
+            let kind = records.first().and_then(control_record_type);
+            if let Some(t @ (ControlRecordType::Commit | ControlRecordType::Abort)) = kind {
+                for g in groups.values_mut() {
+                    g.complete_txn_offsets(header.producer_id, t == ControlRecordType::Commit);
+                }
+            }
+            return;
+        }
+        let txn_producer = header.is_transactional().then_some(header.producer_id);
+        for r in records {
+            let Some(key) = r.key.as_deref().and_then(decode_key) else {
+                continue;
+            };
+            match key {
+                OffsetsKey::Offset {
+                    group,
+                    topic,
+                    partition,
+                } => {
+                    let g = groups
+                        .entry(group.clone())
+                        .or_insert_with(|| Group::new(&group, NOW_MS));
+                    let value = r.value.as_deref().and_then(decode_offset_value);
+                    if let Some(v) = &value {
+                        let again = decode_offset_value(&offset_value(v));
+                        assert_eq!(again.as_ref(), Some(v), "an offset value re-encodes");
+                    }
+                    match (value, txn_producer) {
+                        (Some(v), Some(pid)) => {
+                            g.add_pending_txn_offsets(pid, [((topic, partition), v)])
+                        }
+                        (Some(v), None) => g.commit_offsets([((topic, partition), v)]),
+                        (None, _) => g.remove_offset(&(topic, partition)),
+                    }
+                }
+                OffsetsKey::Group { group } => match r.value.as_deref() {
+                    Some(v) => {
+                        if let Some(v) = decode_group_value(v) {
+                            let again = decode_group_value(&group_value(&v));
+                            assert_eq!(again.as_ref(), Some(&v), "a group value re-encodes");
+                            groups
+                                .entry(group.clone())
+                                .or_insert_with(|| Group::new(&group, NOW_MS))
+                                .restore(&v, NOW_MS);
+                        }
+                    }
+                    None => {
+                        groups.remove(&group);
+                    }
+                },
+            }
+        }
+    });
+    for g in groups.values() {
+        let _ = g.subscribed_topics();
+        let stored = g.metadata_value(NOW_MS);
+        let again = decode_group_value(&group_value(&stored));
+        assert_eq!(
+            again.as_ref(),
+            Some(&stored),
+            "a loaded group's metadata re-encodes"
+        );
+    }
+}
+
+/// Committed offsets, a group with members, a tombstone, transactional offsets with their
+/// commit and abort markers.
+fn make_seeds() -> Vec<Seed> {
+    let offset = |o: i64| {
+        Some(offset_value(&OffsetValue {
+            offset: o,
+            leader_epoch: 3,
+            metadata: "meta".into(),
+            commit_timestamp: NOW_MS,
+        }))
+    };
+    // ConsumerProtocolSubscription v0: version, topics, user data.
+    let subscription = Bytes::from_static(b"\0\0\0\0\0\x01\0\x06orders\xff\xff\xff\xff");
+    let member = StoredMember {
+        member_id: "consumer-1-5b1c".into(),
+        group_instance_id: Some("instance-1".into()),
+        client_id: "consumer-1".into(),
+        client_host: "/127.0.0.1".into(),
+        rebalance_timeout_ms: 300_000,
+        session_timeout_ms: 45_000,
+        subscription,
+        assignment: Bytes::from_static(
+            b"\0\0\0\0\0\x01\0\x06orders\0\0\0\x01\0\0\0\0\xff\xff\xff\xff",
+        ),
+    };
+    let group = GroupMetadataValue {
+        protocol_type: "consumer".into(),
+        generation: 4,
+        protocol: Some("range".into()),
+        leader: Some(member.member_id.clone()),
+        current_state_timestamp: NOW_MS,
+        members: vec![member],
+    };
+    let plain = seeds::batch(
+        Compression::None,
+        None,
+        &[
+            (offset_key("g", "orders", 0), offset(42)),
+            (offset_key("g", "orders", 1), offset(7)),
+            (group_key("g"), Some(group_value(&group))),
+            (offset_key("g", "orders", 1), None),
+        ],
+    );
+    let txn = seeds::batch(
+        Compression::None,
+        Some((1000, 0)),
+        &[(offset_key("g", "orders", 0), offset(50))],
+    );
+    let commit = build_control_batch(1000, 0, true, 5, NOW_MS)
+        .unwrap()
+        .to_vec();
+    let abort = build_control_batch(1000, 0, false, 5, NOW_MS)
+        .unwrap()
+        .to_vec();
+    let gone = seeds::batch(Compression::None, None, &[(group_key("g"), None)]);
+    let gzip = seeds::batch(
+        Compression::Gzip,
+        None,
+        &[(offset_key("h", "t", 0), offset(1))],
+    );
+    vec![
+        ("offsets_and_group".into(), plain.clone()),
+        ("txn_commit".into(), [&plain[..], &txn, &commit].concat()),
+        ("txn_abort".into(), [&txn[..], &abort].concat()),
+        ("group_tombstone".into(), [&plain[..], &gone].concat()),
+        ("gzip".into(), gzip),
+    ]
+}
