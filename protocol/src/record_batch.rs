@@ -232,6 +232,15 @@ impl RecordBatchHeader {
         if header.last_offset_delta < 0 {
             return Err(BatchError::Inconsistent("negative last offset delta"));
         }
+        // The offset after the batch must be an offset: next_offset() is then exact (past
+        // i64::MAX it overflowed, a panic under overflow checks and a negative offset without).
+        if header
+            .base_offset
+            .checked_add(i64::from(header.last_offset_delta) + 1)
+            .is_none()
+        {
+            return Err(BatchError::Inconsistent("last offset past i64::MAX"));
+        }
         Ok(header)
     }
 
@@ -421,6 +430,37 @@ mod tests {
         let crc = compute_crc(&b);
         b[OFF_CRC..21].copy_from_slice(&crc.to_be_bytes());
         b
+    }
+
+    fn from_hex(hex: &str) -> Vec<u8> {
+        let hex: String = hex.split_whitespace().collect();
+        (0..hex.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
+            .collect()
+    }
+
+    /// Found by the fuzz targets (`fuzz/`, the internal-topic loaders): a batch at base offset
+    /// i64::MAX, CRC right, whose next offset overflowed in `next_offset()`.
+    #[test]
+    fn a_batch_past_the_last_offset_is_refused() {
+        let at_max = from_hex(
+            "7fffffffffffffff0000003a0000000002e99b8dd80000000000000000018bcf
+             e568000000018bcfe56800ffffffffffffffffffffffffffff00000001100000
+             00026b027600",
+        );
+        let refused = Err(BatchError::Inconsistent("last offset past i64::MAX"));
+        assert_eq!(RecordBatchHeader::parse(&at_max), refused);
+        assert_eq!(validate_batch(&at_max), refused);
+        assert!(matches!(
+            BatchIter::new(&at_max).next(),
+            Some(Err(BatchError::Inconsistent(_)))
+        ));
+        // One below: the batch ends at i64::MAX, and next_offset() says so.
+        let below = sample_batch(i64::MAX - 1, 0, b"");
+        assert_eq!(validate_batch(&below).unwrap().next_offset(), i64::MAX);
+        let delta_too_far = sample_batch(i64::MAX - 4, 4, b"");
+        assert!(validate_batch(&delta_too_far).is_err());
     }
 
     #[test]
