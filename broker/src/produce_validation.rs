@@ -221,7 +221,9 @@ pub fn prepare(
         for r in &decoded {
             builder
                 .push_with_offset(
-                    r.offset - header.base_offset,
+                    // The record's own delta: its offset wrapped if the batch's base offset
+                    // (which the log replaces) plus the delta passed i64::MAX.
+                    r.offset.wrapping_sub(header.base_offset),
                     r.timestamp,
                     r.key.as_deref(),
                     r.value.as_deref(),
@@ -361,5 +363,31 @@ mod tests {
         );
         let append_time = policy.with_timestamps("LogAppendTime", 1, 1);
         assert!(prepare(&batch, append_time, 1 << 20, "t-0", 0).is_ok());
+    }
+
+    /// Found by the fuzz targets (`fuzz/`, `record_batch`): a batch at base offset
+    /// i64::MAX - 1 whose record says offset delta 5 (its offset wraps) made the recompression
+    /// subtract with overflow (a panic under overflow checks; release builds wrapped to the
+    /// right delta, and the fuzz CI step replays the input with overflow checks on). The record
+    /// keeps its delta in the rebuilt batch.
+    #[test]
+    fn recompressing_a_record_whose_offset_wraps() {
+        let hex = "7ffffffffffffffe0000003a0000000002521135040000000000000000018bcf\
+                   e568000000018bcfe56800ffffffffffffffffffffffffffff00000001100000\
+                   0a026b027600";
+        let bytes: Vec<u8> = (0..hex.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
+            .collect();
+        let batch = Bytes::from(bytes);
+        validate_batch(&batch).unwrap();
+        let policy = TopicWritePolicy::from_configs("gzip", "delete");
+        let out = prepare(&batch, policy, 1 << 20, "t-0", 0).unwrap();
+        let (header, records) = decode_records(&out, 1 << 20).unwrap();
+        assert_eq!(header.compression(), Ok(Compression::Gzip));
+        assert_eq!(records.len(), 1);
+        assert_eq!(records[0].offset - header.base_offset, 5);
+        assert_eq!(records[0].key.as_deref(), Some(&b"k"[..]));
+        assert_eq!(records[0].value.as_deref(), Some(&b"v"[..]));
     }
 }
