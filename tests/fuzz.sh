@@ -3,6 +3,7 @@
 #
 #   tests/fuzz.sh [SECONDS] [TARGET...]   each target (default: all) for SECONDS (default 15)
 #   tests/fuzz.sh --seed [TARGET...]      rewrite fuzz/corpus/<target>/ from the targets' seeders
+#                                         (crash inputs kept there as regression_* stay)
 #
 # The committed seeds (fuzz/corpus/<target>) are read; what a run adds goes to
 # $TERN_CACHE/fuzz-corpus/<target>, outside the clone, and later runs start from it. A crash's
@@ -49,7 +50,9 @@ nice -n 10 cargo fuzz build "${FLAGS[@]}"
 
 if [ "$seed" = 1 ]; then
   for t in "${TARGETS[@]}"; do
-    rm -rf "fuzz/corpus/$t"
+    # Inputs that once crashed (regression_*) stay.
+    mkdir -p "fuzz/corpus/$t"
+    find "fuzz/corpus/$t" -type f ! -name 'regression_*' -delete
     TERN_FUZZ_WRITE_SEEDS="fuzz/corpus/$t" "$BIN_DIR/$t"
   done
   exit 0

@@ -43,7 +43,7 @@ fn run(data: &[u8]) {
         let _ = (
             header.compression(),
             header.last_sequence(),
-            header.last_offset(),
+            header.next_offset(),
         );
         if validate_batch(batch).is_err() {
             continue;
