@@ -313,8 +313,12 @@ impl Broker {
         let (controller, cluster_id) = start_controller(&config)?;
         let default_log_config = default_log_config(&config)?;
         let logs = Arc::new(
-            LogManager::open(&config.log_dirs, default_log_config.clone())
-                .context("opening partition logs")?,
+            LogManager::open_with_threads(
+                &config.log_dirs,
+                default_log_config.clone(),
+                config.recovery_threads_per_data_dir,
+            )
+            .context("opening partition logs")?,
         );
         let incarnation_id = uuid::Uuid::new_v4();
         let config_endpoints: Vec<(String, String, u16)> = config

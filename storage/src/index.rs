@@ -20,6 +20,9 @@ struct MmapIndex {
     entry_size: usize,
     entries: usize,
     max_entries: usize,
+    /// Found at its preallocated size when opened: the process stopped while its segment was
+    /// active, so the tail is zeros rather than entries.
+    untrimmed: bool,
 }
 
 impl MmapIndex {
@@ -27,13 +30,22 @@ impl MmapIndex {
         let file = Self::open_file(path)?;
         let len = file.metadata().ctx(path)?.len();
         let max_entries = (max_bytes as usize / entry_size).max(1);
+        // An untrimmed index is taken as empty and its segment recovered (Kafka resets such an
+        // index as well): reading its last "entry" would fault in pages of zeros, which across
+        // ten thousand partitions made a restart take minutes.
+        let untrimmed = len > 0 && len == (max_entries * entry_size) as u64;
         let mut index = MmapIndex {
             path: path.to_path_buf(),
             mmap: None,
             entry_size,
             // Kafka's rule: a trimmed index holds exactly len / entry_size entries.
-            entries: (len as usize) / entry_size,
+            entries: if untrimmed {
+                0
+            } else {
+                (len as usize) / entry_size
+            },
             max_entries,
+            untrimmed,
         };
         index.map(&file, len)?;
         Ok(index)
@@ -171,6 +183,12 @@ impl OffsetIndex {
         self.inner.entries
     }
 
+    /// True if the file was found untrimmed (a crash while its segment was active): its
+    /// segment must be recovered.
+    pub fn was_untrimmed(&self) -> bool {
+        self.inner.untrimmed
+    }
+
     /// Entry `n` as (absolute offset, position).
     pub fn entry(&self, n: usize) -> (i64, u32) {
         let e = self.inner.entry(n);
@@ -228,9 +246,10 @@ impl OffsetIndex {
         self.inner.truncate_entries(n);
     }
 
-    /// Drops all entries.
+    /// Drops all entries (to be rebuilt from the log).
     pub fn reset(&mut self) {
         self.inner.truncate_entries(0);
+        self.inner.untrimmed = false;
     }
 
     /// Checks entries grow and point inside a log of `log_size` bytes.
@@ -299,6 +318,11 @@ impl TimeIndex {
         self.inner.entries
     }
 
+    /// True if the file was found untrimmed: its segment must be recovered.
+    pub fn was_untrimmed(&self) -> bool {
+        self.inner.untrimmed
+    }
+
     /// Entry `n` as (timestamp, absolute offset).
     pub fn entry(&self, n: usize) -> (i64, i64) {
         let e = self.inner.entry(n);
@@ -355,9 +379,10 @@ impl TimeIndex {
         self.inner.truncate_entries(n);
     }
 
-    /// Drops all entries.
+    /// Drops all entries (to be rebuilt from the log).
     pub fn reset(&mut self) {
         self.inner.truncate_entries(0);
+        self.inner.untrimmed = false;
     }
 
     /// Checks timestamps and offsets grow and offsets stay below `next_offset`.
@@ -407,6 +432,30 @@ impl TimeIndex {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_index_left_at_its_preallocated_size_opens_empty_and_asks_for_recovery() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("0.index");
+        let mut idx = OffsetIndex::open(&p, 0, 80).unwrap();
+        idx.make_writable().unwrap();
+        idx.append(5, 0).unwrap();
+        idx.flush().unwrap();
+        drop(idx); // a crash: never trimmed
+        assert_eq!(std::fs::metadata(&p).unwrap().len(), 80);
+        let mut idx = OffsetIndex::open(&p, 0, 80).unwrap();
+        assert_eq!((idx.entries(), idx.was_untrimmed()), (0, true));
+        idx.reset();
+        assert!(!idx.was_untrimmed());
+        // Trimmed, the same entry reads back as one entry.
+        idx.make_writable().unwrap();
+        idx.append(5, 0).unwrap();
+        idx.trim().unwrap();
+        drop(idx);
+        let idx = OffsetIndex::open(&p, 0, 80).unwrap();
+        assert_eq!((idx.entries(), idx.was_untrimmed()), (1, false));
+        assert_eq!(idx.last_entry(), Some((5, 0)));
+    }
 
     #[test]
     fn offset_index_lookup_and_truncate() {

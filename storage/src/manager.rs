@@ -45,6 +45,35 @@ pub struct LogManager {
     log_dirs: Vec<PathBuf>,
     default_config: LogConfig,
     logs: RwLock<HashMap<(String, i32), Arc<Log>>>,
+    /// Threads that open logs at start and close them at shutdown.
+    threads: usize,
+}
+
+/// Kafka 4's `num.recovery.threads.per.data.dir` default.
+const DEFAULT_THREADS_PER_DIR: usize = 2;
+
+/// Runs `f` on every item with up to `threads` threads; results in no particular order. Opening
+/// and closing ten thousand logs is mostly waiting on fsync, which overlaps well.
+fn map_parallel<T: Send, R: Send>(
+    items: Vec<T>,
+    threads: usize,
+    f: impl Fn(T) -> R + Sync,
+) -> Vec<R> {
+    let threads = threads.clamp(1, items.len().max(1));
+    let queue = parking_lot::Mutex::new(items.into_iter());
+    let results = parking_lot::Mutex::new(Vec::new());
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            s.spawn(|| loop {
+                let Some(item) = queue.lock().next() else {
+                    return;
+                };
+                let r = f(item);
+                results.lock().push(r);
+            });
+        }
+    });
+    results.into_inner()
 }
 
 /// Stops the background thread when told to (or when dropped).
@@ -77,7 +106,18 @@ impl Drop for BackgroundHandle {
 impl LogManager {
     /// Opens every `<topic>-<partition>` log under `log_dirs`; finishes interrupted deletions.
     pub fn open(log_dirs: &[PathBuf], default_config: LogConfig) -> Result<LogManager> {
-        let mut logs = HashMap::new();
+        Self::open_with_threads(log_dirs, default_config, DEFAULT_THREADS_PER_DIR)
+    }
+
+    /// As [`LogManager::open`], with `threads_per_dir` threads per log dir opening the logs
+    /// (and closing them at shutdown).
+    pub fn open_with_threads(
+        log_dirs: &[PathBuf],
+        default_config: LogConfig,
+        threads_per_dir: usize,
+    ) -> Result<LogManager> {
+        let threads = threads_per_dir.max(1) * log_dirs.len().max(1);
+        let mut found = Vec::new();
         for dir in log_dirs {
             std::fs::create_dir_all(dir).ctx(dir)?;
             for entry in std::fs::read_dir(dir).ctx(dir)? {
@@ -97,14 +137,18 @@ impl LogManager {
                 let Some(key) = parse_dir_name(&name) else {
                     continue;
                 };
-                let log = Log::open(&path, default_config.clone())?;
-                logs.insert(key, Arc::new(log));
+                found.push((key, path));
             }
         }
+        let opened = map_parallel(found, threads, |(key, path)| {
+            Log::open(&path, default_config.clone()).map(|log| (key, Arc::new(log)))
+        });
+        let logs = opened.into_iter().collect::<Result<HashMap<_, _>>>()?;
         Ok(LogManager {
             log_dirs: log_dirs.to_vec(),
             default_config,
             logs: RwLock::new(logs),
+            threads,
         })
     }
 
@@ -242,13 +286,8 @@ impl LogManager {
 
     /// Closes every log cleanly (flush, checkpoints, clean shutdown marker).
     pub fn shutdown(&self) -> Result<()> {
-        let mut first_error = None;
-        for (_, log) in self.all_logs() {
-            if let Err(e) = log.close_ref() {
-                first_error.get_or_insert(e);
-            }
-        }
-        first_error.map_or(Ok(()), Err)
+        let closed = map_parallel(self.all_logs(), self.threads, |(_, log)| log.close_ref());
+        closed.into_iter().collect()
     }
 }
 

@@ -517,7 +517,10 @@ impl LogSegment {
     /// Checks the loaded indexes against the log; false means they must be rebuilt.
     pub fn sanity_check(&self, next_offset: i64) -> bool {
         let i = self.indexes.read();
-        i.offset.sanity_check(self.size()) && i.time.sanity_check(next_offset)
+        !i.offset.was_untrimmed()
+            && !i.time.was_untrimmed()
+            && i.offset.sanity_check(self.size())
+            && i.time.sanity_check(next_offset)
     }
 
     /// Next offset after the last batch, or the base offset if empty (reads from the last

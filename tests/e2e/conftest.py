@@ -27,6 +27,10 @@ class Tern:
         self.extra = list(extra)
         self.proc = None
         self.log_path = os.path.join(data_dir, "tern.log")
+        # Seconds to wait for the listener at start and for a clean exit at stop (benchmarks
+        # with thousands of partitions need more).
+        self.start_timeout = 30
+        self.stop_timeout = 30
 
     @property
     def bootstrap(self):
@@ -43,7 +47,7 @@ class Tern:
             args += ["--override", kv]
         log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
-        deadline = time.time() + 30
+        deadline = time.time() + self.start_timeout
         while time.time() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"tern exited with {self.proc.returncode}: {self.tail()}")
@@ -58,7 +62,7 @@ class Tern:
         if self.proc and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
-                self.proc.wait(timeout=30)
+                self.proc.wait(timeout=self.stop_timeout)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()

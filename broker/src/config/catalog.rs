@@ -188,6 +188,7 @@ pub const BROKER_CONFIGS: &[BrokerConfigDef] = &[
     def("mirror.state.topic.num.partitions", Some("50"), Int, RO),
     def("node.id", Some("1"), Int, RO), // Kafka: required
     def("num.partitions", Some("1"), Int, RO),
+    def("num.recovery.threads.per.data.dir", Some("2"), Int, DYN),
     def("num.replica.fetchers", Some("1"), Int, DYN),
     def("offset.metadata.max.bytes", Some("4096"), Int, RO),
     def("offsets.retention.minutes", Some("10080"), Int, RO),

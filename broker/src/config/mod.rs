@@ -125,6 +125,9 @@ pub struct BrokerConfig {
     pub advertised_listeners: Vec<Listener>,
     /// `log.dirs` (or `log.dir`).
     pub log_dirs: Vec<PathBuf>,
+    /// `num.recovery.threads.per.data.dir`: threads per log dir that open logs at start and
+    /// close them at shutdown.
+    pub recovery_threads_per_data_dir: usize,
     /// `num.partitions`.
     pub num_partitions: i32,
     /// `default.replication.factor`.
@@ -313,6 +316,12 @@ impl BrokerConfig {
             listener_security,
             advertised_listeners,
             log_dirs,
+            recovery_threads_per_data_dir: num(
+                &props,
+                "num.recovery.threads.per.data.dir",
+                2usize,
+            )?
+            .max(1),
             num_partitions: num(&props, "num.partitions", 1)?,
             default_replication_factor: num(&props, "default.replication.factor", 1)?,
             auto_create_topics_enable: bool_of("auto.create.topics.enable", true)?,

@@ -596,7 +596,6 @@ mod tests {
             vec![
                 "num.io.threads",
                 "num.network.threads",
-                "num.recovery.threads.per.data.dir",
                 "share.coordinator.state.topic.min.isr",
                 "share.coordinator.state.topic.replication.factor",
                 "socket.receive.buffer.bytes",
