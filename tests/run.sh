@@ -28,4 +28,4 @@ echo "== Apache Kafka's tools (jars from Maven Central, cached in \$TERN_CACHE/k
 "$VENV/bin/python" tests/e2e/kafka_dist.py fetch
 
 echo "== end-to-end tests"
-"$VENV/bin/python" -m pytest -q tests/e2e "$@"
+"$VENV/bin/python" -m pytest -q tests/e2e tests/soak/test_checker.py "$@"
