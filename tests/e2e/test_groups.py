@@ -3,6 +3,8 @@ leaves, committed offsets survive restarts (clean and kill -9), groups stay inde
 
 import time
 
+import pytest
+
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -22,15 +24,19 @@ def produce(bootstrap, topic, start, n):
     assert p.flush(30) == 0
 
 
-def consumer(bootstrap, group, **extra):
+def consumer(bootstrap, group, protocol="classic", **extra):
+    """A confluent-kafka consumer of the classic group protocol, or of KIP-848's (`consumer`:
+    the broker sets session and heartbeat timing then, so the client may not)."""
     conf = {
         "bootstrap.servers": bootstrap,
         "group.id": group,
         "auto.offset.reset": "earliest",
         "enable.auto.commit": False,
-        "session.timeout.ms": 6000,
-        "heartbeat.interval.ms": 500,
     }
+    if protocol == "consumer":
+        conf["group.protocol"] = "consumer"
+    else:
+        conf.update({"session.timeout.ms": 6000, "heartbeat.interval.ms": 500})
     conf.update(extra)
     return Consumer(conf)
 
@@ -161,6 +167,25 @@ def test_kafka_python_group_consumer(tern):
     assert committed(tern.bootstrap, "kp", "kp-group") == {p: 200 for p in range(PARTITIONS)}
 
 
+def split_with_java(bootstrap, topic, consumers, java_out, n=3000):
+    """Produces n records to `topic` and reads them with `consumers` while a Java console
+    consumer of the same group prints its share (key TAB value) to `java_out`: every record
+    reaches exactly one member, and the Java member gets some."""
+    produce(bootstrap, topic, 0, n)
+    seen = {}
+    java_keys = []
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        poll_once(consumers, seen)
+        java_keys = [int(l.split("\t")[0]) for l in java_out.read_text().splitlines() if "\t" in l]
+        if len(seen) + len(java_keys) >= n:
+            break
+    assert len(java_keys) == len(set(java_keys)), "the Java member saw a record twice"
+    assert not set(java_keys) & set(seen), "a record went to two members"
+    assert set(java_keys) | set(seen) == set(range(n))
+    assert java_keys, "the Java member got no partition"
+
+
 def test_java_and_librdkafka_members_share_one_group(tern, tmp_path):
     """A Kafka 4.x console consumer and two confluent-kafka consumers form one group: the six
     partitions are split among all three and every record is consumed exactly once."""
@@ -197,19 +222,7 @@ def test_java_and_librdkafka_members_share_one_group(tern, tmp_path):
                 break
         assert len(members) == 3, f"group has {len(members)} members"
         assert sorted(len(c.assignment()) for c in consumers.values()) == [2, 2]
-        produce(tern.bootstrap, "mixed", 0, 3000)
-        seen = {}
-        java_keys = []
-        deadline = time.time() + 60
-        while time.time() < deadline:
-            poll_once(consumers, seen)
-            java_keys = [int(l.split("\t")[0]) for l in out_path.read_text().splitlines() if "\t" in l]
-            if len(seen) + len(java_keys) >= 3000:
-                break
-        assert len(java_keys) == len(set(java_keys)), "the Java member saw a record twice"
-        assert not set(java_keys) & set(seen), "a record went to two members"
-        assert set(java_keys) | set(seen) == set(range(3000))
-        assert java_keys, "the Java member got no partition"
+        split_with_java(tern.bootstrap, "mixed", consumers, out_path)
     finally:
         java.terminate()
         java.wait(timeout=30)
@@ -217,14 +230,16 @@ def test_java_and_librdkafka_members_share_one_group(tern, tmp_path):
             c.close()
 
 
-def test_commit_in_revoke_callback_during_rebalance_leaves_no_duplicates(tern_module):
-    """A member commits its positions from its revoke callback while the group prepares a
-    rebalance (as the Java consumer's auto-commit does before every rejoin). Kafka accepts that
-    commit, so the partitions' next owner starts where the first member stopped: across the
-    rebalance every record is consumed exactly once. Runs against Kafka too
+@pytest.mark.parametrize("protocol", ["classic", "consumer"])
+def test_commit_in_revoke_callback_during_rebalance_leaves_no_duplicates(tern_module, protocol):
+    """A member commits its positions from its revoke callback while the group rebalances (as
+    the Java consumer's auto-commit does before every rejoin). Kafka accepts that commit (the
+    classic group while it prepares the rebalance, the KIP-848 group while the member revokes
+    at its epoch), so the partitions' next owner starts where the first member stopped: across
+    the rebalance every record is consumed exactly once. Runs against Kafka too
     (TERN_E2E_PEER=kafka)."""
     bootstrap = tern_module.bootstrap
-    topic, group = "revoke-commit", "g-revoke-commit"
+    topic, group = f"revoke-commit-{protocol}", f"g-revoke-commit-{protocol}"
     create_topic(bootstrap, topic)
     produce(bootstrap, topic, 0, 1200)
     commit_errors = []
@@ -246,7 +261,7 @@ def test_commit_in_revoke_callback_during_rebalance_leaves_no_duplicates(tern_mo
                 raise KafkaException(m.error())
             consumed.append((int(m.key()), name))
 
-    a = consumer(bootstrap, group)
+    a = consumer(bootstrap, group, protocol)
     a.subscribe([topic], on_revoke=on_revoke(a))
     deadline = time.time() + 60
     while len(consumed) < 1200 and time.time() < deadline:
@@ -254,7 +269,7 @@ def test_commit_in_revoke_callback_during_rebalance_leaves_no_duplicates(tern_mo
     assert len(consumed) == 1200, f"a consumed {len(consumed)} of 1200"
     # `a` has consumed everything but committed nothing yet; b joins and takes half of the
     # partitions, which it must start at the offsets a committed while revoking them.
-    b = consumer(bootstrap, group)
+    b = consumer(bootstrap, group, protocol)
     b.subscribe([topic], on_revoke=on_revoke(b))
     try:
         deadline = time.time() + 60
@@ -282,3 +297,117 @@ def test_commit_in_revoke_callback_during_rebalance_leaves_no_duplicates(tern_mo
     assert duplicates == [], f"{len(duplicates)} records consumed twice, e.g. {duplicates[:5]}"
     assert set(keys) == set(range(1800))
     assert {k for k, who in consumed if who == "b"} <= set(range(1200, 1800))
+
+
+def test_consumer_protocol_members_split_take_over_and_resume(tern_module):
+    """KIP-848 consumers (librdkafka with group.protocol=consumer): three members get two of
+    the six partitions each and every record once; when one leaves, the other two take its
+    partitions; after all close, a new member resumes at the committed offsets. The group is
+    described as Kafka 4 describes it. Runs against Kafka too (TERN_E2E_PEER=kafka)."""
+    bootstrap = tern_module.bootstrap
+    topic, group = "kip848-split", "g-kip848-split"
+    create_topic(bootstrap, topic)
+    consumers = {n: consumer(bootstrap, group, "consumer") for n in ("a", "b", "c")}
+    for c in consumers.values():
+        c.subscribe([topic])
+    seen = {}
+    # Records come once the group is settled: nothing is committed yet, so a partition that
+    # moved after its first owner read from it would be read again (by Kafka's rules too).
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        poll_once(consumers, seen)
+        if sorted(len(c.assignment()) for c in consumers.values()) == [2, 2, 2]:
+            break
+    assert sorted(len(c.assignment()) for c in consumers.values()) == [2, 2, 2]
+    produce(bootstrap, topic, 0, 3000)
+    poll_until(consumers, seen, 3000)
+    assert len(seen) == 3000
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    desc = admin.describe_consumer_groups([group])["g-kip848-split"].result(timeout=10)
+    assert len(desc.members) == 3
+    assert str(desc.type).endswith("CONSUMER"), desc.type
+    owned = sorted(tp.partition for m in desc.members for tp in m.assignment.topic_partitions)
+    assert owned == list(range(PARTITIONS))
+    listed = admin.list_consumer_groups().result(timeout=10).valid
+    assert any(g.group_id == group and str(g.type).endswith("CONSUMER") for g in listed)
+
+    for c in consumers.values():
+        c.commit(asynchronous=False)
+    consumers.pop("c").close()
+    produce(bootstrap, topic, 3000, 600)
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        poll_once(consumers, seen)
+        if len(seen) == 3600 and sorted(len(c.assignment()) for c in consumers.values()) == [3, 3]:
+            break
+    assert set(seen) == set(range(3600))
+    assert sorted(len(c.assignment()) for c in consumers.values()) == [3, 3]
+    for c in consumers.values():
+        c.commit(asynchronous=False)
+        c.close()
+
+    produce(bootstrap, topic, 3600, 300)
+    late = consumer(bootstrap, group, "consumer")
+    late.subscribe([topic])
+    try:
+        resumed = poll_until({"late": late}, {}, 300)
+        for _ in range(5):
+            poll_once({"late": late}, resumed)
+    finally:
+        late.close()
+    assert sorted(resumed) == list(range(3600, 3900)), "the group did not resume where it committed"
+
+
+def test_java_consumer_protocol_member_shares_a_group_with_librdkafka(tern_module, tmp_path):
+    """A Kafka 4.x console consumer with group.protocol=consumer and a confluent-kafka member
+    of the same protocol split the six partitions, every record goes to exactly one of them,
+    and kafka-consumer-groups.sh --describe shows both members. Runs against Kafka too
+    (TERN_E2E_PEER=kafka)."""
+    import subprocess
+
+    from kafka_dist import KafkaDist
+
+    bootstrap = tern_module.bootstrap
+    topic, group = "kip848-java", "g-kip848-java"
+    create_topic(bootstrap, topic)
+    dist = KafkaDist().ensure()
+    out_path = tmp_path / "java.out"
+    java = subprocess.Popen(
+        dist.command(
+            "kafka-console-consumer", "--bootstrap-server", bootstrap, "--topic", topic,
+            "--group", group, "--from-beginning", "--property", "print.key=true",
+            "--consumer-property", "group.protocol=consumer",
+        ),
+        stdout=open(out_path, "w"),
+        stderr=subprocess.DEVNULL,
+    )
+    rd = consumer(bootstrap, group, "consumer")
+    try:
+        rd.subscribe([topic])
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        deadline = time.time() + 90
+        members = []
+        while time.time() < deadline:
+            rd.poll(0.1)
+            desc = admin.describe_consumer_groups([group])[group].result(timeout=10)
+            members = desc.members
+            if len(members) == 2 and len(rd.assignment()) == 3 and str(desc.state).endswith("STABLE"):
+                break
+        assert len(members) == 2, f"group has {len(members)} members"
+        assert len(rd.assignment()) == 3
+        split_with_java(bootstrap, topic, {"rd": rd}, out_path)
+        described = subprocess.run(
+            dist.command(
+                "kafka-consumer-groups", "--bootstrap-server", bootstrap, "--describe",
+                "--group", group, "--members",
+            ),
+            capture_output=True, text=True, timeout=120,
+        )
+        assert described.returncode == 0, described.stderr
+        rows = [l for l in described.stdout.splitlines() if l.startswith(group)]
+        assert len(rows) == 2, described.stdout
+        assert sorted(int(r.split()[-1]) for r in rows) == [3, 3], described.stdout
+    finally:
+        java.terminate()
+        java.wait(timeout=30)
+        rd.close()

@@ -38,23 +38,20 @@ Sources start once per module (4.4.0 serves tests 2-9); loads are a few thousand
 
 import json
 import os
-import sys
 import threading
 import time
 import uuid
-from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicCollection, TopicPartition
 from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewPartitions,
                                   NewTopic)
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "harness"))
-import kafka_peer  # noqa: E402
-import mirror_util as mu  # noqa: E402
-from conftest import Tern, free_port  # noqa: E402
-from replication_util import metadata_v7  # noqa: E402
+import kafka_peer
+import mirror_util as mu
+from processes import free_port
+from tern_process import Tern
+from replication_util import metadata_v7
 
 MAIN_VERSION = "4.4.0"
 OLD_VERSION = os.environ.get("MIRROR_OLD_KAFKA", "2.1.1")
@@ -711,6 +708,30 @@ def wait_committed(bootstrap, group, topic, want, timeout=20):
         time.sleep(0.5)
 
 
+def resume(bootstrap, conf, topic, partitions, timeout=40):
+    """A group member subscribing to `topic` reads to the end of every partition: ({partition:
+    the first offset it got}, {partition: how many records})."""
+    c = Consumer({"bootstrap.servers": bootstrap, "enable.auto.commit": False,
+                  "auto.offset.reset": "earliest", **conf, "enable.partition.eof": True})
+    c.subscribe([topic])
+    first, count, eof = {}, {p: 0 for p in range(partitions)}, set()
+    deadline = time.time() + timeout
+    try:
+        while len(eof) < partitions and time.time() < deadline:
+            m = c.poll(0.5)
+            if m is None:
+                continue
+            if m.error():
+                if m.error().code() == KafkaError._PARTITION_EOF:
+                    eof.add(m.partition())
+                continue
+            first.setdefault(m.partition(), m.offset())
+            count[m.partition()] += 1
+    finally:
+        c.close()
+    return first, count
+
+
 def test_group_offsets_synced_and_resumed(kafka, tern, tmp_path):
     topic = unique("groups")
     group = unique("g")
@@ -759,26 +780,7 @@ def test_group_offsets_synced_and_resumed(kafka, tern, tmp_path):
     compare_topic(kafka, tern, topic, 3)
 
     mu.mirrors(tern.bootstrap, "--stop", "--mirror", mirror, "--topics", topic)
-    c = Consumer({"bootstrap.servers": tern.bootstrap, "group.id": group, "enable.auto.commit": False,
-                  "auto.offset.reset": "earliest", "enable.partition.eof": True})
-    c.subscribe([topic])
-    first = {}
-    count = {0: 0, 1: 0, 2: 0}
-    eof = set()
-    deadline = time.time() + 40
-    try:
-        while len(eof) < 3 and time.time() < deadline:
-            m = c.poll(0.5)
-            if m is None:
-                continue
-            if m.error():
-                if m.error().code() == KafkaError._PARTITION_EOF:
-                    eof.add(m.partition())
-                continue
-            first.setdefault(m.partition(), m.offset())
-            count[m.partition()] += 1
-    finally:
-        c.close()
+    first, count = resume(tern.bootstrap, {"group.id": group}, topic, 3)
     # Partition 2 has no committed offset: auto.offset.reset=earliest.
     assert first == {0: 150, 1: 123, 2: 0}, f"resumed at {first}"
     assert count == {0: 210 - 150, 1: 210 - 123, 2: 10}
@@ -792,6 +794,38 @@ def test_group_offsets_synced_and_resumed(kafka, tern, tmp_path):
     c.close()
     time.sleep(5)  # two refresh intervals
     assert committed(tern.bootstrap, group, topic, 2) == {0: 190, 1: 191}
+
+
+def test_consumer_protocol_group_offsets_synced_and_resumed(kafka, tern, tmp_path):
+    """A KIP-848 group (group.protocol=consumer) on the Kafka 4 source commits while its member
+    is still in the group; the sync carries its offsets to tern, and after the failover a
+    KIP-848 consumer on tern resumes exactly there."""
+    topic = unique("groups848")
+    group = unique("g848")
+    create_topics(kafka.bootstrap, {topic: (2, None)})
+    produce(kafka.bootstrap, topic, 100, 2)  # 50 records per partition
+    mirror = "m-groups848"
+    start_mirror(tern, kafka, mirror, [topic], tmp_path)
+    mu.wait_mirrored(tern.bootstrap, mirror, kafka.bootstrap, [topic])
+    conf = {"group.id": group, "group.protocol": "consumer", "enable.auto.commit": False,
+            "auto.offset.reset": "earliest"}
+    c = Consumer({"bootstrap.servers": kafka.bootstrap, **conf})
+    c.subscribe([topic])
+    try:
+        deadline = time.time() + 30
+        while len(c.assignment()) < 2 and time.time() < deadline:
+            c.poll(0.2)
+        assert len(c.assignment()) == 2
+        c.commit(offsets=[TopicPartition(topic, 0, 41), TopicPartition(topic, 1, 29)],
+                 asynchronous=False)
+        wait_committed(tern.bootstrap, group, topic, {0: 41, 1: 29})
+    finally:
+        c.close()
+
+    mu.mirrors(tern.bootstrap, "--stop", "--mirror", mirror, "--topics", topic)
+    first, count = resume(tern.bootstrap, conf, topic, 2)
+    assert first == {0: 41, 1: 29}, f"resumed at {first}"
+    assert count == {0: 50 - 41, 1: 50 - 29}
 
 
 # -- 8. bad input via the CLI ----------------------------------------------------------------------

@@ -92,6 +92,26 @@ fn parse_http_listener(value: Option<&str>) -> Result<Option<(String, bool)>> {
     }
 }
 
+/// `group.consumer.assignors`: Kafka's short or class names, the first the default; an assignor
+/// Tern does not have is a startup error, as a class Kafka cannot load is.
+fn consumer_assignors(value: Option<&str>) -> Result<Vec<String>> {
+    let value = value.unwrap_or("uniform,range");
+    let mut out = Vec::new();
+    for name in value.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let short = crate::group_coordinator::assignor::short_name(name).ok_or_else(|| {
+            anyhow!(
+                "group.consumer.assignors: {name} is not an assignor Tern has (it has {})",
+                crate::group_coordinator::assignor::ASSIGNORS.join(", ")
+            )
+        })?;
+        out.push(short.to_string());
+    }
+    if out.is_empty() {
+        bail!("group.consumer.assignors is empty");
+    }
+    Ok(out)
+}
+
 /// Reads `key=value` lines; `#` and `!` start comments.
 pub fn parse_properties(text: &str) -> BTreeMap<String, String> {
     let mut map = BTreeMap::new();
@@ -345,6 +365,16 @@ impl BrokerConfig {
                         3_000,
                     )?,
                     max_size: num(&props, "group.max.size", 2_147_483_647)?,
+                },
+                consumer: crate::group_coordinator::consumer_group::ConsumerGroupConfig {
+                    session_timeout_ms: num(&props, "group.consumer.session.timeout.ms", 45_000)?,
+                    heartbeat_interval_ms: num(
+                        &props,
+                        "group.consumer.heartbeat.interval.ms",
+                        5_000,
+                    )?,
+                    assignors: consumer_assignors(get("group.consumer.assignors"))?,
+                    max_size: num(&props, "group.consumer.max.size", 2_147_483_647)?,
                 },
                 offsets_partitions: num(&props, "offsets.topic.num.partitions", 50)?,
                 offset_metadata_max_bytes: num(&props, "offset.metadata.max.bytes", 4096)?,

@@ -8,6 +8,7 @@ use bytes::Bytes;
 use kafka_protocol::ResponseError;
 use tokio::sync::oneshot;
 
+use super::consumer_group::ConsumerGroup;
 use super::offsets_topic::{GroupMetadataValue, OffsetValue, StoredMember};
 
 /// A group's state.
@@ -183,6 +184,9 @@ pub struct Group {
     /// Offsets committed in open transactions, by producer id: they take effect when the
     /// transaction's commit marker reaches this group's offsets partition.
     pub pending_txn_offsets: HashMap<i64, HashMap<(String, i32), OffsetValue>>,
+    /// The membership of the consumer protocol (KIP-848) when the group is of that type; the
+    /// classic state is then Empty.
+    pub consumer: Option<ConsumerGroup>,
     rebalance_deadline_ms: i64,
     initial_delay_until_ms: i64,
 }
@@ -208,8 +212,40 @@ impl Group {
             pending_members: HashMap::new(),
             offsets: HashMap::new(),
             pending_txn_offsets: HashMap::new(),
+            consumer: None,
             rebalance_deadline_ms: 0,
             initial_delay_until_ms: 0,
+        }
+    }
+
+    /// Kafka's group type: `consumer` for the KIP-848 protocol, `classic` otherwise.
+    pub fn group_type(&self) -> &'static str {
+        if self.consumer.is_some() {
+            "consumer"
+        } else {
+            "classic"
+        }
+    }
+
+    /// Kafka's name for the group's state, of whichever protocol it runs.
+    pub fn state_name(&self) -> &'static str {
+        match &self.consumer {
+            Some(c) if self.state != GroupState::Dead => c.state().name(),
+            _ => self.state.name(),
+        }
+    }
+
+    /// Whether the group has no members of either protocol (offsets may expire, it may be
+    /// deleted).
+    pub fn is_empty(&self) -> bool {
+        self.state == GroupState::Empty
+            && self.consumer.as_ref().is_none_or(|c| c.members.is_empty())
+    }
+
+    /// Marks the moment the group became empty (offset retention counts from it).
+    pub fn emptied(&mut self, now_ms: i64) {
+        if self.is_empty() {
+            self.state_since_ms = now_ms;
         }
     }
 
@@ -315,6 +351,17 @@ impl Group {
                 ResponseError::CoordinatorNotAvailable,
                 &req.member_id,
             ));
+        }
+        // A classic member cannot join a group of the consumer protocol that has members (Kafka
+        // without online migration); an empty one turns classic.
+        if let Some(c) = &self.consumer {
+            if !c.members.is_empty() {
+                return Reply::Now(JoinResult::error(
+                    ResponseError::InconsistentGroupProtocol,
+                    &req.member_id,
+                ));
+            }
+            self.consumer = None;
         }
         if req.session_timeout_ms < config.min_session_timeout_ms
             || req.session_timeout_ms > config.max_session_timeout_ms
@@ -788,6 +835,9 @@ impl Group {
         if self.state == GroupState::Dead {
             return Err(ResponseError::CoordinatorNotAvailable);
         }
+        if let Some(c) = &self.consumer {
+            return c.check_commit(member_id, generation);
+        }
         if generation < 0 && self.state == GroupState::Empty {
             // A client that manages its own assignment (assign() + commit), or an admin client.
             return Ok(());
@@ -816,6 +866,9 @@ impl Group {
         if self.state == GroupState::Dead {
             return Err(ResponseError::CoordinatorNotAvailable);
         }
+        if let Some(c) = &self.consumer {
+            return c.check_commit(member_id, generation);
+        }
         if generation < 0
             && (self.state == GroupState::Empty || (member_id.is_empty() && instance.is_none()))
         {
@@ -826,6 +879,9 @@ impl Group {
 
     /// Topics some member subscribes to (consumer protocol only).
     pub fn subscribed_topics(&self) -> Vec<String> {
+        if let Some(c) = &self.consumer {
+            return c.subscribed_topic_names().into_iter().collect();
+        }
         if self.protocol_type.as_deref() != Some("consumer") {
             return Vec::new();
         }

@@ -2,6 +2,8 @@
 //! `__consumer_offsets` in Kafka's record formats. A group lives in the partition its id hashes
 //! to; the leader of that partition coordinates it.
 
+pub mod assignor;
+pub mod consumer_group;
 pub mod group;
 pub mod offsets_topic;
 
@@ -16,6 +18,9 @@ use tern_protocol::records::{control_record_type, ControlRecordType};
 
 use crate::replica_manager::ReplicaManager;
 use crate::replication::delayed_produce::PendingAck;
+use consumer_group::{
+    ConsumerGroup, ConsumerGroupConfig, Heartbeat, HeartbeatAnswer, Refusal, TopicView,
+};
 use group::{Group, GroupConfig, GroupState};
 use offsets_topic::{
     decode_group_value, decode_key, decode_offset_value, group_key, group_value, offset_key,
@@ -27,12 +32,27 @@ use offsets_topic::{
 pub struct CoordinatorConfig {
     /// Group limits and delays.
     pub group: GroupConfig,
+    /// Consumer-protocol (KIP-848) group settings.
+    pub consumer: ConsumerGroupConfig,
     /// `offsets.topic.num.partitions`.
     pub offsets_partitions: i32,
     /// `offset.metadata.max.bytes`.
     pub offset_metadata_max_bytes: usize,
     /// `offsets.retention.minutes`, in ms.
     pub offsets_retention_ms: i64,
+}
+
+/// One group as ListGroups shows it.
+#[derive(Debug, Clone)]
+pub struct ListedGroup {
+    /// Group id.
+    pub id: String,
+    /// Protocol type (`consumer` for consumer groups of either protocol).
+    pub protocol_type: String,
+    /// Kafka's name of its state.
+    pub state: &'static str,
+    /// `classic` or `consumer`.
+    pub group_type: &'static str,
 }
 
 /// Milliseconds since the epoch.
@@ -106,20 +126,98 @@ impl GroupCoordinator {
         groups.get_mut(group_id).map(f)
     }
 
-    /// Every group's (id, protocol type, state).
-    pub fn list(&self) -> Vec<(String, String, GroupState)> {
+    /// Every group, as ListGroups shows it.
+    pub fn list(&self) -> Vec<ListedGroup> {
         self.groups
             .lock()
             .values()
             .filter(|g| g.state != GroupState::Dead)
-            .map(|g| {
-                (
-                    g.id.clone(),
-                    g.protocol_type.clone().unwrap_or_default(),
-                    g.state,
-                )
+            .map(|g| ListedGroup {
+                id: g.id.clone(),
+                protocol_type: match g.consumer {
+                    Some(_) => "consumer".to_string(),
+                    None => g.protocol_type.clone().unwrap_or_default(),
+                },
+                state: g.state_name(),
+                group_type: g.group_type(),
             })
             .collect()
+    }
+
+    /// Whether an OffsetFetch naming `member_id` at `epoch` may read a consumer-protocol
+    /// group's offsets (classic groups check nothing here, as Kafka's).
+    pub fn check_offset_fetch(
+        &self,
+        group_id: &str,
+        member_id: Option<&str>,
+        epoch: i32,
+    ) -> Result<(), ResponseError> {
+        let groups = self.groups.lock();
+        match groups.get(group_id).and_then(|g| g.consumer.as_ref()) {
+            Some(c) => c.check_fetch(member_id, epoch),
+            None => Ok(()),
+        }
+    }
+
+    /// ConsumerGroupHeartbeat: joins, heartbeats and leaves of the consumer protocol. A group
+    /// without members of the classic protocol becomes a consumer group when a member joins.
+    /// Membership is kept in memory only: after a restart or a coordinator move a member is
+    /// unknown, and rejoins (UNKNOWN_MEMBER_ID) where Kafka's members carry on.
+    pub fn consumer_heartbeat(
+        &self,
+        group_id: &str,
+        hb: Heartbeat,
+        version: i16,
+        topics: &dyn TopicView,
+    ) -> Result<HeartbeatAnswer, Refusal> {
+        let refuse = |error: ResponseError, message: String| Refusal { error, message };
+        consumer_group::validate(&hb, version, &self.config.consumer)?;
+        self.check_coordinator(group_id)
+            .map_err(|e| refuse(e, String::new()))?;
+        let now = now_ms();
+        let epoch = hb.member_epoch;
+        let mut groups = self.groups.lock();
+        if epoch == 0 && !groups.contains_key(group_id) {
+            groups.insert(group_id.to_string(), Group::new(group_id, now));
+        }
+        let Some(g) = groups.get_mut(group_id) else {
+            return Err(if epoch < 0 {
+                refuse(
+                    ResponseError::GroupIdNotFound,
+                    format!("Consumer group {group_id} not found."),
+                )
+            } else {
+                refuse(
+                    ResponseError::UnknownMemberId,
+                    format!(
+                        "Member {} is not a member of group {group_id}.",
+                        hb.member_id
+                    ),
+                )
+            });
+        };
+        if g.consumer.is_none() {
+            if g.state != GroupState::Empty {
+                return Err(refuse(
+                    ResponseError::GroupIdNotFound,
+                    format!("Group {group_id} is not a consumer group."),
+                ));
+            }
+            if epoch != 0 {
+                return Err(refuse(
+                    ResponseError::UnknownMemberId,
+                    format!(
+                        "Member {} is not a member of group {group_id}.",
+                        hb.member_id
+                    ),
+                ));
+            }
+            g.consumer = Some(ConsumerGroup::default());
+        }
+        let consumer = g.consumer.as_mut().expect("set above");
+        let answer = consumer.heartbeat(hb, topics, &self.config.consumer, now);
+        g.emptied(now);
+        answer
     }
 
     /// Appends records (key, value-or-tombstone) to the group's partition.
@@ -413,9 +511,14 @@ impl GroupCoordinator {
                 if g.tick(&self.config.group, now) {
                     to_store.push(g.id.clone());
                 }
-                if g.state == GroupState::Empty
-                    && now - g.state_since_ms > self.config.offsets_retention_ms
-                {
+                if let Some(c) = g.consumer.as_mut() {
+                    let expired = c.expire(&self.config.consumer, now);
+                    if !expired.is_empty() {
+                        tracing::info!(group = %g.id, members = ?expired, "consumer group members expired");
+                        g.emptied(now);
+                    }
+                }
+                if g.is_empty() && now - g.state_since_ms > self.config.offsets_retention_ms {
                     let retention = self.config.offsets_retention_ms;
                     let keys: Vec<(String, i32)> = g
                         .offsets
@@ -458,7 +561,7 @@ impl GroupCoordinator {
             };
             match g.state {
                 GroupState::Dead => return Err(ResponseError::GroupIdNotFound),
-                GroupState::Empty => {}
+                _ if g.is_empty() => {}
                 _ => return Err(ResponseError::NonEmptyGroup),
             }
             let keys: Vec<(String, i32)> = g.offsets.keys().cloned().collect();

@@ -39,17 +39,15 @@ pub fn list_groups(
         .groups
         .list()
         .into_iter()
-        .filter(|(_, _, state)| {
-            states.is_empty() || states.contains(&state.name().to_ascii_lowercase())
-        })
-        .filter(|_| types.is_empty() || types.iter().any(|t| t == "classic"))
-        .filter(|(id, _, _)| all || authz.group(AclOperation::Describe, id))
-        .map(|(id, protocol_type, state)| {
+        .filter(|g| states.is_empty() || states.contains(&g.state.to_ascii_lowercase()))
+        .filter(|g| types.is_empty() || types.iter().any(|t| t == g.group_type))
+        .filter(|g| all || authz.group(AclOperation::Describe, &g.id))
+        .map(|g| {
             ListedGroup::default()
-                .with_group_id(gid(&id))
-                .with_protocol_type(sb(protocol_type))
-                .with_group_state(sb(state.name()))
-                .with_group_type(sb("classic"))
+                .with_group_id(gid(&g.id))
+                .with_protocol_type(sb(g.protocol_type))
+                .with_group_state(sb(g.state))
+                .with_group_type(sb(g.group_type))
         })
         .collect();
     groups.sort_by(|a, b| a.group_id.0.cmp(&b.group_id.0));
@@ -84,6 +82,14 @@ pub fn describe_groups(
             broker
                 .groups
                 .with_group(&id, false, |group| {
+                    if group.consumer.is_some() {
+                        // As Kafka: DescribeGroups is for classic groups; a consumer group is
+                        // described by ConsumerGroupDescribe.
+                        return described
+                            .clone()
+                            .with_error_code(ResponseError::GroupIdNotFound.code())
+                            .with_group_state(sb(GroupState::Dead.name()));
+                    }
                     let protocol = group.protocol.clone().unwrap_or_default();
                     // Member metadata and assignments are shown only once the group is Stable,
                     // as Kafka does.

@@ -65,12 +65,8 @@ pub fn handle(
                 }
             }
             RESOURCE_GROUP => {
-                let mut groups: Vec<String> = broker
-                    .groups
-                    .list()
-                    .into_iter()
-                    .map(|(id, _, _)| id)
-                    .collect();
+                let mut groups: Vec<String> =
+                    broker.groups.list().into_iter().map(|g| g.id).collect();
                 groups.sort();
                 for id in groups {
                     push(id, t);

@@ -16,6 +16,7 @@ use crate::security::authorizer::Authorizer;
 pub mod acls;
 pub mod alter_configs;
 pub mod api_versions;
+pub mod consumer_groups;
 pub mod create_partitions;
 pub mod create_topics;
 pub mod delete_records;
@@ -80,6 +81,8 @@ pub const SUPPORTED_APIS: &[(ApiKey, i16, i16)] = &[
     (ApiKey::ListGroups, 0, 5),
     (ApiKey::DescribeGroups, 0, 5),
     (ApiKey::DeleteGroups, 0, 2),
+    (ApiKey::ConsumerGroupHeartbeat, 0, 1),
+    (ApiKey::ConsumerGroupDescribe, 0, 1),
     (ApiKey::DescribeTopicPartitions, 0, 0),
     (ApiKey::SaslHandshake, 0, 1),
     (ApiKey::SaslAuthenticate, 0, 2),
@@ -334,6 +337,12 @@ pub async fn handle(
         }
         RequestKind::DescribeGroups(r) => {
             ResponseKind::DescribeGroups(group_admin::describe_groups(broker, &ctx, r))
+        }
+        RequestKind::ConsumerGroupHeartbeat(r) => ResponseKind::ConsumerGroupHeartbeat(
+            consumer_groups::heartbeat(broker, &ctx, r, version),
+        ),
+        RequestKind::ConsumerGroupDescribe(r) => {
+            ResponseKind::ConsumerGroupDescribe(consumer_groups::describe(broker, &ctx, r, version))
         }
         RequestKind::DeleteGroups(r) => {
             ResponseKind::DeleteGroups(group_admin::delete_groups(broker, &ctx, r))

@@ -242,6 +242,14 @@ pub fn offset_fetch(
                         .collect()
                 });
                 let group = OffsetFetchResponseGroup::default().with_group_id(g.group_id.clone());
+                // v9: a member of a consumer-protocol group reads at its current epoch.
+                if let Err(e) = broker.groups.check_offset_fetch(
+                    g.group_id.0.as_str(),
+                    g.member_id.as_deref(),
+                    g.member_epoch,
+                ) {
+                    return group.with_error_code(e.code());
+                }
                 match fetch_group(
                     broker,
                     &authz,

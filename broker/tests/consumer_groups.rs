@@ -1,0 +1,304 @@
+//! Consumer groups of the KIP-848 protocol on the wire: ConsumerGroupHeartbeat moves partitions
+//! between members only after their owner revokes them, commits need the member's current
+//! epoch (and are taken while it revokes), ConsumerGroupDescribe, ListGroups and DescribeGroups
+//! show the group as Kafka does, and bad heartbeats get Kafka's error codes.
+
+mod support;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use kafka_protocol::messages::consumer_group_heartbeat_request::TopicPartitions;
+use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
+use kafka_protocol::messages::offset_commit_request::{
+    OffsetCommitRequestPartition, OffsetCommitRequestTopic,
+};
+use kafka_protocol::messages::{
+    ConsumerGroupDescribeRequest, ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse,
+    DeleteGroupsRequest, DescribeGroupsRequest, FindCoordinatorRequest, GroupId, JoinGroupRequest,
+    ListGroupsRequest, MetadataRequest, OffsetCommitRequest,
+};
+use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::ResponseError;
+use support::*;
+use tern_protocol::client::KafkaConnection;
+
+const GROUP: &str = "g848";
+
+fn s(v: &str) -> StrBytes {
+    StrBytes::from_string(v.to_string())
+}
+
+fn join(member: &str) -> ConsumerGroupHeartbeatRequest {
+    ConsumerGroupHeartbeatRequest::default()
+        .with_group_id(GroupId(s(GROUP)))
+        .with_member_id(s(member))
+        .with_member_epoch(0)
+        .with_rebalance_timeout_ms(30_000)
+        .with_subscribed_topic_names(Some(vec![name("orders")]))
+        .with_topic_partitions(Some(vec![]))
+}
+
+fn beat(
+    member: &str,
+    epoch: i32,
+    topic: uuid::Uuid,
+    owned: &BTreeSet<i32>,
+) -> ConsumerGroupHeartbeatRequest {
+    ConsumerGroupHeartbeatRequest::default()
+        .with_group_id(GroupId(s(GROUP)))
+        .with_member_id(s(member))
+        .with_member_epoch(epoch)
+        .with_rebalance_timeout_ms(-1)
+        .with_topic_partitions(Some(vec![TopicPartitions::default()
+            .with_topic_id(topic)
+            .with_partitions(owned.iter().copied().collect())]))
+}
+
+async fn send(
+    c: &mut KafkaConnection,
+    req: &ConsumerGroupHeartbeatRequest,
+) -> ConsumerGroupHeartbeatResponse {
+    c.send(req, 1).await.unwrap()
+}
+
+/// The partitions of the answer's assignment, by topic id (None: no assignment sent).
+fn assigned(r: &ConsumerGroupHeartbeatResponse) -> Option<BTreeMap<uuid::Uuid, BTreeSet<i32>>> {
+    r.assignment.as_ref().map(|a| {
+        a.topic_partitions
+            .iter()
+            .map(|t| (t.topic_id, t.partitions.iter().copied().collect()))
+            .collect()
+    })
+}
+
+async fn commit(c: &mut KafkaConnection, member: &str, epoch: i32, offset: i64) -> i16 {
+    let r = c
+        .send(
+            &OffsetCommitRequest::default()
+                .with_group_id(GroupId(s(GROUP)))
+                .with_member_id(s(member))
+                .with_generation_id_or_member_epoch(epoch)
+                .with_topics(vec![OffsetCommitRequestTopic::default()
+                    .with_name(name("orders"))
+                    .with_partitions(vec![OffsetCommitRequestPartition::default()
+                        .with_partition_index(0)
+                        .with_committed_offset(offset)])]),
+            9,
+        )
+        .await
+        .unwrap();
+    r.topics[0].partitions[0].error_code
+}
+
+/// The first member's join, once the group's coordinator is up.
+async fn join_first(c: &mut KafkaConnection, member: &str) -> ConsumerGroupHeartbeatResponse {
+    let _ = c
+        .send(&FindCoordinatorRequest::default().with_key(s(GROUP)), 3)
+        .await
+        .unwrap();
+    wait_until("the group coordinator", async || {
+        let r = send(c, &join(member)).await;
+        match r.error_code {
+            0 => Ok(r),
+            e => Err(format!("error {e}")),
+        }
+    })
+    .await
+}
+
+#[tokio::test]
+async fn partitions_move_after_revocation_and_the_group_shows_as_kafkas() {
+    let server = TestServer::start().await;
+    let mut c = server.connect().await;
+    assert_eq!(
+        create_topic(&mut c, "orders", 4, &[]).await.topics[0].error_code,
+        0
+    );
+    let md = c
+        .send(&MetadataRequest::default().with_topics(None), 12)
+        .await
+        .unwrap();
+    let topic_id = md
+        .topics
+        .iter()
+        .find(|t| t.name.as_ref().is_some_and(|n| n.0.as_str() == "orders"))
+        .unwrap()
+        .topic_id;
+    let first = join_first(&mut c, "m1").await;
+    let all: BTreeSet<i32> = (0..4).collect();
+    assert_eq!(first.member_epoch, 1);
+    assert_eq!(assigned(&first).unwrap()[&topic_id], all);
+
+    // m2 joins at epoch 2 but gets nothing while m1 still owns every partition.
+    let r = send(&mut c, &join("m2")).await;
+    assert_eq!((r.error_code, r.member_epoch), (0, 2));
+    assert_eq!(assigned(&r).unwrap().values().flatten().count(), 0);
+    // m1 is told to keep two and stays at epoch 1 until it lets the others go.
+    let r = send(&mut c, &beat("m1", 1, topic_id, &all)).await;
+    assert_eq!((r.error_code, r.member_epoch), (0, 1));
+    let kept = assigned(&r).unwrap()[&topic_id].clone();
+    assert_eq!(kept.len(), 2);
+    // While it revokes, m1 commits at its epoch (as a revoke callback does); a stale epoch is
+    // refused.
+    assert_eq!(commit(&mut c, "m1", 1, 42).await, 0);
+    assert_eq!(
+        commit(&mut c, "m1", 0, 43).await,
+        ResponseError::StaleMemberEpoch.code()
+    );
+    assert_eq!(
+        commit(&mut c, "", -1, 44).await,
+        ResponseError::UnknownMemberId.code(),
+        "a non-empty consumer group takes no commits from outside"
+    );
+    let r = send(&mut c, &beat("m2", 2, topic_id, &BTreeSet::new())).await;
+    assert_eq!(r.assignment, None, "nothing released yet");
+    let r = send(&mut c, &beat("m1", 1, topic_id, &kept)).await;
+    assert_eq!((r.error_code, r.member_epoch), (0, 2));
+    let r = send(&mut c, &beat("m2", 2, topic_id, &BTreeSet::new())).await;
+    let moved = assigned(&r).unwrap()[&topic_id].clone();
+    assert_eq!(moved, all.difference(&kept).copied().collect());
+
+    // ConsumerGroupDescribe, ListGroups and DescribeGroups.
+    let d = c
+        .send(
+            &ConsumerGroupDescribeRequest::default().with_group_ids(vec![GroupId(s(GROUP))]),
+            1,
+        )
+        .await
+        .unwrap();
+    let g = &d.groups[0];
+    assert_eq!(g.error_code, 0);
+    assert_eq!(
+        (
+            g.group_state.as_str(),
+            g.group_epoch,
+            g.assignment_epoch,
+            g.assignor_name.as_str()
+        ),
+        ("Stable", 2, 2, "uniform")
+    );
+    let members: BTreeMap<&str, Vec<i32>> = g
+        .members
+        .iter()
+        .map(|m| {
+            let tp = &m.assignment.topic_partitions[0];
+            assert_eq!(tp.topic_name.0.as_str(), "orders");
+            assert_eq!(m.member_type, 1);
+            (m.member_id.as_str(), tp.partitions.clone())
+        })
+        .collect();
+    assert_eq!(members["m1"], kept.iter().copied().collect::<Vec<_>>());
+    assert_eq!(members["m2"], moved.iter().copied().collect::<Vec<_>>());
+    let l = c.send(&ListGroupsRequest::default(), 5).await.unwrap();
+    let listed = l
+        .groups
+        .iter()
+        .find(|g| g.group_id.0.as_str() == GROUP)
+        .unwrap();
+    assert_eq!(
+        (
+            listed.group_type.as_str(),
+            listed.group_state.as_str(),
+            listed.protocol_type.as_str()
+        ),
+        ("consumer", "Stable", "consumer")
+    );
+    let l = c
+        .send(
+            &ListGroupsRequest::default().with_types_filter(vec![s("classic")]),
+            5,
+        )
+        .await
+        .unwrap();
+    assert!(l.groups.iter().all(|g| g.group_id.0.as_str() != GROUP));
+    let dg = c
+        .send(
+            &DescribeGroupsRequest::default().with_groups(vec![GroupId(s(GROUP))]),
+            5,
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        dg.groups[0].error_code,
+        ResponseError::GroupIdNotFound.code()
+    );
+
+    // A classic member cannot join it; it cannot be deleted while it has members.
+    let j = c
+        .send(
+            &JoinGroupRequest::default()
+                .with_group_id(GroupId(s(GROUP)))
+                .with_session_timeout_ms(10_000)
+                .with_rebalance_timeout_ms(10_000)
+                .with_protocol_type(s("consumer"))
+                .with_protocols(vec![
+                    JoinGroupRequestProtocol::default().with_name(s("range"))
+                ]),
+            5,
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        j.error_code,
+        ResponseError::InconsistentGroupProtocol.code()
+    );
+    let del = c
+        .send(
+            &DeleteGroupsRequest::default().with_groups_names(vec![GroupId(s(GROUP))]),
+            2,
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        del.results[0].error_code,
+        ResponseError::NonEmptyGroup.code()
+    );
+
+    // m2 leaves: m1 gets everything; then m1 leaves and the group can go.
+    let r = send(&mut c, &beat("m2", -1, topic_id, &moved)).await;
+    assert_eq!((r.error_code, r.member_epoch), (0, -1));
+    let r = send(&mut c, &beat("m1", 2, topic_id, &kept)).await;
+    assert_eq!(r.member_epoch, 3);
+    assert_eq!(assigned(&r).unwrap()[&topic_id], all);
+    let r = send(&mut c, &beat("m1", -1, topic_id, &all)).await;
+    assert_eq!(r.error_code, 0);
+    let del = c
+        .send(
+            &DeleteGroupsRequest::default().with_groups_names(vec![GroupId(s(GROUP))]),
+            2,
+        )
+        .await
+        .unwrap();
+    assert_eq!(del.results[0].error_code, 0);
+}
+
+#[tokio::test]
+async fn bad_heartbeats_get_kafkas_errors() {
+    let server = TestServer::start().await;
+    let mut c = server.connect().await;
+    create_topic(&mut c, "orders", 2, &[]).await;
+    let first = join_first(&mut c, "m1").await;
+    let none = BTreeSet::new();
+    let id = uuid::Uuid::nil();
+    let code =
+        |r: ConsumerGroupHeartbeatResponse| (r.error_code, r.error_message.map(|m| m.to_string()));
+
+    let (e, msg) = code(send(&mut c, &join("m2").with_server_assignor(Some(s("sticky")))).await);
+    assert_eq!(e, ResponseError::UnsupportedAssignor.code());
+    assert!(msg.unwrap().contains("sticky"));
+    let (e, _) = code(send(&mut c, &beat("m1", first.member_epoch + 5, id, &none)).await);
+    assert_eq!(e, ResponseError::FencedMemberEpoch.code());
+    let (e, _) = code(send(&mut c, &beat("m1", -3, id, &none)).await);
+    assert_eq!(e, ResponseError::InvalidRequest.code());
+    let (e, _) = code(send(&mut c, &beat("nobody", 1, id, &none)).await);
+    assert_eq!(e, ResponseError::UnknownMemberId.code());
+    let (e, msg) = code(send(&mut c, &join("m3").with_subscribed_topic_names(None)).await);
+    assert_eq!(e, ResponseError::InvalidRequest.code());
+    assert!(msg.unwrap().contains("must be set in first request"));
+    let (e, _) = code(send(&mut c, &join("").with_member_id(s(""))).await);
+    assert_eq!(
+        e,
+        ResponseError::InvalidRequest.code(),
+        "v1 members name themselves"
+    );
+}
