@@ -72,6 +72,16 @@ fn assigned(r: &ConsumerGroupHeartbeatResponse) -> Option<BTreeMap<uuid::Uuid, B
 }
 
 async fn commit(c: &mut KafkaConnection, member: &str, epoch: i32, offset: i64) -> i16 {
+    commit_v(c, member, epoch, offset, 9).await
+}
+
+async fn commit_v(
+    c: &mut KafkaConnection,
+    member: &str,
+    epoch: i32,
+    offset: i64,
+    version: i16,
+) -> i16 {
     let r = c
         .send(
             &OffsetCommitRequest::default()
@@ -83,7 +93,7 @@ async fn commit(c: &mut KafkaConnection, member: &str, epoch: i32, offset: i64) 
                     .with_partitions(vec![OffsetCommitRequestPartition::default()
                         .with_partition_index(0)
                         .with_committed_offset(offset)])]),
-            9,
+            version,
         )
         .await
         .unwrap();
@@ -144,6 +154,11 @@ async fn partitions_move_after_revocation_and_the_group_shows_as_kafkas() {
     assert_eq!(
         commit(&mut c, "m1", 0, 43).await,
         ResponseError::StaleMemberEpoch.code()
+    );
+    assert_eq!(
+        commit_v(&mut c, "m1", 1, 43, 8).await,
+        ResponseError::UnsupportedVersion.code(),
+        "consumer-protocol members commit with v9 or later"
     );
     assert_eq!(
         commit(&mut c, "", -1, 44).await,

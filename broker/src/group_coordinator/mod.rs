@@ -144,6 +144,15 @@ impl GroupCoordinator {
             .collect()
     }
 
+    /// Whether `member_id` is a member of `group_id` by the consumer protocol (KIP-848).
+    pub fn is_consumer_protocol_member(&self, group_id: &str, member_id: &str) -> bool {
+        self.groups
+            .lock()
+            .get(group_id)
+            .and_then(|g| g.consumer.as_ref())
+            .is_some_and(|c| c.members.contains_key(member_id))
+    }
+
     /// Whether an OffsetFetch naming `member_id` at `epoch` may read a consumer-protocol
     /// group's offsets (classic groups check nothing here, as Kafka's).
     pub fn check_offset_fetch(

@@ -324,7 +324,7 @@ pub async fn handle(
             ResponseKind::LeaveGroup(groups::leave_group(broker, &ctx, r, version))
         }
         RequestKind::OffsetCommit(r) => {
-            ResponseKind::OffsetCommit(offsets::offset_commit(broker, &ctx, r).await)
+            ResponseKind::OffsetCommit(offsets::offset_commit(broker, &ctx, r, version).await)
         }
         RequestKind::OffsetFetch(r) => {
             ResponseKind::OffsetFetch(offsets::offset_fetch(broker, &ctx, r, version))

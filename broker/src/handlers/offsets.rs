@@ -31,6 +31,7 @@ pub async fn offset_commit(
     broker: &Broker,
     ctx: &RequestContext,
     req: OffsetCommitRequest,
+    version: i16,
 ) -> OffsetCommitResponse {
     let group_id = req.group_id.0.to_string();
     let now = now_ms();
@@ -80,6 +81,13 @@ pub async fn offset_commit(
     let instance = req.group_instance_id.as_ref().map(|s| s.to_string());
     let result = if offsets.is_empty() {
         Ok(Vec::new())
+    } else if version < 9
+        && broker
+            .groups
+            .is_consumer_protocol_member(&group_id, req.member_id.as_str())
+    {
+        // As Kafka: a member of the KIP-848 protocol commits with OffsetCommit v9 or later.
+        Err(ResponseError::UnsupportedVersion)
     } else {
         broker.groups.commit_offsets(
             &group_id,
