@@ -1,18 +1,25 @@
 //! Cluster mirroring between two in-process Tern servers over loopback: byte-for-byte copies
 //! with every codec, read-only mirror topics, pause/resume/stop, failback moving only the delta,
 //! bad input, restarts, source retention and unreachable sources.
+//!
+//! Each test tells its story with [`Cluster`] (support/mirror.rs): a source and a destination
+//! broker, the mirror steps (each asserting it succeeded), waits on conditions with deadlines
+//! (`wait_until`, `wait_caught_up`, `wait_state`) and, to show that something does *not*
+//! happen, `holds_for` windows. The plain RPC helpers are used where an error code is the point.
 
 #[path = "support/mirror.rs"]
 mod mirror_support;
 mod support;
 
 use std::collections::{BTreeSet, HashSet};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use kafka_protocol::messages::InitProducerIdRequest;
 use kafka_protocol::protocol::StrBytes;
 use mirror_support::*;
-use support::create_topic;
+use support::{create_topic, holds_for, poll_until, wait_until};
 use tern_protocol::record_batch::{Compression, RecordBatchHeader};
 
 const CODECS: [Compression; 5] = [
@@ -23,7 +30,6 @@ const CODECS: [Compression; 5] = [
     Compression::Zstd,
 ];
 
-const READ_ONLY_TOPIC: i16 = 134;
 const CLUSTER_MIRROR_ALREADY_EXISTS: i16 = 136;
 const UNKNOWN_CLUSTER_MIRROR: i16 = 137;
 const TOPIC_ALREADY_IN_CLUSTER_MIRROR: i16 = 138;
@@ -31,6 +37,8 @@ const TOPIC_NOT_IN_CLUSTER_MIRROR: i16 = 139;
 const MIRROR_TOPIC_ALREADY_PAUSED: i16 = 140;
 const MIRROR_TOPIC_NOT_PAUSED: i16 = 141;
 const CLUSTER_MIRROR_NOT_EMPTY: i16 = 143;
+const MIRROR_TOPIC_NOT_STOPPED: i16 = 146;
+const LAST_MIRRORED_OFFSETS_KEY: i16 = 97;
 const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
 const TOPIC_ALREADY_EXISTS: i16 = 36;
 const INVALID_CONFIG: i16 = 40;
@@ -81,11 +89,8 @@ async fn produce_codec_mix(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn mirrors_every_codec_byte_for_byte_with_topic_id_and_configs() {
-    init_tracing();
-    let src = Node::start(&[]).await;
-    let dst = Node::start(&[]).await;
-    let mut s = src.connect().await;
-    let mut d = dst.connect().await;
+    let mut src = Cluster::start(&[]).await;
+    let mut dst = Cluster::start(&[]).await;
     let configs = [
         ("retention.ms", "3600000"),
         ("segment.bytes", "16384"),
@@ -94,19 +99,18 @@ async fn mirrors_every_codec_byte_for_byte_with_topic_id_and_configs() {
         // In mirror.topic.properties.exclude by default: not copied.
         ("min.insync.replicas", "1"),
     ];
-    let r = create_topic(&mut s, "orders", 3, &configs).await;
-    assert_eq!(r.topics[0].error_code, 0);
-    let mut seqs = produce_codec_mix(&mut s, "orders", 3, 7000).await;
+    src.create_topic("orders", 3, &configs).await;
+    let mut seqs = produce_codec_mix(src.conn(), "orders", 3, 7000).await;
     for p in 0..3 {
         // Several 16 KiB segments.
         for i in 0..4 {
-            produce_ok(&mut s, "orders", p, big_batch(20, 400, (p * 10 + i) as u64)).await;
+            src.produce("orders", p, big_batch(20, 400, (p * 10 + i) as u64))
+                .await;
         }
     }
-    let source_ends = end_offsets(&mut s, "orders", 3).await;
     // The source really holds what the test means to mirror.
     for p in 0..3 {
-        let log = fetch_log(&mut s, "orders", p).await;
+        let log = src.log("orders", p).await;
         let headers: Vec<RecordBatchHeader> = log
             .batches
             .iter()
@@ -121,26 +125,23 @@ async fn mirrors_every_codec_byte_for_byte_with_topic_id_and_configs() {
         assert!(headers.iter().any(|h| h.last_offset() > h.base_offset + 5));
     }
 
-    create_mirror_to(&mut d, "m1", &src.bootstrap()).await;
-    let r = start_topics(&mut d, "m1", &["orders"]).await;
-    assert_topic_codes(&r, 0, "start orders");
-    wait_mirrored(&mut d, "m1", "orders", &source_ends).await;
-    for p in 0..3 {
-        let log = assert_same_log(&mut s, &mut d, "orders", p).await;
-        assert_eq!(log.high_watermark, source_ends[p as usize]);
+    let source_ends = dst.mirror_topic_from(&mut src, "m1", "orders").await;
+    let logs = dst.assert_same_logs_as(&mut src, "orders").await;
+    for (p, log) in logs.iter().enumerate() {
+        assert_eq!(log.high_watermark, source_ends[p]);
     }
 
     // Same topic id and partition count.
-    let (se, sid, sn) = topic_metadata(&mut s, "orders").await;
-    let (de, did, dn) = topic_metadata(&mut d, "orders").await;
+    let (se, sid, sn) = topic_metadata(src.conn(), "orders").await;
+    let (de, did, dn) = topic_metadata(dst.conn(), "orders").await;
     assert_eq!((se, de), (0, 0));
     assert!(!sid.is_nil());
     assert_eq!(did, sid, "the destination topic keeps the source topic id");
     assert_eq!((sn, dn), (3, 3));
 
     // The source's non-default configs, not the excluded ones, and mirror.name.
-    let sc = explicit_topic_configs(&mut s, "orders").await;
-    let dc = explicit_topic_configs(&mut d, "orders").await;
+    let sc = src.configs("orders").await;
+    let dc = dst.configs("orders").await;
     for k in [
         "retention.ms",
         "segment.bytes",
@@ -157,7 +158,7 @@ async fn mirrors_every_codec_byte_for_byte_with_topic_id_and_configs() {
     assert_eq!(dc.get("mirror.name").map(String::as_str), Some("m1"));
     assert!(!sc.contains_key("mirror.name"));
 
-    let listed = list_mirrors(&mut d).await;
+    let listed = list_mirrors(dst.conn()).await;
     assert_eq!(listed.mirrors.len(), 1);
     let m = &listed.mirrors[0];
     assert_eq!(m.mirror_name, "m1");
@@ -170,118 +171,89 @@ async fn mirrors_every_codec_byte_for_byte_with_topic_id_and_configs() {
     for p in 0..3 {
         for (i, c) in CODECS.iter().enumerate() {
             let seq = seqs[p as usize];
-            produce_ok(
-                &mut s,
+            let producer = Some((7000 + p as i64, 0, seq));
+            src.produce(
                 "orders",
                 p,
-                make_batch(*c, 4, Some((7000 + p as i64, 0, seq)), &format!("late-{i}")),
+                make_batch(*c, 4, producer, &format!("late-{i}")),
             )
             .await;
             seqs[p as usize] += 4;
         }
     }
-    let source_ends = end_offsets(&mut s, "orders", 3).await;
-    wait_mirrored(&mut d, "m1", "orders", &source_ends).await;
-    for p in 0..3 {
-        assert_same_log(&mut s, &mut d, "orders", p).await;
-    }
+    dst.wait_caught_up(&mut src, "m1", "orders").await;
+    dst.assert_same_logs_as(&mut src, "orders").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn read_only_pause_resume_and_stop() {
-    init_tracing();
-    let src = Node::start(&[]).await;
-    let dst = Node::start(&[]).await;
-    let mut s = src.connect().await;
-    let mut d = dst.connect().await;
-    create_topic(&mut s, "t", 2, &[]).await;
+    let mut src = Cluster::start(&[]).await;
+    let mut dst = Cluster::start(&[]).await;
+    src.create_topic("t", 2, &[]).await;
     let pid = 900_000;
     let mut seq = [0i32; 2];
     for p in 0..2 {
         for codec in &CODECS[..3] {
-            produce_ok(
-                &mut s,
-                "t",
-                p,
-                make_batch(*codec, 5, Some((pid + p as i64, 0, seq[p as usize])), "a"),
-            )
-            .await;
+            let producer = Some((pid + p as i64, 0, seq[p as usize]));
+            src.produce("t", p, make_batch(*codec, 5, producer, "a"))
+                .await;
             seq[p as usize] += 5;
         }
     }
-    let ends = end_offsets(&mut s, "t", 2).await;
-    create_mirror_to(&mut d, "m", &src.bootstrap()).await;
-    assert_topic_codes(&start_topics(&mut d, "m", &["t"]).await, 0, "start");
-    wait_mirrored(&mut d, "m", "t", &ends).await;
+    let ends = dst.mirror_topic_from(&mut src, "m", "t").await;
 
     // Read-only: 134 and nothing appended.
     for p in 0..2 {
-        let (code, _) =
-            produce_batch(&mut d, "t", p, make_batch(Compression::None, 2, None, "x")).await;
-        assert_eq!(code, READ_ONLY_TOPIC);
+        dst.assert_read_only("t", p, "a mirror topic is read-only")
+            .await;
     }
-    assert_eq!(end_offsets(&mut d, "t", 2).await, ends);
+    assert_eq!(dst.end_offsets("t").await, ends);
 
     // Pause: PAUSED, nothing more mirrored, still read-only.
-    assert_topic_codes(&pause_topics(&mut d, "m", &["t"]).await, 0, "pause");
-    wait_state(&mut d, "m", "t", 2, "PAUSED").await;
+    dst.pause_mirror_topics("m", &["t"]).await;
+    dst.wait_state("m", "t", "PAUSED").await;
     for p in 0..2 {
-        produce_ok(
-            &mut s,
-            "t",
-            p,
-            make_batch(Compression::Lz4, 3, None, "paused"),
-        )
-        .await;
+        src.produce("t", p, make_batch(Compression::Lz4, 3, None, "paused"))
+            .await;
     }
-    tokio::time::sleep(Duration::from_millis(2500)).await;
-    assert_eq!(
-        end_offsets(&mut d, "t", 2).await,
-        ends,
-        "paused topic moved"
-    );
-    let parts = partition_details(&mut d, "m", "t").await;
+    let window = Duration::from_millis(2500);
+    dst.assert_end_offsets_stay("t", &ends, window, "a paused topic staying put")
+        .await;
+    let parts = dst.mirror_partitions("m", "t").await;
     assert!(parts.iter().all(|p| p.state_value == "PAUSED"), "{parts:?}");
-    let (code, _) =
-        produce_batch(&mut d, "t", 0, make_batch(Compression::None, 1, None, "x")).await;
-    assert_eq!(code, READ_ONLY_TOPIC, "a paused topic is read-only");
+    dst.assert_read_only("t", 0, "a paused topic is read-only")
+        .await;
 
     // Resume: mirrored again.
-    assert_topic_codes(&resume_topics(&mut d, "m", &["t"]).await, 0, "resume");
-    let ends = end_offsets(&mut s, "t", 2).await;
-    wait_mirrored(&mut d, "m", "t", &ends).await;
-    for p in 0..2 {
-        assert_same_log(&mut s, &mut d, "t", p).await;
-    }
+    dst.resume_mirror_topics("m", &["t"]).await;
+    let ends = dst.wait_caught_up(&mut src, "m", "t").await;
+    dst.assert_same_logs_as(&mut src, "t").await;
 
     // Stop: answered once every partition is STOPPED; writable from the end it had.
-    let before_stop = end_offsets(&mut d, "t", 2).await;
+    let before_stop = dst.end_offsets("t").await;
     assert_eq!(before_stop, ends);
-    assert_topic_codes(&stop_topics(&mut d, "m", &["t"]).await, 0, "stop");
-    let parts = partition_details(&mut d, "m", "t").await;
+    dst.stop_mirror_topics("m", &["t"]).await;
+    let parts = dst.mirror_partitions("m", "t").await;
     assert_eq!(parts.len(), 2);
     assert!(
         parts.iter().all(|p| p.state_value == "STOPPED"),
         "StopMirrorTopics answered before STOPPED: {parts:?}"
     );
-    let cfg = explicit_topic_configs(&mut d, "t").await;
+    let cfg = dst.configs("t").await;
     assert_eq!(
         cfg.get("mirror.name").map(String::as_str),
         Some("m.stopped"),
         "a complete failover is recorded in mirror.name"
     );
     for p in 0..2 {
-        let base = produce_ok(
-            &mut d,
-            "t",
-            p,
-            make_batch(Compression::Zstd, 2, None, "mine"),
-        )
-        .await;
+        let base = dst
+            .produce("t", p, make_batch(Compression::Zstd, 2, None, "mine"))
+            .await;
         assert_eq!(base, before_stop[p as usize], "partition {p}");
     }
     // Producer ids handed out here stay above the mirrored ones.
-    let r = d
+    let r = dst
+        .conn()
         .send(
             &InitProducerIdRequest::default()
                 .with_transactional_id(None)
@@ -298,34 +270,30 @@ async fn read_only_pause_resume_and_stop() {
         pid + 1
     );
     let new_pid = r.producer_id.0;
-    produce_ok(
-        &mut d,
+    let producer = Some((new_pid, 0, 0));
+    dst.produce(
         "t",
         0,
-        make_batch(Compression::None, 2, Some((new_pid, 0, 0)), "idem-mine"),
+        make_batch(Compression::None, 2, producer, "idem-mine"),
     )
     .await;
 
     // Source data after the stop is not mirrored.
-    let dst_ends = end_offsets(&mut d, "t", 2).await;
+    let dst_ends = dst.end_offsets("t").await;
     for p in 0..2 {
-        produce_ok(
-            &mut s,
-            "t",
-            p,
-            make_batch(Compression::Gzip, 9, None, "after"),
-        )
-        .await;
+        src.produce("t", p, make_batch(Compression::Gzip, 9, None, "after"))
+            .await;
     }
-    tokio::time::sleep(Duration::from_millis(2500)).await;
-    assert_eq!(end_offsets(&mut d, "t", 2).await, dst_ends);
-    let log = fetch_log(&mut d, "t", 1).await;
+    let window = Duration::from_millis(2500);
+    dst.assert_end_offsets_stay("t", &dst_ends, window, "a stopped topic staying put")
+        .await;
+    let log = dst.log("t", 1).await;
     let (last_base, _) = log.batches.last().unwrap();
     assert_eq!(
         *last_base, before_stop[1],
         "the last batch is the local one"
     );
-    let parts = partition_details(&mut d, "m", "t").await;
+    let parts = dst.mirror_partitions("m", "t").await;
     assert!(
         parts.iter().all(|p| p.state_value == "STOPPED"),
         "{parts:?}"
@@ -336,37 +304,21 @@ async fn read_only_pause_resume_and_stop() {
 /// mirrored offset and fetching only what B took after the failover.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn failback_fetches_only_the_delta_and_drops_the_old_sources_divergence() {
-    init_tracing();
-    let a = Node::start(&[]).await;
-    let mut proxy = Proxy::bind().await;
-    let advertised = format!("PLAINTEXT://127.0.0.1:{}", proxy.port);
-    let b = Node::start(&[("advertised.listeners", advertised.as_str())]).await;
-    proxy.forward_to(b.addr);
-    let mut ca = a.connect().await;
-    let mut cb = b.connect().await;
-
-    create_topic(&mut ca, "dr", 2, &[("segment.bytes", "262144")]).await;
+    let mut a = Cluster::start(&[]).await;
+    let (mut b, proxy) = Cluster::start_behind_proxy(&[]).await;
+    a.create_topic("dr", 2, &[("segment.bytes", "262144")])
+        .await;
     for p in 0..2 {
         for i in 0..40 {
-            produce_ok(&mut ca, "dr", p, big_batch(10, 4000, (p * 100 + i) as u64)).await;
+            a.produce("dr", p, big_batch(10, 4000, (p * 100 + i) as u64))
+                .await;
         }
     }
-    let failover_point = end_offsets(&mut ca, "dr", 2).await;
-    create_mirror_to(&mut cb, "a-to-b", &a.bootstrap()).await;
-    assert_topic_codes(
-        &start_topics(&mut cb, "a-to-b", &["dr"]).await,
-        0,
-        "start on B",
-    );
-    wait_mirrored(&mut cb, "a-to-b", "dr", &failover_point).await;
+    let failover_point = b.mirror_topic_from(&mut a, "a-to-b", "dr").await;
 
     // Failover.
-    assert_topic_codes(
-        &stop_topics(&mut cb, "a-to-b", &["dr"]).await,
-        0,
-        "stop on B",
-    );
-    let lmo = last_mirrored_offsets(&mut cb, "any", "dr", &[0, 1]).await;
+    b.stop_mirror_topics("a-to-b", &["dr"]).await;
+    let lmo = last_mirrored_offsets(b.conn(), "any", "dr", &[0, 1]).await;
     assert_eq!(lmo.error_code, 0);
     for p in &lmo.topics[0].partitions {
         assert_eq!(p.error_code, 0, "{lmo:?}");
@@ -378,60 +330,45 @@ async fn failback_fetches_only_the_delta_and_drops_the_old_sources_divergence() 
     // B takes new writes (the delta); A, still up, takes writes B never sees.
     for p in 0..2 {
         for (i, c) in CODECS.iter().enumerate() {
-            produce_ok(
-                &mut cb,
-                "dr",
-                p,
-                make_batch(*c, 6, None, &format!("on-b-{i}")),
-            )
-            .await;
+            b.produce("dr", p, make_batch(*c, 6, None, &format!("on-b-{i}")))
+                .await;
         }
         for i in 0..12 {
-            produce_ok(
-                &mut ca,
-                "dr",
-                p,
-                make_batch(Compression::None, 9, None, &format!("lost-on-a-{i}")),
-            )
-            .await;
+            let batch = make_batch(Compression::None, 9, None, &format!("lost-on-a-{i}"));
+            a.produce("dr", p, batch).await;
         }
     }
-    let b_ends = end_offsets(&mut cb, "dr", 2).await;
-    let a_ends = end_offsets(&mut ca, "dr", 2).await;
+    let b_ends = b.end_offsets("dr").await;
+    let a_ends = a.end_offsets("dr").await;
     assert!(
         a_ends[0] > b_ends[0],
         "A's divergent tail is longer than B's delta"
     );
 
     // Failback: A mirrors from B (through the proxy, B's advertised address).
-    let (_, a_id, _) = topic_metadata(&mut ca, "dr").await;
-    let (_, b_id, _) = topic_metadata(&mut cb, "dr").await;
+    let (_, a_id, _) = topic_metadata(a.conn(), "dr").await;
+    let (_, b_id, _) = topic_metadata(b.conn(), "dr").await;
     assert_eq!(a_id, b_id);
     let before = proxy.total();
     let keys_before = proxy.request_keys().len();
-    create_mirror_to(&mut ca, "b-to-a", &format!("127.0.0.1:{}", proxy.port)).await;
-    assert_topic_codes(
-        &start_topics(&mut ca, "b-to-a", &["dr"]).await,
-        0,
-        "start on A",
-    );
-    wait_mirrored(&mut ca, "b-to-a", "dr", &b_ends).await;
+    a.mirror_from_address("b-to-a", &proxy.bootstrap()).await;
+    a.start_mirror_topics("b-to-a", &["dr"]).await;
+    assert_eq!(a.wait_caught_up(&mut b, "b-to-a", "dr").await, b_ends);
     let proxied = proxy.total() - before;
     let keys: Vec<i16> = proxy.request_keys()[keys_before..].to_vec();
     assert!(
-        keys.contains(&97),
+        keys.contains(&LAST_MIRRORED_OFFSETS_KEY),
         "A did not ask B for LastMirroredOffsets: {keys:?}"
     );
 
     let mut full = 0usize;
     let mut delta = 0usize;
-    for p in 0..2 {
-        let log = assert_same_log(&mut cb, &mut ca, "dr", p).await;
+    for (p, log) in a.assert_same_logs_as(&mut b, "dr").await.iter().enumerate() {
         full += log.total_bytes();
         delta += log
             .batches
             .iter()
-            .filter(|(o, _)| *o >= failover_point[p as usize])
+            .filter(|(o, _)| *o >= failover_point[p])
             .map(|(_, b)| b.len())
             .sum::<usize>();
     }
@@ -443,28 +380,18 @@ async fn failback_fetches_only_the_delta_and_drops_the_old_sources_divergence() 
     );
 
     // A is now a read-only mirror of B, and B's new writes keep coming.
-    let (code, _) = produce_batch(
-        &mut ca,
-        "dr",
-        0,
-        make_batch(Compression::None, 1, None, "x"),
-    )
-    .await;
-    assert_eq!(code, READ_ONLY_TOPIC);
+    a.assert_read_only("dr", 0, "A mirrors B after the failback")
+        .await;
     for p in 0..2 {
-        produce_ok(
-            &mut cb,
+        b.produce(
             "dr",
             p,
             make_batch(Compression::Snappy, 4, None, "more-on-b"),
         )
         .await;
     }
-    let b_ends = end_offsets(&mut cb, "dr", 2).await;
-    wait_mirrored(&mut ca, "b-to-a", "dr", &b_ends).await;
-    for p in 0..2 {
-        assert_same_log(&mut cb, &mut ca, "dr", p).await;
-    }
+    a.wait_caught_up(&mut b, "b-to-a", "dr").await;
+    a.assert_same_logs_as(&mut b, "dr").await;
 }
 
 /// Failback started on A while B still mirrors the topic from A (never stopped there): B answers
@@ -472,44 +399,43 @@ async fn failback_fetches_only_the_delta_and_drops_the_old_sources_divergence() 
 /// A must not throw its log away and refetch it, and neither side may lose data.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn failback_refused_while_the_other_side_still_mirrors() {
-    init_tracing();
-    let a = Node::start(&[]).await;
-    let mut proxy = Proxy::bind().await;
-    let advertised = format!("PLAINTEXT://127.0.0.1:{}", proxy.port);
-    let b = Node::start(&[("advertised.listeners", advertised.as_str())]).await;
-    proxy.forward_to(b.addr);
-    let mut ca = a.connect().await;
-    let mut cb = b.connect().await;
-    create_topic(&mut ca, "loop", 1, &[]).await;
+    let mut a = Cluster::start(&[]).await;
+    let (mut b, proxy) = Cluster::start_behind_proxy(&[]).await;
+    a.create_topic("loop", 1, &[]).await;
     for i in 0..30 {
-        produce_ok(&mut ca, "loop", 0, big_batch(10, 4000, i)).await;
+        a.produce("loop", 0, big_batch(10, 4000, i)).await;
     }
-    let end = end_offsets(&mut ca, "loop", 1).await;
-    create_mirror_to(&mut cb, "a-to-b", &a.bootstrap()).await;
-    assert_topic_codes(
-        &start_topics(&mut cb, "a-to-b", &["loop"]).await,
-        0,
-        "start on B",
+    let end = b.mirror_topic_from(&mut a, "a-to-b", "loop").await;
+    let original = a.log("loop", 0).await;
+    let lmo = last_mirrored_offsets(b.conn(), "b-to-a", "loop", &[0]).await;
+    assert_eq!(
+        lmo.topics[0].partitions[0].error_code, MIRROR_TOPIC_NOT_STOPPED,
+        "{lmo:?}"
     );
-    wait_mirrored(&mut cb, "a-to-b", "loop", &end).await;
-    let original = fetch_log(&mut ca, "loop", 0).await;
-    let lmo = last_mirrored_offsets(&mut cb, "b-to-a", "loop", &[0]).await;
-    assert_eq!(lmo.topics[0].partitions[0].error_code, 146, "{lmo:?}");
 
     let before = proxy.total();
-    create_mirror_to(&mut ca, "b-to-a", &format!("127.0.0.1:{}", proxy.port)).await;
-    let r = start_topics(&mut ca, "b-to-a", &["loop"]).await;
+    a.mirror_from_address("b-to-a", &proxy.bootstrap()).await;
+    let r = start_topics(a.conn(), "b-to-a", &["loop"]).await;
     eprintln!("failback start while B mirrors: {r:?}");
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    // What must not happen has no event to wait for: A is given 3 s to truncate and refetch
+    // its log from B, and must not (almost nothing crosses the proxy meanwhile).
+    let refetching = async || match proxy.total() - before {
+        proxied if proxied < 128 * 1024 => Ok(()),
+        proxied => Err(format!(
+            "A truncated and refetched its log from B ({proxied} bytes) although B answered \
+             MIRROR_TOPIC_NOT_STOPPED"
+        )),
+    };
+    holds_for(Duration::from_secs(3), "A not refetching", refetching).await;
     let proxied = proxy.total() - before;
-    let parts = partition_details(&mut ca, "b-to-a", "loop").await;
+    let parts = a.mirror_partitions("b-to-a", "loop").await;
     eprintln!(
         "A: {parts:?}; proxied {proxied} bytes of a {} byte log",
         original.total_bytes()
     );
 
-    for (side, conn) in [("A", &mut ca), ("B", &mut cb)] {
-        let now = fetch_log(conn, "loop", 0).await;
+    for (side, cluster) in [("A", &mut a), ("B", &mut b)] {
+        let now = cluster.log("loop", 0).await;
         assert_eq!(now.log_start, 0, "{side} lost its log start");
         assert!(
             now.high_watermark >= end[0],
@@ -523,10 +449,6 @@ async fn failback_refused_while_the_other_side_still_mirrors() {
             "{side}'s log changed"
         );
     }
-    assert!(
-        (proxied as usize) < 128 * 1024,
-        "A truncated and refetched its log from B ({proxied} bytes) although B answered MIRROR_TOPIC_NOT_STOPPED"
-    );
     let refused = r.error_code != 0 || r.topics.iter().any(|t| t.error_code != 0);
     assert!(
         refused
@@ -541,44 +463,25 @@ async fn failback_refused_while_the_other_side_still_mirrors() {
 /// mirrored offset before fetching, or A keeps its divergent tail under B's offsets.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn failback_retried_after_a_failed_last_mirrored_offsets_request_still_truncates() {
-    init_tracing();
-    let a = Node::start(&[
+    let mut a = Cluster::start(&[
         ("mirror.failed.retry.initial.backoff.ms", "100"),
         ("mirror.failed.retry.max.backoff.ms", "500"),
     ])
     .await;
-    let mut proxy = Proxy::bind().await;
-    let advertised = format!("PLAINTEXT://127.0.0.1:{}", proxy.port);
-    let b = Node::start(&[("advertised.listeners", advertised.as_str())]).await;
-    proxy.forward_to(b.addr);
-    let mut ca = a.connect().await;
-    let mut cb = b.connect().await;
-    create_topic(&mut ca, "fb", 1, &[]).await;
+    let (mut b, proxy) = Cluster::start_behind_proxy(&[]).await;
+    a.create_topic("fb", 1, &[]).await;
     for i in 0..10 {
-        produce_ok(
-            &mut ca,
+        a.produce(
             "fb",
             0,
             make_batch(CODECS[i % 5], 4, None, &format!("a{i}")),
         )
         .await;
     }
-    let failover_point = end_offsets(&mut ca, "fb", 1).await;
-    create_mirror_to(&mut cb, "a-to-b", &a.bootstrap()).await;
-    assert_topic_codes(
-        &start_topics(&mut cb, "a-to-b", &["fb"]).await,
-        0,
-        "start on B",
-    );
-    wait_mirrored(&mut cb, "a-to-b", "fb", &failover_point).await;
-    assert_topic_codes(
-        &stop_topics(&mut cb, "a-to-b", &["fb"]).await,
-        0,
-        "stop on B",
-    );
+    b.mirror_topic_from(&mut a, "a-to-b", "fb").await;
+    b.stop_mirror_topics("a-to-b", &["fb"]).await;
     for i in 0..3 {
-        produce_ok(
-            &mut cb,
+        b.produce(
             "fb",
             0,
             make_batch(Compression::Gzip, 5, None, &format!("b{i}")),
@@ -586,90 +489,62 @@ async fn failback_retried_after_a_failed_last_mirrored_offsets_request_still_tru
         .await;
     }
     for i in 0..6 {
-        produce_ok(
-            &mut ca,
-            "fb",
-            0,
-            make_batch(Compression::None, 5, None, &format!("lost{i}")),
-        )
-        .await;
+        let batch = make_batch(Compression::None, 5, None, &format!("lost{i}"));
+        a.produce("fb", 0, batch).await;
     }
-    let b_end = end_offsets(&mut cb, "fb", 1).await;
 
-    proxy.drop_next_request(97);
-    create_mirror_to(&mut ca, "b-to-a", &format!("127.0.0.1:{}", proxy.port)).await;
-    assert_topic_codes(
-        &start_topics(&mut ca, "b-to-a", &["fb"]).await,
-        0,
-        "start on A",
-    );
-    let deadline = Instant::now() + WAIT;
-    while !proxy.fault_fired() {
-        assert!(
-            Instant::now() < deadline,
-            "A never asked B for LastMirroredOffsets"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    wait_mirrored(&mut ca, "b-to-a", "fb", &b_end).await;
+    proxy.drop_next_request(LAST_MIRRORED_OFFSETS_KEY);
+    a.mirror_from_address("b-to-a", &proxy.bootstrap()).await;
+    a.start_mirror_topics("b-to-a", &["fb"]).await;
+    wait_until("A to ask B for LastMirroredOffsets", async || {
+        match proxy.fault_fired() {
+            true => Ok(()),
+            false => Err("the proxy has not dropped a LastMirroredOffsets request".into()),
+        }
+    })
+    .await;
+    a.wait_caught_up(&mut b, "b-to-a", "fb").await;
     let keys = proxy.request_keys();
     eprintln!(
         "LastMirroredOffsets requests: {}",
-        keys.iter().filter(|k| **k == 97).count()
+        keys.iter()
+            .filter(|k| **k == LAST_MIRRORED_OFFSETS_KEY)
+            .count()
     );
-    assert_same_log(&mut cb, &mut ca, "fb", 0).await;
+    a.assert_same_logs_as(&mut b, "fb").await;
 }
 
 /// B stopped a topic under one mirror, then mirrors it again under another: its old STOPPED
 /// state must not answer LastMirroredOffsets (the topic is being mirrored: 146).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn last_mirrored_offsets_ignores_the_stopped_state_of_an_earlier_mirror() {
-    init_tracing();
-    let a = Node::start(&[]).await;
-    let b = Node::start(&[]).await;
-    let mut ca = a.connect().await;
-    let mut cb = b.connect().await;
+    let mut a = Cluster::start(&[]).await;
+    let mut b = Cluster::start(&[]).await;
     let n = 8;
-    create_topic(&mut ca, "multi", n, &[]).await;
+    a.create_topic("multi", n, &[]).await;
     for p in 0..n {
-        produce_ok(
-            &mut ca,
-            "multi",
-            p,
-            make_batch(Compression::None, 2, None, "x"),
-        )
-        .await;
+        a.produce("multi", p, make_batch(Compression::None, 2, None, "x"))
+            .await;
     }
-    let ends = end_offsets(&mut ca, "multi", n).await;
-    create_mirror_to(&mut cb, "m1", &a.bootstrap()).await;
-    assert_topic_codes(
-        &start_topics(&mut cb, "m1", &["multi"]).await,
-        0,
-        "start m1",
-    );
-    wait_mirrored(&mut cb, "m1", "multi", &ends).await;
-    assert_topic_codes(&stop_topics(&mut cb, "m1", &["multi"]).await, 0, "stop m1");
-    create_mirror_to(&mut cb, "m2", &a.bootstrap()).await;
-    assert_topic_codes(
-        &start_topics(&mut cb, "m2", &["multi"]).await,
-        0,
-        "start m2",
-    );
-    wait_mirrored(&mut cb, "m2", "multi", &ends).await;
+    let ends = b.mirror_topic_from(&mut a, "m1", "multi").await;
+    b.stop_mirror_topics("m1", &["multi"]).await;
+    assert_eq!(b.mirror_topic_from(&mut a, "m2", "multi").await, ends);
 
     let partitions: Vec<i32> = (0..n).collect();
-    let r = last_mirrored_offsets(&mut cb, "any", "multi", &partitions).await;
+    let r = last_mirrored_offsets(b.conn(), "any", "multi", &partitions).await;
     let codes: Vec<(i32, i16, i64)> = r.topics[0]
         .partitions
         .iter()
         .map(|p| (p.partition_index, p.error_code, p.last_mirrored_offset))
         .collect();
     assert!(
-        codes.iter().all(|(_, code, _)| *code == 146),
+        codes
+            .iter()
+            .all(|(_, code, _)| *code == MIRROR_TOPIC_NOT_STOPPED),
         "the topic is mirrored again (m2), yet LastMirroredOffsets answers: {codes:?}"
     );
-    assert_topic_codes(&stop_topics(&mut cb, "m2", &["multi"]).await, 0, "stop m2");
-    let r = last_mirrored_offsets(&mut cb, "any", "multi", &partitions).await;
+    b.stop_mirror_topics("m2", &["multi"]).await;
+    let r = last_mirrored_offsets(b.conn(), "any", "multi", &partitions).await;
     for p in &r.topics[0].partitions {
         assert_eq!(p.error_code, 0, "{r:?}");
         assert_eq!(
@@ -686,24 +561,16 @@ async fn source_partition_and_config_changes_are_followed() {
     use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
     use kafka_protocol::messages::incremental_alter_configs_request as iac;
     use kafka_protocol::messages::{CreatePartitionsRequest, IncrementalAlterConfigsRequest};
-    init_tracing();
-    let src = Node::start(&[]).await;
-    let dst = Node::start(&[("mirror.metadata.refresh.interval.ms", "300")]).await;
-    let mut s = src.connect().await;
-    let mut d = dst.connect().await;
-    create_topic(&mut s, "grow", 1, &[("retention.ms", "3600000")]).await;
-    produce_ok(
-        &mut s,
-        "grow",
-        0,
-        make_batch(Compression::Snappy, 3, None, "g"),
-    )
-    .await;
-    create_mirror_to(&mut d, "m", &src.bootstrap()).await;
-    assert_topic_codes(&start_topics(&mut d, "m", &["grow"]).await, 0, "start");
-    wait_mirrored(&mut d, "m", "grow", &[3]).await;
+    let mut src = Cluster::start(&[]).await;
+    let mut dst = Cluster::start(&[("mirror.metadata.refresh.interval.ms", "300")]).await;
+    src.create_topic("grow", 1, &[("retention.ms", "3600000")])
+        .await;
+    src.produce("grow", 0, make_batch(Compression::Snappy, 3, None, "g"))
+        .await;
+    assert_eq!(dst.mirror_topic_from(&mut src, "m", "grow").await, [3]);
 
-    let r = s
+    let r = src
+        .conn()
         .send(
             &CreatePartitionsRequest::default()
                 .with_topics(vec![CreatePartitionsTopic::default()
@@ -716,7 +583,8 @@ async fn source_partition_and_config_changes_are_followed() {
         .await
         .unwrap();
     assert_eq!(r.results[0].error_code, 0, "{r:?}");
-    let r = s
+    let r = src
+        .conn()
         .send(
             &IncrementalAlterConfigsRequest::default().with_resources(vec![
                 iac::AlterConfigsResource::default()
@@ -739,45 +607,36 @@ async fn source_partition_and_config_changes_are_followed() {
         .unwrap();
     assert_eq!(r.responses[0].error_code, 0, "{r:?}");
     for p in 0..3 {
-        produce_ok(
-            &mut s,
-            "grow",
-            p,
-            make_batch(Compression::Lz4, 2, None, "after"),
-        )
-        .await;
+        src.produce("grow", p, make_batch(Compression::Lz4, 2, None, "after"))
+            .await;
     }
-    let ends = end_offsets(&mut s, "grow", 3).await;
-    let deadline = Instant::now() + WAIT;
-    while topic_metadata(&mut d, "grow").await.2 != 3 {
-        assert!(
-            Instant::now() < deadline,
-            "the destination did not grow to 3 partitions"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    wait_mirrored(&mut d, "m", "grow", &ends).await;
-    for p in 0..3 {
-        assert_same_log(&mut s, &mut d, "grow", p).await;
-    }
-    let deadline = Instant::now() + WAIT;
-    loop {
-        let cfg = explicit_topic_configs(&mut d, "grow").await;
+    wait_until(
+        "the destination to grow to 3 partitions",
+        async || match topic_metadata(dst.conn(), "grow").await.2 {
+            3 => Ok(()),
+            n => Err(format!("{n} partitions")),
+        },
+    )
+    .await;
+    dst.wait_caught_up(&mut src, "m", "grow").await;
+    dst.assert_same_logs_as(&mut src, "grow").await;
+    let cfg = wait_until("the source's new configs on the destination", async || {
+        let cfg = dst.configs("grow").await;
         if cfg.get("retention.ms").map(String::as_str) == Some("7200000")
             && cfg.get("max.message.bytes").map(String::as_str) == Some("500000")
         {
-            assert_eq!(cfg.get("mirror.name").map(String::as_str), Some("m"));
-            break;
+            Ok(cfg)
+        } else {
+            Err(format!("configs not synced: {cfg:?}"))
         }
-        assert!(Instant::now() < deadline, "configs not synced: {cfg:?}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    })
+    .await;
+    assert_eq!(cfg.get("mirror.name").map(String::as_str), Some("m"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn create_mirror_rejects_bad_input_and_creates_nothing() {
-    init_tracing();
-    let dst = Node::start(&[]).await;
+    let dst = Cluster::start(&[]).await;
     let mut d = dst.connect().await;
     let ok = Some("127.0.0.1:9");
     type Configs<'a> = Vec<(&'a str, Option<&'a str>)>;
@@ -881,31 +740,27 @@ async fn create_mirror_rejects_bad_input_and_creates_nothing() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn topic_operations_report_mirror_errors() {
-    init_tracing();
-    let src = Node::start(&[]).await;
-    let dst = Node::start(&[]).await;
-    let mut s = src.connect().await;
-    let mut d = dst.connect().await;
-    create_topic(&mut s, "t1", 2, &[]).await;
-    create_topic(&mut s, "t2", 1, &[]).await;
-    produce_ok(&mut s, "t1", 0, make_batch(Compression::None, 3, None, "s")).await;
-    produce_ok(&mut s, "t2", 0, make_batch(Compression::None, 3, None, "s")).await;
+    let mut src = Cluster::start(&[]).await;
+    let mut dst = Cluster::start(&[]).await;
+    src.create_topic("t1", 2, &[]).await;
+    src.create_topic("t2", 1, &[]).await;
+    src.produce("t1", 0, make_batch(Compression::None, 3, None, "s"))
+        .await;
+    src.produce("t2", 0, make_batch(Compression::None, 3, None, "s"))
+        .await;
     // A local normal topic with the source topic's name but its own id.
-    create_topic(&mut d, "t2", 1, &[("retention.ms", "123456")]).await;
-    produce_ok(
-        &mut d,
-        "t2",
-        0,
-        make_batch(Compression::None, 1, None, "local"),
-    )
-    .await;
-    let (_, local_t2_id, _) = topic_metadata(&mut d, "t2").await;
+    dst.create_topic("t2", 1, &[("retention.ms", "123456")])
+        .await;
+    dst.produce("t2", 0, make_batch(Compression::None, 1, None, "local"))
+        .await;
+    let (_, local_t2_id, _) = topic_metadata(dst.conn(), "t2").await;
+    let mut d = dst.connect().await;
 
     let r = start_topics(&mut d, "nope", &["t1"]).await;
     assert_eq!(r.error_code, UNKNOWN_CLUSTER_MIRROR, "{r:?}");
     assert!(r.error_message.is_some());
 
-    create_mirror_to(&mut d, "m", &src.bootstrap()).await;
+    dst.mirror_from("m", &src).await;
     let r = start_topics(&mut d, "m", &["missing"]).await;
     assert_topic_codes(&r, UNKNOWN_TOPIC_OR_PARTITION, "missing on the source");
     let (code, _, _) = topic_metadata(&mut d, "missing").await;
@@ -919,18 +774,13 @@ async fn topic_operations_report_mirror_errors() {
     assert_eq!(cfg.get("retention.ms").map(String::as_str), Some("123456"));
     assert!(!cfg.contains_key("mirror.name"), "{cfg:?}");
     assert_eq!(
-        produce_ok(
-            &mut d,
-            "t2",
-            0,
-            make_batch(Compression::None, 1, None, "local")
-        )
-        .await,
+        dst.produce("t2", 0, make_batch(Compression::None, 1, None, "local"))
+            .await,
         1,
         "the local topic is untouched and writable"
     );
 
-    assert_topic_codes(&start_topics(&mut d, "m", &["t1"]).await, 0, "start t1");
+    dst.start_mirror_topics("m", &["t1"]).await;
     assert_topic_codes(
         &start_topics(&mut d, "m", &["t1"]).await,
         TOPIC_ALREADY_IN_CLUSTER_MIRROR,
@@ -955,7 +805,7 @@ async fn topic_operations_report_mirror_errors() {
         MIRROR_TOPIC_NOT_PAUSED,
         "resume not paused",
     );
-    assert_topic_codes(&pause_topics(&mut d, "m", &["t1"]).await, 0, "pause");
+    dst.pause_mirror_topics("m", &["t1"]).await;
     assert_topic_codes(
         &pause_topics(&mut d, "m", &["t1"]).await,
         MIRROR_TOPIC_ALREADY_PAUSED,
@@ -966,30 +816,24 @@ async fn topic_operations_report_mirror_errors() {
         CLUSTER_MIRROR_NOT_EMPTY,
         "a paused topic keeps the mirror non-empty"
     );
-    assert_topic_codes(&resume_topics(&mut d, "m", &["t1"]).await, 0, "resume");
+    dst.resume_mirror_topics("m", &["t1"]).await;
     assert_topic_codes(
         &resume_topics(&mut d, "m", &["t1"]).await,
         MIRROR_TOPIC_NOT_PAUSED,
         "resume twice",
     );
-    let ends = end_offsets(&mut s, "t1", 2).await;
-    wait_mirrored(&mut d, "m", "t1", &ends).await;
+    let ends = dst.wait_caught_up(&mut src, "m", "t1").await;
     assert_eq!(
         delete_mirror(&mut d, "m").await.error_code,
         CLUSTER_MIRROR_NOT_EMPTY
     );
-    assert_topic_codes(&stop_topics(&mut d, "m", &["t1"]).await, 0, "stop");
+    dst.stop_mirror_topics("m", &["t1"]).await;
     assert_eq!(delete_mirror(&mut d, "m").await.error_code, 0);
     assert!(list_mirrors(&mut d).await.mirrors.is_empty());
     // The stopped topic outlives its mirror, writable.
     assert_eq!(
-        produce_ok(
-            &mut d,
-            "t1",
-            0,
-            make_batch(Compression::None, 1, None, "mine")
-        )
-        .await,
+        dst.produce("t1", 0, make_batch(Compression::None, 1, None, "mine"))
+            .await,
         ends[0]
     );
 }
@@ -999,29 +843,21 @@ async fn clients_cannot_set_mirror_name() {
     use kafka_protocol::messages::alter_configs_request as ac;
     use kafka_protocol::messages::incremental_alter_configs_request as iac;
     use kafka_protocol::messages::{AlterConfigsRequest, IncrementalAlterConfigsRequest};
-    init_tracing();
-    let src = Node::start(&[]).await;
-    let dst = Node::start(&[]).await;
-    let mut s = src.connect().await;
-    let mut d = dst.connect().await;
+    let mut src = Cluster::start(&[]).await;
+    let mut dst = Cluster::start(&[]).await;
 
-    let r = create_topic(&mut d, "sneaky", 1, &[("mirror.name", "m")]).await;
+    let r = create_topic(dst.conn(), "sneaky", 1, &[("mirror.name", "m")]).await;
     assert_eq!(r.topics[0].error_code, INVALID_CONFIG);
-    let (code, _, _) = topic_metadata(&mut d, "sneaky").await;
+    let (code, _, _) = topic_metadata(dst.conn(), "sneaky").await;
     assert_eq!(code, UNKNOWN_TOPIC_OR_PARTITION, "not created");
 
-    create_topic(&mut s, "mirrored", 1, &[]).await;
-    produce_ok(
-        &mut s,
-        "mirrored",
-        0,
-        make_batch(Compression::None, 2, None, "s"),
-    )
-    .await;
-    create_mirror_to(&mut d, "m", &src.bootstrap()).await;
-    assert_topic_codes(&start_topics(&mut d, "m", &["mirrored"]).await, 0, "start");
-    create_topic(&mut d, "plain", 1, &[]).await;
-
+    src.create_topic("mirrored", 1, &[]).await;
+    src.produce("mirrored", 0, make_batch(Compression::None, 2, None, "s"))
+        .await;
+    dst.mirror_from("m", &src).await;
+    dst.start_mirror_topics("m", &["mirrored"]).await;
+    dst.create_topic("plain", 1, &[]).await;
+    let mut d = dst.connect().await;
     let legacy = |topic: &str, configs: Vec<(&str, &str)>| {
         AlterConfigsRequest::default().with_resources(vec![ac::AlterConfigsResource::default()
             .with_resource_type(2)
@@ -1085,39 +921,26 @@ async fn clients_cannot_set_mirror_name() {
     assert!(!plain.contains_key("mirror.name"), "{plain:?}");
     let mirrored = explicit_topic_configs(&mut d, "mirrored").await;
     assert_eq!(mirrored.get("mirror.name").map(String::as_str), Some("m"));
-    let (code, _) = produce_batch(
-        &mut d,
-        "mirrored",
-        0,
-        make_batch(Compression::None, 1, None, "x"),
-    )
-    .await;
-    assert_eq!(code, READ_ONLY_TOPIC);
-    produce_ok(
-        &mut d,
-        "plain",
-        0,
-        make_batch(Compression::None, 1, None, "x"),
-    )
-    .await;
+    dst.assert_read_only("mirrored", 0, "mirror.name stands")
+        .await;
+    dst.produce("plain", 0, make_batch(Compression::None, 1, None, "x"))
+        .await;
 }
 
 /// StartMirrorTopics and StopMirrorTopics of one topic at once, from two connections, several
 /// times: every round ends with the topic either mirroring or stopped, describe and produce agree.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn concurrent_start_and_stop_end_consistent() {
-    init_tracing();
-    let src = Node::start(&[]).await;
-    let dst = Node::start(&[]).await;
-    let mut s = src.connect().await;
-    let mut d = dst.connect().await;
-    create_topic(&mut s, "c", 2, &[]).await;
+    let mut src = Cluster::start(&[]).await;
+    let mut dst = Cluster::start(&[]).await;
+    src.create_topic("c", 2, &[]).await;
     for p in 0..2 {
         for i in 0..3 {
-            produce_ok(&mut s, "c", p, make_batch(CODECS[i + 1], 4, None, "c")).await;
+            src.produce("c", p, make_batch(CODECS[i + 1], 4, None, "c"))
+                .await;
         }
     }
-    create_mirror_to(&mut d, "m", &src.bootstrap()).await;
+    dst.mirror_from("m", &src).await;
     let mut outcomes = BTreeSet::new();
     for round in 0..6 {
         let mut c1 = dst.connect().await;
@@ -1142,31 +965,27 @@ async fn concurrent_start_and_stop_end_consistent() {
             "round {round} took {took:?}"
         );
         // Settle: every partition MIRRORING or STOPPED, as the topic's mirror.name asks.
-        let deadline = Instant::now() + WAIT;
-        let state = loop {
-            let cfg = explicit_topic_configs(&mut d, "c").await;
-            let parts = partition_details(&mut d, "m", "c").await;
+        let what = format!("round {round} to settle in a consistent state");
+        let state = wait_until(&what, async || {
+            let cfg = dst.configs("c").await;
+            let parts = dst.mirror_partitions("m", "c").await;
             let want = match cfg.get("mirror.name").map(String::as_str) {
-                Some("m") => Some("MIRRORING"),
-                Some("m.stopped") => Some("STOPPED"),
-                _ => None,
+                Some("m") => "MIRRORING",
+                Some("m.stopped") => "STOPPED",
+                _ => return Err(format!("{cfg:?} {parts:?}")),
             };
-            if let Some(want) = want {
-                if parts.len() == 2 && parts.iter().all(|p| p.state_value == want) {
-                    break want;
-                }
+            if parts.len() == 2 && parts.iter().all(|p| p.state_value == want) {
+                Ok(want)
+            } else {
+                Err(format!("{cfg:?} {parts:?}"))
             }
-            assert!(
-                Instant::now() < deadline,
-                "round {round}: no consistent state: {cfg:?} {parts:?}"
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        };
+        })
+        .await;
         outcomes.insert(state);
         // Read-only exactly when not stopped.
-        let before = end_offsets(&mut d, "c", 2).await;
-        let (code, base) =
-            produce_batch(&mut d, "c", 1, make_batch(Compression::None, 1, None, "r")).await;
+        let before = dst.end_offsets("c").await;
+        let batch = make_batch(Compression::None, 1, None, "r");
+        let (code, base) = produce_batch(dst.conn(), "c", 1, batch).await;
         if state == "STOPPED" {
             assert_eq!(code, 0, "round {round}: a stopped topic refuses writes");
             assert_eq!(base, before[1]);
@@ -1179,14 +998,19 @@ async fn concurrent_start_and_stop_end_consistent() {
     }
     eprintln!("outcomes: {outcomes:?}");
     // Finally: mirror again and converge to the source byte for byte.
-    let cfg = explicit_topic_configs(&mut d, "c").await;
+    let cfg = dst.configs("c").await;
     if cfg.get("mirror.name").map(String::as_str) != Some("m") {
-        assert_topic_codes(&start_topics(&mut d, "m", &["c"]).await, 0, "final start");
+        dst.start_mirror_topics("m", &["c"]).await;
     }
-    let ends = end_offsets(&mut s, "c", 2).await;
-    wait_mirrored(&mut d, "m", "c", &ends).await;
-    for p in 0..2 {
-        assert_same_log(&mut s, &mut d, "c", p).await;
+    dst.wait_caught_up(&mut src, "m", "c").await;
+    dst.assert_same_logs_as(&mut src, "c").await;
+}
+
+/// Whether group `app`'s committed offset of `g`-0 is `want`.
+async fn app_committed(cluster: &mut Cluster, want: i64) -> Result<(), String> {
+    match committed_offset(cluster.conn(), "app", "g", 0).await {
+        got if got == want => Ok(()),
+        got => Err(format!("committed offset {got}, want {want}")),
     }
 }
 
@@ -1196,88 +1020,69 @@ async fn concurrent_start_and_stop_end_consistent() {
 /// with auto.offset.reset=earliest resumes there, not at 0).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn synced_group_offsets_never_pass_the_mirrored_end() {
-    init_tracing();
-    let src = Node::start(&[]).await;
-    let dst = Node::start(&[("mirror.metadata.refresh.interval.ms", "300")]).await;
-    let mut s = src.connect().await;
-    let mut d = dst.connect().await;
-    create_topic(&mut s, "g", 1, &[]).await;
-    produce_ok(&mut s, "g", 0, make_batch(Compression::None, 10, None, "a")).await;
-    create_mirror_to(&mut d, "m", &src.bootstrap()).await;
-    assert_topic_codes(&start_topics(&mut d, "m", &["g"]).await, 0, "start");
-    wait_mirrored(&mut d, "m", "g", &[10]).await;
+    let mut src = Cluster::start(&[]).await;
+    let mut dst = Cluster::start(&[("mirror.metadata.refresh.interval.ms", "300")]).await;
+    src.create_topic("g", 1, &[]).await;
+    src.produce("g", 0, make_batch(Compression::None, 10, None, "a"))
+        .await;
+    assert_eq!(dst.mirror_topic_from(&mut src, "m", "g").await, [10]);
 
-    let dst_committed = |want: i64| {
-        let addr = dst.addr;
-        move || async move {
-            let mut c = tern_protocol::client::KafkaConnection::connect(addr, "t")
-                .await
-                .unwrap();
-            match committed_offset(&mut c, "app", "g", 0).await {
-                got if got == want => Ok(()),
-                got => Err(format!("committed offset {got}, want {want}")),
-            }
-        }
-    };
     // The mirror lags (paused) while the group commits far ahead on the source.
-    assert_topic_codes(&pause_topics(&mut d, "m", &["g"]).await, 0, "pause");
-    wait_state(&mut d, "m", "g", 1, "PAUSED").await;
-    produce_ok(&mut s, "g", 0, make_batch(Compression::None, 50, None, "b")).await;
-    assert_eq!(commit_offset(&mut s, "app", "g", 0, 55).await, 0);
-    wait_for(
-        WAIT,
-        "the synced offset clamped to the mirrored end",
-        dst_committed(10),
-    )
+    dst.pause_mirror_topics("m", &["g"]).await;
+    dst.wait_state("m", "g", "PAUSED").await;
+    src.produce("g", 0, make_batch(Compression::None, 50, None, "b"))
+        .await;
+    assert_eq!(commit_offset(src.conn(), "app", "g", 0, 55).await, 0);
+    let what = "the synced offset clamped to the mirrored end";
+    wait_until(what, async || app_committed(&mut dst, 10).await).await;
+    // ...and it stays within the mirror through several syncs (every 300 ms).
+    let what = "the synced offset staying within the mirror";
+    holds_for(Duration::from_secs(1), what, async || {
+        app_committed(&mut dst, 10).await
+    })
     .await;
-    tokio::time::sleep(Duration::from_millis(1000)).await;
-    assert_eq!(
-        committed_offset(&mut d, "app", "g", 0).await,
-        10,
-        "stays within the mirror"
-    );
 
     // The mirror catches up: the offset follows, up to the source's commit.
-    assert_topic_codes(&resume_topics(&mut d, "m", &["g"]).await, 0, "resume");
-    wait_mirrored(&mut d, "m", "g", &[60]).await;
-    wait_for(WAIT, "the source's commit synced", dst_committed(55)).await;
+    dst.resume_mirror_topics("m", &["g"]).await;
+    assert_eq!(dst.wait_caught_up(&mut src, "m", "g").await, [60]);
+    let what = "the source's commit synced";
+    wait_until(what, async || app_committed(&mut dst, 55).await).await;
 
     // Lagging again, then a failover: the committed offset is the topic's end.
-    assert_topic_codes(&pause_topics(&mut d, "m", &["g"]).await, 0, "pause again");
-    wait_state(&mut d, "m", "g", 1, "PAUSED").await;
-    produce_ok(&mut s, "g", 0, make_batch(Compression::None, 40, None, "c")).await;
-    assert_eq!(commit_offset(&mut s, "app", "g", 0, 90).await, 0);
-    wait_for(
-        WAIT,
-        "the offset clamped at the paused end",
-        dst_committed(60),
-    )
-    .await;
-    assert_topic_codes(&stop_topics(&mut d, "m", &["g"]).await, 0, "stop");
-    assert_eq!(end_offsets(&mut d, "g", 1).await, vec![60]);
-    assert_eq!(committed_offset(&mut d, "app", "g", 0).await, 60);
+    dst.pause_mirror_topics("m", &["g"]).await;
+    dst.wait_state("m", "g", "PAUSED").await;
+    src.produce("g", 0, make_batch(Compression::None, 40, None, "c"))
+        .await;
+    assert_eq!(commit_offset(src.conn(), "app", "g", 0, 90).await, 0);
+    let what = "the offset clamped at the paused end";
+    wait_until(what, async || app_committed(&mut dst, 60).await).await;
+    dst.stop_mirror_topics("m", &["g"]).await;
+    assert_eq!(dst.end_offsets("g").await, vec![60]);
+    assert_eq!(committed_offset(dst.conn(), "app", "g", 0).await, 60);
 }
 
 /// One mirror's source hangs (it accepts connections and never answers): every mirror has its
 /// own task, so another mirror on the same broker starts, mirrors and fails over meanwhile.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_hung_source_holds_up_no_other_mirror() {
-    init_tracing();
-    let src = Node::start(&[]).await;
-    let dst = Node::start(&[("mirror.metadata.refresh.interval.ms", "300")]).await;
+    let mut src = Cluster::start(&[]).await;
+    let mut dst = Cluster::start(&[("mirror.metadata.refresh.interval.ms", "300")]).await;
     let hole = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let hole_addr = hole.local_addr().unwrap().to_string();
-    let _hold = tokio::spawn(async move {
-        let mut held = Vec::new();
-        while let Ok((conn, _)) = hole.accept().await {
-            held.push(conn);
-        }
-    });
-    let mut s = src.connect().await;
-    let mut d = dst.connect().await;
+    let accepted = Arc::new(AtomicU64::new(0));
+    let _hold = {
+        let accepted = accepted.clone();
+        tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((conn, _)) = hole.accept().await {
+                held.push(conn);
+                accepted.fetch_add(1, Ordering::SeqCst);
+            }
+        })
+    };
     // The hung mirror discovers topics, so its task asks the silent source on every pass.
     let r = create_mirror(
-        &mut d,
+        dst.conn(),
         "hung",
         &[
             ("bootstrap.servers", Some(hole_addr.as_str())),
@@ -1287,72 +1092,59 @@ async fn a_hung_source_holds_up_no_other_mirror() {
     )
     .await;
     assert_eq!(r.error_code, 0, "{r:?}");
-    tokio::time::sleep(Duration::from_millis(1000)).await;
-
-    create_topic(&mut s, "f", 2, &[]).await;
-    for p in 0..2 {
-        produce_ok(&mut s, "f", p, make_batch(Compression::Lz4, 7, None, "f")).await;
-    }
-    let ends = end_offsets(&mut s, "f", 2).await;
-    create_mirror_to(&mut d, "fast", &src.bootstrap()).await;
-    assert_topic_codes(&start_topics(&mut d, "fast", &["f"]).await, 0, "start");
-    wait_mirrored(&mut d, "fast", "f", &ends).await;
-    for p in 0..2 {
-        assert_same_log(&mut s, &mut d, "f", p).await;
-    }
-    assert_topic_codes(&stop_topics(&mut d, "fast", &["f"]).await, 0, "stop");
-    produce_ok(
-        &mut d,
-        "f",
-        0,
-        make_batch(Compression::None, 1, None, "after"),
+    wait_until(
+        "the hung mirror to connect to its silent source",
+        async || match accepted.load(Ordering::SeqCst) {
+            0 => Err("no connection yet".into()),
+            _ => Ok(()),
+        },
     )
     .await;
+
+    src.create_topic("f", 2, &[]).await;
+    for p in 0..2 {
+        src.produce("f", p, make_batch(Compression::Lz4, 7, None, "f"))
+            .await;
+    }
+    dst.mirror_topic_from(&mut src, "fast", "f").await;
+    dst.assert_same_logs_as(&mut src, "f").await;
+    dst.stop_mirror_topics("fast", &["f"]).await;
+    dst.produce("f", 0, make_batch(Compression::None, 1, None, "after"))
+        .await;
 }
 
 /// The destination shuts down mid-mirroring and restarts on its dir: states come back from
 /// `__mirror_state`, mirroring resumes without gap or duplicate, a stopped topic stays writable.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn destination_restart_resumes_mirroring_and_keeps_stopped_topics_writable() {
-    init_tracing();
-    let src = Node::start(&[]).await;
-    let mut dst = Node::start(&[]).await;
-    let mut s = src.connect().await;
-    let mut d = dst.connect().await;
-    create_topic(&mut s, "r", 2, &[("segment.bytes", "32768")]).await;
-    create_topic(&mut s, "st", 1, &[]).await;
+    let mut src = Cluster::start(&[]).await;
+    let mut dst = Cluster::start(&[]).await;
+    src.create_topic("r", 2, &[("segment.bytes", "32768")])
+        .await;
+    src.create_topic("st", 1, &[]).await;
     for p in 0..2 {
-        produce_codec_mix(&mut s, "r", 2, 100 + p as i64 * 10).await;
+        produce_codec_mix(src.conn(), "r", 2, 100 + p as i64 * 10).await;
     }
-    produce_ok(
-        &mut s,
-        "st",
-        0,
-        make_batch(Compression::Snappy, 5, None, "st"),
-    )
-    .await;
-    create_mirror_to(&mut d, "m", &src.bootstrap()).await;
-    assert_topic_codes(&start_topics(&mut d, "m", &["r", "st"]).await, 0, "start");
-    let st_end = end_offsets(&mut s, "st", 1).await;
-    wait_mirrored(&mut d, "m", "st", &st_end).await;
-    assert_topic_codes(&stop_topics(&mut d, "m", &["st"]).await, 0, "stop st");
-    let st_base = produce_ok(
-        &mut d,
-        "st",
-        0,
-        make_batch(Compression::None, 2, None, "mine"),
-    )
-    .await;
+    src.produce("st", 0, make_batch(Compression::Snappy, 5, None, "st"))
+        .await;
+    dst.mirror_from("m", &src).await;
+    dst.start_mirror_topics("m", &["r", "st"]).await;
+    let st_end = dst.wait_caught_up(&mut src, "m", "st").await;
+    dst.stop_mirror_topics("m", &["st"]).await;
+    let st_base = dst
+        .produce("st", 0, make_batch(Compression::None, 2, None, "mine"))
+        .await;
     assert_eq!(st_base, st_end[0]);
 
     // A producer keeps writing to the source while the destination goes down and comes back.
-    let producing = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let producing = Arc::new(AtomicBool::new(true));
+    let batches = Arc::new(AtomicU64::new(0));
     let writer = {
-        let producing = producing.clone();
+        let (producing, batches) = (producing.clone(), batches.clone());
         let mut conn = src.connect().await;
         tokio::spawn(async move {
             let mut i = 0u64;
-            while producing.load(std::sync::atomic::Ordering::SeqCst) {
+            while producing.load(Ordering::SeqCst) {
                 let c = CODECS[(i % 5) as usize];
                 produce_ok(
                     &mut conn,
@@ -1362,68 +1154,95 @@ async fn destination_restart_resumes_mirroring_and_keeps_stopped_topics_writable
                 )
                 .await;
                 i += 1;
+                batches.store(i, Ordering::SeqCst);
+                // Pacing, not waiting: a steady stream rather than a flood.
                 tokio::time::sleep(Duration::from_millis(5)).await;
             }
             i
         })
     };
-    tokio::time::sleep(Duration::from_millis(700)).await;
-    let mid = end_offsets(&mut d, "r", 2).await;
-    assert!(
-        mid.iter().all(|o| *o > 0),
-        "mirroring before the restart: {mid:?}"
-    );
-    drop(d);
+    let written_since = |from: u64, n: u64| {
+        let batches = batches.clone();
+        async move || match batches.load(Ordering::SeqCst) - from {
+            written if written >= n => Ok(()),
+            written => Err(format!("{written} batches written")),
+        }
+    };
+    wait_until("mirroring of r before the restart", async || {
+        let mid = dst.end_offsets("r").await;
+        if mid.iter().all(|o| *o > 0) {
+            Ok(())
+        } else {
+            Err(format!("destination end offsets {mid:?}"))
+        }
+    })
+    .await;
     dst.stop().await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    let at_stop = batches.load(Ordering::SeqCst);
+    let what = "the source to take 20 batches while the destination is down";
+    wait_until(what, written_since(at_stop, 20)).await;
     dst.restart(false).await;
-    let mut d = dst.connect().await;
-    tokio::time::sleep(Duration::from_millis(700)).await;
-    producing.store(false, std::sync::atomic::Ordering::SeqCst);
+    let at_restart = dst.end_offsets("r").await;
+    wait_until(
+        "mirroring to resume while the source is written",
+        async || {
+            let now = dst.end_offsets("r").await;
+            if now.iter().zip(&at_restart).all(|(now, then)| now > then) {
+                Ok(())
+            } else {
+                Err(format!(
+                    "end offsets {now:?} since the restart's {at_restart:?}"
+                ))
+            }
+        },
+    )
+    .await;
+    producing.store(false, Ordering::SeqCst);
     let written = writer.await.unwrap();
     assert!(written > 20, "the writer wrote {written} batches");
 
-    let ends = end_offsets(&mut s, "r", 2).await;
-    wait_mirrored(&mut d, "m", "r", &ends).await;
-    for p in 0..2 {
-        assert_same_log(&mut s, &mut d, "r", p).await;
-    }
-    let (code, _) =
-        produce_batch(&mut d, "r", 0, make_batch(Compression::None, 1, None, "x")).await;
-    assert_eq!(code, READ_ONLY_TOPIC, "still read-only after the restart");
+    dst.wait_caught_up(&mut src, "m", "r").await;
+    dst.assert_same_logs_as(&mut src, "r").await;
+    dst.assert_read_only("r", 0, "still read-only after the restart")
+        .await;
 
     // The stopped topic: STOPPED, writable, its last mirrored offset kept.
-    let parts = partition_details(&mut d, "m", "st").await;
+    let parts = dst.mirror_partitions("m", "st").await;
     assert!(
         parts.len() == 1 && parts[0].state_value == "STOPPED",
         "{parts:?}"
     );
-    let base = produce_ok(
-        &mut d,
-        "st",
-        0,
-        make_batch(Compression::None, 1, None, "after"),
-    )
-    .await;
+    let base = dst
+        .produce("st", 0, make_batch(Compression::None, 1, None, "after"))
+        .await;
     assert_eq!(base, st_end[0] + 2);
-    let lmo = last_mirrored_offsets(&mut d, "x", "st", &[0]).await;
+    let lmo = last_mirrored_offsets(dst.conn(), "x", "st", &[0]).await;
     assert_eq!(lmo.topics[0].partitions[0].error_code, 0, "{lmo:?}");
     assert_eq!(lmo.topics[0].partitions[0].last_mirrored_offset, st_end[0]);
+}
+
+/// Waits until the destination's log start of `topic`-0 is `want`.
+async fn wait_log_start(dst: &mut Cluster, topic: &str, want: i64) {
+    let what = format!("the destination's log start of {topic}-0 to follow to {want}");
+    wait_until(&what, async || {
+        match list_offset(dst.conn(), topic, 0, -2).await {
+            start if start == want => Ok(()),
+            start => Err(format!("log start {start}")),
+        }
+    })
+    .await
 }
 
 /// DeleteRecords on the source, before and after the mirror starts: the destination's log
 /// start follows.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn destination_log_start_follows_source_delete_records() {
-    init_tracing();
-    let src = Node::start(&[]).await;
-    let dst = Node::start(&[]).await;
-    let mut s = src.connect().await;
-    let mut d = dst.connect().await;
-    create_topic(&mut s, "ret", 1, &[("segment.bytes", "4096")]).await;
+    let mut src = Cluster::start(&[]).await;
+    let mut dst = Cluster::start(&[]).await;
+    src.create_topic("ret", 1, &[("segment.bytes", "4096")])
+        .await;
     for i in 0..10 {
-        produce_ok(
-            &mut s,
+        src.produce(
             "ret",
             0,
             make_batch(CODECS[i % 5], 3, None, &format!("r{i}")),
@@ -1431,33 +1250,23 @@ async fn destination_log_start_follows_source_delete_records() {
         .await;
     }
     // Inside the batch 6..=8.
-    let (code, low) = delete_records(&mut s, "ret", 0, 7).await;
+    let (code, low) = delete_records(src.conn(), "ret", 0, 7).await;
     assert_eq!((code, low), (0, 7));
-    create_mirror_to(&mut d, "m", &src.bootstrap()).await;
-    assert_topic_codes(&start_topics(&mut d, "m", &["ret"]).await, 0, "start");
-    wait_mirrored(&mut d, "m", "ret", &[30]).await;
-    assert_eq!(list_offset(&mut d, "ret", 0, -2).await, 7);
-    let log = assert_same_log(&mut s, &mut d, "ret", 0).await;
+    assert_eq!(dst.mirror_topic_from(&mut src, "m", "ret").await, [30]);
+    assert_eq!(list_offset(dst.conn(), "ret", 0, -2).await, 7);
+    let logs = dst.assert_same_logs_as(&mut src, "ret").await;
     assert_eq!(
-        log.batches[0].0, 6,
+        logs[0].batches[0].0, 6,
         "the batch holding the log start is kept whole"
     );
 
-    let (code, low) = delete_records(&mut s, "ret", 0, 20).await;
+    let (code, low) = delete_records(src.conn(), "ret", 0, 20).await;
     assert_eq!((code, low), (0, 20));
-    let deadline = Instant::now() + WAIT;
-    while list_offset(&mut d, "ret", 0, -2).await != 20 {
-        assert!(
-            Instant::now() < deadline,
-            "destination log start did not follow to 20"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    assert_same_log(&mut s, &mut d, "ret", 0).await;
+    wait_log_start(&mut dst, "ret", 20).await;
+    dst.assert_same_logs_as(&mut src, "ret").await;
 
     for i in 0..4 {
-        produce_ok(
-            &mut s,
+        src.produce(
             "ret",
             0,
             make_batch(Compression::Lz4, 2, None, &format!("n{i}")),
@@ -1465,42 +1274,29 @@ async fn destination_log_start_follows_source_delete_records() {
         .await;
     }
     // Everything.
-    let (code, low) = delete_records(&mut s, "ret", 0, -1).await;
+    let (code, low) = delete_records(src.conn(), "ret", 0, -1).await;
     assert_eq!((code, low), (0, 38));
-    let deadline = Instant::now() + WAIT;
-    while list_offset(&mut d, "ret", 0, -2).await != 38 {
-        assert!(
-            Instant::now() < deadline,
-            "destination log start did not follow to 38"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    assert_eq!(list_offset(&mut d, "ret", 0, -1).await, 38);
-    produce_ok(
-        &mut s,
-        "ret",
-        0,
-        make_batch(Compression::Zstd, 2, None, "last"),
-    )
-    .await;
-    wait_mirrored(&mut d, "m", "ret", &[40]).await;
-    assert_same_log(&mut s, &mut d, "ret", 0).await;
+    wait_log_start(&mut dst, "ret", 38).await;
+    assert_eq!(list_offset(dst.conn(), "ret", 0, -1).await, 38);
+    src.produce("ret", 0, make_batch(Compression::Zstd, 2, None, "last"))
+        .await;
+    assert_eq!(dst.wait_caught_up(&mut src, "m", "ret").await, [40]);
+    dst.assert_same_logs_as(&mut src, "ret").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn unreachable_source_fails_start_quickly() {
-    init_tracing();
-    let dst = Node::start(&[]).await;
-    let mut d = dst.connect().await;
+    let mut dst = Cluster::start(&[]).await;
     let port = {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         l.local_addr().unwrap().port()
     };
-    create_mirror_to(&mut d, "dead", &format!("127.0.0.1:{port}")).await;
+    dst.mirror_from_address("dead", &format!("127.0.0.1:{port}"))
+        .await;
     let started = Instant::now();
     let r = tokio::time::timeout(
         Duration::from_secs(30),
-        start_topics(&mut d, "dead", &["x"]),
+        start_topics(dst.conn(), "dead", &["x"]),
     )
     .await
     .expect("StartMirrorTopics hangs on an unreachable source");
@@ -1515,9 +1311,9 @@ async fn unreachable_source_fails_start_quickly() {
             .is_some_and(|m| m.contains(&port.to_string())),
         "the message names the source: {r:?}"
     );
-    let (code, _, _) = topic_metadata(&mut d, "x").await;
+    let (code, _, _) = topic_metadata(dst.conn(), "x").await;
     assert_eq!(code, UNKNOWN_TOPIC_OR_PARTITION);
-    assert_eq!(list_mirrors(&mut d).await.mirrors[0].topic_count, 0);
+    assert_eq!(list_mirrors(dst.conn()).await.mirrors[0].topic_count, 0);
 }
 
 /// The source dies while mirroring: partitions go FAILED with retry attempts and an error, and
@@ -1525,48 +1321,28 @@ async fn unreachable_source_fails_start_quickly() {
 /// same port and the partitions still mirrored resume.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn source_death_fails_partitions_then_failover_and_recovery() {
-    init_tracing();
-    let mut src = Node::start(&[]).await;
-    let dst = Node::start(&[
+    let mut src = Cluster::start(&[]).await;
+    let mut dst = Cluster::start(&[
         ("mirror.failed.retry.initial.backoff.ms", "100"),
         ("mirror.failed.retry.max.backoff.ms", "500"),
     ])
     .await;
-    let mut s = src.connect().await;
-    let mut d = dst.connect().await;
-    create_topic(&mut s, "live", 2, &[]).await;
-    create_topic(&mut s, "live2", 1, &[]).await;
+    src.create_topic("live", 2, &[]).await;
+    src.create_topic("live2", 1, &[]).await;
     for p in 0..2 {
-        produce_ok(
-            &mut s,
-            "live",
-            p,
-            make_batch(Compression::Gzip, 5, None, "a"),
-        )
-        .await;
+        src.produce("live", p, make_batch(Compression::Gzip, 5, None, "a"))
+            .await;
     }
-    produce_ok(
-        &mut s,
-        "live2",
-        0,
-        make_batch(Compression::Lz4, 7, None, "a"),
-    )
-    .await;
-    let ends = end_offsets(&mut s, "live", 2).await;
-    let ends2 = end_offsets(&mut s, "live2", 1).await;
-    create_mirror_to(&mut d, "m", &src.bootstrap()).await;
-    assert_topic_codes(
-        &start_topics(&mut d, "m", &["live", "live2"]).await,
-        0,
-        "start",
-    );
-    wait_mirrored(&mut d, "m", "live", &ends).await;
-    wait_mirrored(&mut d, "m", "live2", &ends2).await;
+    src.produce("live2", 0, make_batch(Compression::Lz4, 7, None, "a"))
+        .await;
+    dst.mirror_from("m", &src).await;
+    dst.start_mirror_topics("m", &["live", "live2"]).await;
+    dst.wait_caught_up(&mut src, "m", "live").await;
+    let ends2 = dst.wait_caught_up(&mut src, "m", "live2").await;
 
-    drop(s);
     src.stop().await;
-    for (topic, n) in [("live", 2), ("live2", 1)] {
-        let parts = wait_state(&mut d, "m", topic, n, "FAILED").await;
+    for topic in ["live", "live2"] {
+        let parts = dst.wait_state("m", topic, "FAILED").await;
         for p in &parts {
             assert!(p.retry_attempt > 0, "{p:?}");
             assert!(
@@ -1575,69 +1351,42 @@ async fn source_death_fails_partitions_then_failover_and_recovery() {
             );
         }
     }
-    let (code, _) = produce_batch(
-        &mut d,
-        "live",
-        0,
-        make_batch(Compression::None, 1, None, "x"),
-    )
-    .await;
-    assert_eq!(
-        code, READ_ONLY_TOPIC,
-        "a failed mirror topic stays read-only"
-    );
+    dst.assert_read_only("live", 0, "a failed mirror topic stays read-only")
+        .await;
 
     // Failover with the source down.
     let started = Instant::now();
-    assert_topic_codes(&stop_topics(&mut d, "m", &["live2"]).await, 0, "stop live2");
+    dst.stop_mirror_topics("m", &["live2"]).await;
     assert!(
         started.elapsed() < Duration::from_secs(10),
         "stop took {:?}",
         started.elapsed()
     );
-    let parts = partition_details(&mut d, "m", "live2").await;
+    let parts = dst.mirror_partitions("m", "live2").await;
     assert!(
         parts.iter().all(|p| p.state_value == "STOPPED"),
         "{parts:?}"
     );
-    let base = produce_ok(
-        &mut d,
-        "live2",
-        0,
-        make_batch(Compression::None, 2, None, "mine"),
-    )
-    .await;
+    let base = dst
+        .produce("live2", 0, make_batch(Compression::None, 2, None, "mine"))
+        .await;
     assert_eq!(base, ends2[0]);
 
     // The source comes back on the same dir and port.
     src.restart(true).await;
-    let mut s = src.connect().await;
     for p in 0..2 {
-        produce_ok(
-            &mut s,
-            "live",
-            p,
-            make_batch(Compression::Zstd, 3, None, "b"),
-        )
+        src.produce("live", p, make_batch(Compression::Zstd, 3, None, "b"))
+            .await;
+    }
+    src.produce("live2", 0, make_batch(Compression::Zstd, 3, None, "b"))
         .await;
-    }
-    produce_ok(
-        &mut s,
-        "live2",
-        0,
-        make_batch(Compression::Zstd, 3, None, "b"),
-    )
-    .await;
-    let ends = end_offsets(&mut s, "live", 2).await;
-    wait_mirrored(&mut d, "m", "live", &ends).await;
-    for p in 0..2 {
-        assert_same_log(&mut s, &mut d, "live", p).await;
-    }
-    let parts = partition_details(&mut d, "m", "live").await;
+    dst.wait_caught_up(&mut src, "m", "live").await;
+    dst.assert_same_logs_as(&mut src, "live").await;
+    let parts = dst.mirror_partitions("m", "live").await;
     assert!(parts.iter().all(|p| p.retry_attempt == 0), "{parts:?}");
     // The failed-over topic is left alone.
-    assert_eq!(end_offsets(&mut d, "live2", 1).await, vec![ends2[0] + 2]);
-    let parts = partition_details(&mut d, "m", "live2").await;
+    assert_eq!(dst.end_offsets("live2").await, vec![ends2[0] + 2]);
+    let parts = dst.mirror_partitions("m", "live2").await;
     assert!(
         parts.iter().all(|p| p.state_value == "STOPPED"),
         "{parts:?}"
@@ -1648,51 +1397,45 @@ async fn source_death_fails_partitions_then_failover_and_recovery() {
 /// attempt (what describe's retry_attempt and `mirror.failed.retry.max.attempts` are about).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn failed_partition_retry_attempts_grow() {
-    init_tracing();
-    let mut src = Node::start(&[]).await;
-    let dst = Node::start(&[
+    let mut src = Cluster::start(&[]).await;
+    let mut dst = Cluster::start(&[
         ("mirror.failed.retry.initial.backoff.ms", "1000"),
         ("mirror.failed.retry.max.backoff.ms", "4000"),
         ("mirror.failed.retry.max.attempts", "3"),
     ])
     .await;
-    let mut s = src.connect().await;
-    let mut d = dst.connect().await;
-    create_topic(&mut s, "f", 1, &[]).await;
-    produce_ok(&mut s, "f", 0, make_batch(Compression::None, 2, None, "a")).await;
-    create_mirror_to(&mut d, "m", &src.bootstrap()).await;
-    assert_topic_codes(&start_topics(&mut d, "m", &["f"]).await, 0, "start");
-    wait_mirrored(&mut d, "m", "f", &[2]).await;
-    drop(s);
+    src.create_topic("f", 1, &[]).await;
+    src.produce("f", 0, make_batch(Compression::None, 2, None, "a"))
+        .await;
+    assert_eq!(dst.mirror_topic_from(&mut src, "m", "f").await, [2]);
     src.stop().await;
     // 3 attempts at 0.5-1, 1-2 and 2-4 s: well within 60 s, after which the partition stays
     // FAILED and is no longer retried (retry_attempt -1). The backoffs are long enough that a
     // loaded machine's describe round trips (seconds, when CI builds beside the tests) still
-    // see the last attempt.
-    let deadline = Instant::now() + Duration::from_secs(60);
+    // see the last attempt; describe is polled every 20 ms so as not to miss it.
     let mut seen = BTreeSet::new();
-    let mut last = Vec::new();
-    while Instant::now() < deadline {
-        last = partition_details(&mut d, "m", "f").await;
+    let what = "the partition to stop retrying (FAILED, retry_attempt -1) with max.attempts=3";
+    let every = Duration::from_millis(20);
+    poll_until(Duration::from_secs(60), every, what, async || {
+        let last = dst.mirror_partitions("m", "f").await;
         seen.extend(
             last.iter()
                 .map(|p| (p.state_value.clone(), p.retry_attempt)),
         );
-        if last
-            .iter()
-            .all(|p| p.state_value == "FAILED" && p.retry_attempt == -1)
-        {
-            break;
+        let given_up = !last.is_empty()
+            && last
+                .iter()
+                .all(|p| p.state_value == "FAILED" && p.retry_attempt == -1);
+        if given_up {
+            Ok(())
+        } else {
+            Err(format!(
+                "the partition is {last:?}; (state, retry_attempt) seen: {seen:?}"
+            ))
         }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    })
+    .await;
     eprintln!("states seen: {seen:?}");
-    assert!(
-        last.iter()
-            .all(|p| p.state_value == "FAILED" && p.retry_attempt == -1),
-        "after 60 s of retries every 1-4 s with max.attempts=3 the partition is {last:?}; \
-         (state, retry_attempt) seen: {seen:?}"
-    );
     assert!(seen.contains(&("FAILED".to_string(), 3)), "{seen:?}");
 }
 
@@ -1701,17 +1444,14 @@ async fn failed_partition_retry_attempts_grow() {
 /// byte still arrives. A negative rate is refused when the mirror is created.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_byte_rate_limit_holds_an_initial_copy_to_its_rate() {
-    init_tracing();
-    let src = Node::start(&[]).await;
-    let dst = Node::start(&[]).await;
-    let mut s = src.connect().await;
-    let mut d = dst.connect().await;
-    create_topic(&mut s, "bulk", 1, &[]).await;
+    let mut src = Cluster::start(&[]).await;
+    let mut dst = Cluster::start(&[]).await;
+    src.create_topic("bulk", 1, &[]).await;
     for i in 0..30 {
-        produce_ok(&mut s, "bulk", 0, big_batch(100, 1000, i)).await;
+        src.produce("bulk", 0, big_batch(100, 1000, i)).await;
     }
     let r = create_mirror(
-        &mut d,
+        dst.conn(),
         "bad",
         &[
             ("bootstrap.servers", Some(src.bootstrap().as_str())),
@@ -1721,7 +1461,7 @@ async fn the_byte_rate_limit_holds_an_initial_copy_to_its_rate() {
     .await;
     assert_ne!(r.error_code, 0, "a negative rate must be refused: {r:?}");
     let r = create_mirror(
-        &mut d,
+        dst.conn(),
         "slow",
         &[
             ("bootstrap.servers", Some(src.bootstrap().as_str())),
@@ -1732,12 +1472,12 @@ async fn the_byte_rate_limit_holds_an_initial_copy_to_its_rate() {
     .await;
     assert_eq!(r.error_code, 0, "{r:?}");
     let started = Instant::now();
-    assert_topic_codes(&start_topics(&mut d, "slow", &["bulk"]).await, 0, "start");
-    wait_mirrored(&mut d, "slow", "bulk", &[3000]).await;
+    dst.start_mirror_topics("slow", &["bulk"]).await;
+    wait_mirrored(dst.conn(), "slow", "bulk", &[3000]).await;
     let took = started.elapsed();
     assert!(
         took >= Duration::from_millis(1500),
         "3 MB mirrored in {took:?} under a 1 MB/s limit"
     );
-    assert_same_log(&mut s, &mut d, "bulk", 0).await;
+    dst.assert_same_logs_as(&mut src, "bulk").await;
 }

@@ -1,14 +1,14 @@
 //! Helpers for the mirroring tests: restartable in-process servers, the mirror RPCs, whole-log
-//! reads for byte comparisons, and a byte-counting TCP proxy.
+//! reads for byte comparisons, a byte-counting TCP proxy, and [`Cluster`], the steps a mirroring
+//! story is told in.
 
 #![allow(dead_code, unreachable_pub)]
 
 use std::collections::BTreeMap;
-use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::Bytes;
 use kafka_protocol::messages::delete_records_request::{
@@ -35,10 +35,7 @@ use tern_protocol::records::RecordBatchBuilder;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
-use crate::support::{name, produce, start_in};
-
-/// How long a test waits for the mirror to reach a state.
-pub const WAIT: Duration = Duration::from_secs(30);
+use crate::support::{create_topic, name, produce, start_in, wait_until};
 
 /// Logs to stderr when RUST_LOG is set (`RUST_LOG=tern_mirror=debug cargo test ...`).
 pub fn init_tracing() {
@@ -116,26 +113,6 @@ async fn start_with(dir: &std::path::Path, overrides: &[(String, String)]) -> Se
         .map(|(k, v)| (k.as_str(), v.as_str()))
         .collect();
     start_in(dir, &pairs).await
-}
-
-/// Polls `f` until it returns `Some`, or panics after `timeout` with the last `what`.
-pub async fn wait_for<T, F, Fut>(timeout: Duration, what: &str, mut f: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Result<T, String>>,
-{
-    let deadline = Instant::now() + timeout;
-    loop {
-        match f().await {
-            Ok(v) => return v,
-            Err(last) => {
-                if Instant::now() >= deadline {
-                    panic!("timed out after {timeout:?} waiting for {what}: {last}");
-                }
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -332,8 +309,8 @@ pub async fn wait_mirrored(
     topic: &str,
     source_ends: &[i64],
 ) -> Vec<MirrorPartitionDetail> {
-    let deadline = Instant::now() + WAIT;
-    loop {
+    let what = format!("{topic} to be mirrored by {mirror} up to {source_ends:?}");
+    wait_until(&what, async || {
         let parts = partition_details(conn, mirror, topic).await;
         let ok = parts.len() == source_ends.len()
             && parts.iter().all(|p| {
@@ -343,14 +320,12 @@ pub async fn wait_mirrored(
                     && p.destination_offset == source_ends[p.partition_index as usize]
             });
         if ok {
-            return parts;
+            Ok(parts)
+        } else {
+            Err(format!("{parts:?}"))
         }
-        assert!(
-            Instant::now() < deadline,
-            "timed out waiting for {topic} to be mirrored up to {source_ends:?}: {parts:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    })
+    .await
 }
 
 /// Waits until every partition of `topic` has `state`.
@@ -361,18 +336,16 @@ pub async fn wait_state(
     partitions: usize,
     state: &str,
 ) -> Vec<MirrorPartitionDetail> {
-    let deadline = Instant::now() + WAIT;
-    loop {
+    let what = format!("{partitions} partitions of {topic} to be {state} in {mirror}");
+    wait_until(&what, async || {
         let parts = partition_details(conn, mirror, topic).await;
         if parts.len() == partitions && parts.iter().all(|p| p.state_value == state) {
-            return parts;
+            Ok(parts)
+        } else {
+            Err(format!("{parts:?}"))
         }
-        assert!(
-            Instant::now() < deadline,
-            "timed out waiting for {topic} to be {state}: {parts:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    })
+    .await
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -739,6 +712,11 @@ impl Proxy {
         self.keys.lock().unwrap().clone()
     }
 
+    /// `host:port` of the proxy, for a mirror's `bootstrap.servers`.
+    pub fn bootstrap(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
     pub fn total(&self) -> u64 {
         self.upstream.load(Ordering::SeqCst) + self.downstream.load(Ordering::SeqCst)
     }
@@ -849,4 +827,229 @@ pub async fn committed_offset(
         .and_then(|t| t.partitions.first())
         .map(|p| p.committed_offset)
         .unwrap_or(-1)
+}
+
+// ---------------------------------------------------------------------------------------------
+// The steps a mirroring story is told in.
+
+/// TopicWriteProtectedByMirror: a produce to a mirror topic.
+pub const READ_ONLY_TOPIC: i16 = 134;
+
+/// One broker playing a cluster of a mirroring story (a source, a destination, or both in
+/// turn), with a connection to it. The steps assert that they succeed; a step whose outcome
+/// is what a test is about is better sent with the plain RPC helpers on [`Cluster::conn`].
+pub struct Cluster {
+    pub node: Node,
+    conn: Option<KafkaConnection>,
+}
+
+impl Cluster {
+    /// Starts a broker with these config overrides (and tracing, when RUST_LOG asks for it).
+    pub async fn start(overrides: &[(&str, &str)]) -> Cluster {
+        init_tracing();
+        let node = Node::start(overrides).await;
+        let conn = Some(node.connect().await);
+        Cluster { node, conn }
+    }
+
+    /// Starts a broker that advertises a byte-counting proxy in front of it as its address, so
+    /// a mirror bootstrapped from the proxy sends everything through it. The cluster's own
+    /// connection goes to the broker directly.
+    pub async fn start_behind_proxy(overrides: &[(&str, &str)]) -> (Cluster, Proxy) {
+        let mut proxy = Proxy::bind().await;
+        let advertised = format!("PLAINTEXT://127.0.0.1:{}", proxy.port);
+        let mut overrides = overrides.to_vec();
+        overrides.push(("advertised.listeners", advertised.as_str()));
+        let cluster = Cluster::start(&overrides).await;
+        proxy.forward_to(cluster.node.addr);
+        (cluster, proxy)
+    }
+
+    /// The cluster's connection.
+    pub fn conn(&mut self) -> &mut KafkaConnection {
+        self.conn.as_mut().expect("the cluster is stopped")
+    }
+
+    /// Another connection.
+    pub async fn connect(&self) -> KafkaConnection {
+        self.node.connect().await
+    }
+
+    /// `host:port` for a mirror's `bootstrap.servers`.
+    pub fn bootstrap(&self) -> String {
+        self.node.bootstrap()
+    }
+
+    /// Closes the connection and shuts the broker down.
+    pub async fn stop(&mut self) {
+        self.conn = None;
+        self.node.stop().await;
+    }
+
+    /// Starts again on the same data dir (`same_port`: the port it had) and reconnects.
+    pub async fn restart(&mut self, same_port: bool) {
+        self.conn = None;
+        self.node.restart(same_port).await;
+        self.conn = Some(self.node.connect().await);
+    }
+
+    // -- Topics and records.
+
+    /// Creates a topic; asserts it was created.
+    pub async fn create_topic(&mut self, topic: &str, partitions: i32, configs: &[(&str, &str)]) {
+        let r = create_topic(self.conn(), topic, partitions, configs).await;
+        assert_eq!(r.topics[0].error_code, 0, "create topic {topic}: {r:?}");
+    }
+
+    /// Produces one batch (acks=all) and asserts success; returns its base offset.
+    pub async fn produce(&mut self, topic: &str, partition: i32, records: Bytes) -> i64 {
+        produce_ok(self.conn(), topic, partition, records).await
+    }
+
+    /// Asserts a one-record produce is refused with READ_ONLY_TOPIC.
+    pub async fn assert_read_only(&mut self, topic: &str, partition: i32, why: &str) {
+        let batch = make_batch(Compression::None, 1, None, "x");
+        let (code, _) = produce_batch(self.conn(), topic, partition, batch).await;
+        assert_eq!(code, READ_ONLY_TOPIC, "{topic}-{partition}: {why}");
+    }
+
+    /// The topic's partition count, from Metadata; asserts the topic exists.
+    pub async fn partition_count(&mut self, topic: &str) -> i32 {
+        let (code, _, n) = topic_metadata(self.conn(), topic).await;
+        assert_eq!(code, 0, "metadata of {topic}");
+        n as i32
+    }
+
+    /// The high watermark of every partition of the topic.
+    pub async fn end_offsets(&mut self, topic: &str) -> Vec<i64> {
+        let n = self.partition_count(topic).await;
+        end_offsets(self.conn(), topic, n).await
+    }
+
+    /// Shows the topic does not move: its end offsets stay `ends` for the whole `window`.
+    pub async fn assert_end_offsets_stay(
+        &mut self,
+        topic: &str,
+        ends: &[i64],
+        window: Duration,
+        what: &str,
+    ) {
+        crate::support::holds_for(window, what, async || {
+            let now = self.end_offsets(topic).await;
+            if now == ends {
+                Ok(())
+            } else {
+                Err(format!(
+                    "{topic}'s end offsets moved from {ends:?} to {now:?}"
+                ))
+            }
+        })
+        .await
+    }
+
+    /// The whole log of one partition, read with Fetch.
+    pub async fn log(&mut self, topic: &str, partition: i32) -> PartitionLog {
+        fetch_log(self.conn(), topic, partition).await
+    }
+
+    /// The configs set on the topic itself.
+    pub async fn configs(&mut self, topic: &str) -> BTreeMap<String, String> {
+        explicit_topic_configs(self.conn(), topic).await
+    }
+
+    // -- Mirroring, as seen from the destination.
+
+    /// CreateClusterMirror from `source` (short fetch waits); asserts success.
+    pub async fn mirror_from(&mut self, mirror: &str, source: &Cluster) {
+        self.mirror_from_address(mirror, &source.bootstrap()).await;
+    }
+
+    /// CreateClusterMirror from the given `bootstrap.servers`; asserts success.
+    pub async fn mirror_from_address(&mut self, mirror: &str, bootstrap: &str) {
+        create_mirror_to(self.conn(), mirror, bootstrap).await;
+    }
+
+    /// StartMirrorTopics; asserts every topic started.
+    pub async fn start_mirror_topics(&mut self, mirror: &str, topics: &[&str]) {
+        let r = start_topics(self.conn(), mirror, topics).await;
+        assert_topic_codes(&r, 0, &format!("start {topics:?} in {mirror}"));
+    }
+
+    /// PauseMirrorTopics; asserts every topic paused.
+    pub async fn pause_mirror_topics(&mut self, mirror: &str, topics: &[&str]) {
+        let r = pause_topics(self.conn(), mirror, topics).await;
+        assert_topic_codes(&r, 0, &format!("pause {topics:?} in {mirror}"));
+    }
+
+    /// ResumeMirrorTopics; asserts every topic resumed.
+    pub async fn resume_mirror_topics(&mut self, mirror: &str, topics: &[&str]) {
+        let r = resume_topics(self.conn(), mirror, topics).await;
+        assert_topic_codes(&r, 0, &format!("resume {topics:?} in {mirror}"));
+    }
+
+    /// StopMirrorTopics (a failover); asserts every topic stopped.
+    pub async fn stop_mirror_topics(&mut self, mirror: &str, topics: &[&str]) {
+        let r = stop_topics(self.conn(), mirror, topics).await;
+        assert_topic_codes(&r, 0, &format!("stop {topics:?} in {mirror}"));
+    }
+
+    /// The mirror's partitions of `topic`, by index.
+    pub async fn mirror_partitions(
+        &mut self,
+        mirror: &str,
+        topic: &str,
+    ) -> Vec<MirrorPartitionDetail> {
+        partition_details(self.conn(), mirror, topic).await
+    }
+
+    /// Waits until every partition of the (local) topic has `state` in the mirror.
+    pub async fn wait_state(
+        &mut self,
+        mirror: &str,
+        topic: &str,
+        state: &str,
+    ) -> Vec<MirrorPartitionDetail> {
+        let n = self.partition_count(topic).await as usize;
+        wait_state(self.conn(), mirror, topic, n, state).await
+    }
+
+    /// Reads the source's end offsets of `topic` and waits until the mirror holds exactly that
+    /// much of every partition, MIRRORING with no lag. Returns those end offsets.
+    pub async fn wait_caught_up(
+        &mut self,
+        source: &mut Cluster,
+        mirror: &str,
+        topic: &str,
+    ) -> Vec<i64> {
+        let ends = source.end_offsets(topic).await;
+        wait_mirrored(self.conn(), mirror, topic, &ends).await;
+        ends
+    }
+
+    /// Creates a mirror from `source`, starts `topic` in it and waits until it has caught up
+    /// with the source; returns the source's end offsets.
+    pub async fn mirror_topic_from(
+        &mut self,
+        source: &mut Cluster,
+        mirror: &str,
+        topic: &str,
+    ) -> Vec<i64> {
+        self.mirror_from(mirror, source).await;
+        self.start_mirror_topics(mirror, &[topic]).await;
+        self.wait_caught_up(source, mirror, topic).await
+    }
+
+    /// Asserts every partition of `topic` here holds the source's batches at the same offsets,
+    /// byte for byte; returns the source's logs, by partition.
+    pub async fn assert_same_logs_as(
+        &mut self,
+        source: &mut Cluster,
+        topic: &str,
+    ) -> Vec<PartitionLog> {
+        let mut logs = Vec::new();
+        for p in 0..source.partition_count(topic).await {
+            logs.push(assert_same_log(source.conn(), self.conn(), topic, p).await);
+        }
+        logs
+    }
 }

@@ -3,6 +3,7 @@
 #![allow(dead_code, unreachable_pub)]
 
 use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
@@ -132,4 +133,58 @@ pub async fn produce(
                 .with_index(partition)
                 .with_records(Some(records))])]);
     conn.send(&req, 9).await.unwrap()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Waiting on a condition instead of sleeping.
+
+/// How long a test waits for a condition before it fails.
+pub const WAIT: Duration = Duration::from_secs(30);
+
+/// Polls `check` every 100 ms until it returns `Ok`; after [`WAIT`] panics, naming `what` and
+/// the last error `check` gave.
+pub async fn wait_until<T>(what: &str, check: impl AsyncFnMut() -> Result<T, String>) -> T {
+    poll_until(WAIT, Duration::from_millis(100), what, check).await
+}
+
+/// [`wait_until`] with its own deadline and polling interval.
+pub async fn poll_until<T>(
+    within: Duration,
+    every: Duration,
+    what: &str,
+    mut check: impl AsyncFnMut() -> Result<T, String>,
+) -> T {
+    let deadline = Instant::now() + within;
+    loop {
+        match check().await {
+            Ok(v) => return v,
+            Err(last) if Instant::now() >= deadline => {
+                panic!("timed out after {within:?} waiting for {what}: {last}")
+            }
+            Err(_) => tokio::time::sleep(every).await,
+        }
+    }
+}
+
+/// The opposite of a wait, for showing that something does *not* happen: checks `check` every
+/// 100 ms for the whole `window` (the last time at its end) and panics the first time it fails.
+pub async fn holds_for(
+    window: Duration,
+    what: &str,
+    mut check: impl AsyncFnMut() -> Result<(), String>,
+) {
+    let started = Instant::now();
+    loop {
+        if let Err(e) = check().await {
+            panic!(
+                "{what} held for only {:?} of {window:?}: {e}",
+                started.elapsed()
+            );
+        }
+        let left = window.saturating_sub(started.elapsed());
+        if left.is_zero() {
+            return;
+        }
+        tokio::time::sleep(left.min(Duration::from_millis(100))).await;
+    }
 }
