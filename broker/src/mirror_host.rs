@@ -116,7 +116,7 @@ impl MirrorHost for BrokerMirrorHost {
         let changed: Vec<(String, i32, OffsetValue)> = {
             let current = self
                 .groups
-                .with_group(group, false, |g| g.offsets.clone())
+                .with_group(group, false, |g| g.offsets().clone())
                 .unwrap_or_default();
             offsets
                 .into_iter()

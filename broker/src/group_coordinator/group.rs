@@ -27,6 +27,18 @@ pub enum GroupState {
 }
 
 impl GroupState {
+    /// The states a group may come from into this one (Kafka's `validPreviousStates`).
+    pub fn valid_previous(self) -> &'static [GroupState] {
+        use GroupState::*;
+        match self {
+            Empty => &[PreparingRebalance],
+            PreparingRebalance => &[Stable, CompletingRebalance, Empty],
+            CompletingRebalance => &[PreparingRebalance],
+            Stable => &[CompletingRebalance],
+            Dead => &[Stable, PreparingRebalance, CompletingRebalance, Empty, Dead],
+        }
+    }
+
     /// Kafka's name for the state.
     pub fn name(self) -> &'static str {
         match self {
@@ -159,47 +171,54 @@ pub struct GroupConfig {
     pub max_size: usize,
 }
 
-/// A consumer group.
+/// Where new member ids come from: given the client id (or the static instance id), a fresh id.
+/// Injectable so that tests can name members.
+pub type MemberIdSource = Box<dyn FnMut(&str) -> String + Send>;
+
+/// A consumer group. Its fields are private: the state changes only through the handlers
+/// below, and every state change through `transition`, which refuses what Kafka's
+/// `assertValidTransition` refuses.
 pub struct Group {
-    /// Group id.
-    pub id: String,
-    /// State.
-    pub state: GroupState,
-    /// When the state last changed.
-    pub state_since_ms: i64,
-    /// Generation.
-    pub generation: i32,
+    id: String,
+    state: GroupState,
+    /// When the state last changed (or the group last became empty).
+    state_since_ms: i64,
+    generation: i32,
     /// Protocol type of the members.
-    pub protocol_type: Option<String>,
+    protocol_type: Option<String>,
     /// Chosen protocol.
-    pub protocol: Option<String>,
+    protocol: Option<String>,
     /// Leader member id.
-    pub leader: Option<String>,
-    /// Members by id.
-    pub members: BTreeMap<String, Member>,
+    leader: Option<String>,
+    members: BTreeMap<String, Member>,
     /// Member ids handed out (MEMBER_ID_REQUIRED) but not yet joined, with their expiry.
     pending_members: HashMap<String, i64>,
     /// Committed offsets.
-    pub offsets: HashMap<(String, i32), OffsetValue>,
+    offsets: HashMap<(String, i32), OffsetValue>,
     /// Offsets committed in open transactions, by producer id: they take effect when the
     /// transaction's commit marker reaches this group's offsets partition.
-    pub pending_txn_offsets: HashMap<i64, HashMap<(String, i32), OffsetValue>>,
+    pending_txn_offsets: HashMap<i64, HashMap<(String, i32), OffsetValue>>,
     /// The membership of the consumer protocol (KIP-848) when the group is of that type; the
     /// classic state is then Empty.
-    pub consumer: Option<ConsumerGroup>,
+    consumer: Option<ConsumerGroup>,
+    member_ids: MemberIdSource,
     rebalance_deadline_ms: i64,
     initial_delay_until_ms: i64,
 }
 
-/// A new member id: client id plus a random suffix, like Kafka's.
-fn new_member_id(client_id: &str, instance: Option<&str>) -> String {
-    let prefix = instance.unwrap_or(client_id);
-    format!("{prefix}-{}", uuid::Uuid::new_v4())
+/// Kafka's member ids: the client id (or instance id) plus a random suffix.
+fn random_member_ids() -> MemberIdSource {
+    Box::new(|prefix: &str| format!("{prefix}-{}", uuid::Uuid::new_v4()))
 }
 
 impl Group {
     /// A new empty group.
     pub fn new(id: &str, now_ms: i64) -> Self {
+        Self::with_member_ids(id, now_ms, random_member_ids())
+    }
+
+    /// A new empty group whose member ids come from `member_ids`.
+    pub fn with_member_ids(id: &str, now_ms: i64, member_ids: MemberIdSource) -> Self {
         Group {
             id: id.to_string(),
             state: GroupState::Empty,
@@ -213,6 +232,7 @@ impl Group {
             offsets: HashMap::new(),
             pending_txn_offsets: HashMap::new(),
             consumer: None,
+            member_ids,
             rebalance_deadline_ms: 0,
             initial_delay_until_ms: 0,
         }
@@ -249,9 +269,117 @@ impl Group {
         }
     }
 
-    fn transition(&mut self, state: GroupState, now_ms: i64) {
+    /// Moves to `state` if Kafka allows it from the current one; a refused transition is a
+    /// bug, logged, and leaves the state as it was.
+    fn transition(&mut self, state: GroupState, now_ms: i64) -> bool {
+        if !state.valid_previous().contains(&self.state) {
+            tracing::error!(group = %self.id, from = self.state.name(), to = state.name(),
+                "invalid group state transition refused");
+            return false;
+        }
         self.state = state;
         self.state_since_ms = now_ms;
+        true
+    }
+
+    fn new_member_id(&mut self, client_id: &str, instance: Option<&str>) -> String {
+        (self.member_ids)(instance.unwrap_or(client_id))
+    }
+
+    /// Group id.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// The classic protocol's state.
+    pub fn state(&self) -> GroupState {
+        self.state
+    }
+
+    /// When the state last changed, or the group last became empty.
+    pub fn state_since_ms(&self) -> i64 {
+        self.state_since_ms
+    }
+
+    /// Generation.
+    pub fn generation(&self) -> i32 {
+        self.generation
+    }
+
+    /// Protocol type of the classic members.
+    pub fn protocol_type(&self) -> Option<&str> {
+        self.protocol_type.as_deref()
+    }
+
+    /// The chosen protocol.
+    pub fn protocol(&self) -> Option<&str> {
+        self.protocol.as_deref()
+    }
+
+    /// The leader's member id.
+    pub fn leader(&self) -> Option<&str> {
+        self.leader.as_deref()
+    }
+
+    /// Classic members by id.
+    pub fn members(&self) -> &BTreeMap<String, Member> {
+        &self.members
+    }
+
+    /// Committed offsets.
+    pub fn offsets(&self) -> &HashMap<(String, i32), OffsetValue> {
+        &self.offsets
+    }
+
+    /// The KIP-848 membership, when the group is a consumer group.
+    pub fn consumer(&self) -> Option<&ConsumerGroup> {
+        self.consumer.as_ref()
+    }
+
+    /// The KIP-848 membership, to drive it.
+    pub fn consumer_mut(&mut self) -> Option<&mut ConsumerGroup> {
+        self.consumer.as_mut()
+    }
+
+    /// Makes an empty classic group a consumer group (Kafka converts an empty group when a
+    /// consumer-protocol member joins it); false when classic members are in it.
+    pub fn become_consumer_group(&mut self) -> bool {
+        if self.consumer.is_some() {
+            return true;
+        }
+        if self.state != GroupState::Empty {
+            return false;
+        }
+        self.consumer = Some(ConsumerGroup::default());
+        true
+    }
+
+    /// Whether an open transaction holds an offset for `key`.
+    pub fn has_pending_txn_offset(&self, key: &(String, i32)) -> bool {
+        self.pending_txn_offsets
+            .values()
+            .any(|offsets| offsets.contains_key(key))
+    }
+
+    /// Takes back offsets `producer_id` had pending whose write failed.
+    pub fn forget_pending_txn_offsets(&mut self, producer_id: i64, keys: &[(String, i32)]) {
+        if let Some(pending) = self.pending_txn_offsets.get_mut(&producer_id) {
+            for k in keys {
+                pending.remove(k);
+            }
+        }
+    }
+
+    /// Offsets older than `retention_ms` that no open transaction is replacing (as Kafka
+    /// keeps those).
+    pub fn expired_offsets(&self, now_ms: i64, retention_ms: i64) -> Vec<(String, i32)> {
+        self.offsets
+            .iter()
+            .filter(|(k, v)| {
+                now_ms - v.commit_timestamp > retention_ms && !self.has_pending_txn_offset(k)
+            })
+            .map(|(k, _)| k.clone())
+            .collect()
     }
 
     /// Restores generation and members from stored metadata (after a restart).
@@ -280,12 +408,13 @@ impl Group {
                 },
             );
         }
-        let state = if self.members.is_empty() {
+        // Loading sets the state outright: it is where the stored group was, not a transition.
+        self.state = if self.members.is_empty() {
             GroupState::Empty
         } else {
             GroupState::Stable
         };
-        self.transition(state, now_ms);
+        self.state_since_ms = now_ms;
     }
 
     /// What to store for this group's metadata.
@@ -384,7 +513,7 @@ impl Group {
                 if member_id.is_empty() || member_id != existing {
                     // A restarted static member replaces the old incarnation without a rebalance
                     // when nothing else changed.
-                    let new_id = new_member_id(&req.client_id, Some(instance));
+                    let new_id = self.new_member_id(&req.client_id, Some(instance));
                     if let Some(mut old) = self.members.remove(&existing) {
                         if let Some(tx) = old.awaiting_join.take() {
                             let _ = tx.send(JoinResult::error(
@@ -407,10 +536,10 @@ impl Group {
                     }
                 }
             } else if member_id.is_empty() {
-                member_id = new_member_id(&req.client_id, Some(instance));
+                member_id = self.new_member_id(&req.client_id, Some(instance));
             }
         } else if member_id.is_empty() {
-            member_id = new_member_id(&req.client_id, None);
+            member_id = self.new_member_id(&req.client_id, None);
             if req.require_known_member_id {
                 self.pending_members
                     .insert(member_id.clone(), now_ms + req.session_timeout_ms as i64);
@@ -987,6 +1116,105 @@ mod tests {
             Reply::Wait(rx) => rx,
             Reply::Now(_) => panic!("expected to wait"),
         }
+    }
+
+    /// A group whose members are named `m1`, `m2`, ... in the order they ask.
+    fn named_group() -> Group {
+        let mut n = 0;
+        Group::with_member_ids(
+            "g",
+            0,
+            Box::new(move |_| {
+                n += 1;
+                format!("m{n}")
+            }),
+        )
+    }
+
+    /// Joins a new member (two JoinGroups: MEMBER_ID_REQUIRED, then with the id).
+    fn join_new(g: &mut Group, at: i64) -> (String, Reply<JoinResult>) {
+        let id = now(g.join(join_req(""), &config(), at)).member_id;
+        let reply = g.join(join_req(&id), &config(), at);
+        (id, reply)
+    }
+
+    #[test]
+    fn every_transition_kafka_allows_happens_and_no_other() {
+        use GroupState::*;
+        let mut g = named_group();
+        // Empty -> PreparingRebalance -> CompletingRebalance (one member: the join completes).
+        let (m1, r1) = join_new(&mut g, 0);
+        assert_eq!(m1, "m1");
+        assert_eq!(now(r1).leader, "m1");
+        assert_eq!(g.state(), CompletingRebalance);
+        // CompletingRebalance -> Stable (the leader's SyncGroup).
+        let (reply, _) = g.sync(
+            "m1",
+            None,
+            1,
+            vec![("m1".into(), Bytes::from_static(b"a"))],
+            1,
+        );
+        assert_eq!(now(reply).error, 0);
+        assert_eq!(g.state(), Stable);
+        // Stable -> PreparingRebalance (a second member joins); m1 is told to rejoin.
+        let (m2, r2) = join_new(&mut g, 2);
+        assert_eq!(m2, "m2");
+        assert_eq!(g.state(), PreparingRebalance);
+        assert_eq!(
+            g.heartbeat("m1", None, 1, 2),
+            ResponseError::RebalanceInProgress.code()
+        );
+        let r1 = g.join(join_req("m1"), &config(), 3);
+        assert_eq!(g.state(), CompletingRebalance);
+        assert_eq!(now(r1).generation, 2);
+        assert_eq!(now(r2).generation, 2);
+        // CompletingRebalance -> PreparingRebalance (a member leaves before the assignment).
+        let (codes, _) = g.leave(&[("m2".into(), None)], &config(), 4);
+        assert_eq!(codes, vec![0]);
+        assert_eq!(g.state(), PreparingRebalance);
+        let r1 = g.join(join_req("m1"), &config(), 4);
+        assert_eq!(g.state(), CompletingRebalance);
+        assert_eq!(now(r1).generation, 3);
+        // PreparingRebalance -> Empty (the last member leaves).
+        let (_, r) = join_new(&mut g, 5);
+        assert_eq!(g.state(), PreparingRebalance);
+        drop(r);
+        let (codes, store) = g.leave(&[("m1".into(), None), ("m3".into(), None)], &config(), 6);
+        assert_eq!(codes, vec![0, 0]);
+        assert!(store);
+        assert_eq!(g.state(), Empty);
+        // Empty -> Dead.
+        g.mark_dead(7);
+        assert_eq!(g.state(), Dead);
+
+        // The table itself is Kafka's, and a refused transition changes nothing.
+        for to in [Empty, PreparingRebalance, CompletingRebalance, Stable, Dead] {
+            for from in [Empty, PreparingRebalance, CompletingRebalance, Stable, Dead] {
+                let allowed = match to {
+                    Empty => from == PreparingRebalance,
+                    PreparingRebalance => matches!(from, Stable | CompletingRebalance | Empty),
+                    CompletingRebalance => from == PreparingRebalance,
+                    Stable => from == CompletingRebalance,
+                    Dead => true,
+                };
+                assert_eq!(
+                    to.valid_previous().contains(&from),
+                    allowed,
+                    "{from:?} -> {to:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn an_invalid_transition_is_refused_and_changes_nothing() {
+        let mut g = named_group();
+        assert!(!g.transition(GroupState::Stable, 5));
+        assert_eq!((g.state(), g.state_since_ms()), (GroupState::Empty, 0));
+        assert!(g.transition(GroupState::PreparingRebalance, 6));
+        assert!(!g.transition(GroupState::Stable, 7));
+        assert_eq!(g.state(), GroupState::PreparingRebalance);
     }
 
     #[test]

@@ -18,9 +18,7 @@ use tern_protocol::records::{control_record_type, ControlRecordType};
 
 use crate::replica_manager::ReplicaManager;
 use crate::replication::delayed_produce::PendingAck;
-use consumer_group::{
-    ConsumerGroup, ConsumerGroupConfig, Heartbeat, HeartbeatAnswer, Refusal, TopicView,
-};
+use consumer_group::{ConsumerGroupConfig, Heartbeat, HeartbeatAnswer, Refusal, TopicView};
 use group::{Group, GroupConfig, GroupState};
 use offsets_topic::{
     decode_group_value, decode_key, decode_offset_value, group_key, group_value, offset_key,
@@ -131,12 +129,12 @@ impl GroupCoordinator {
         self.groups
             .lock()
             .values()
-            .filter(|g| g.state != GroupState::Dead)
+            .filter(|g| g.state() != GroupState::Dead)
             .map(|g| ListedGroup {
-                id: g.id.clone(),
-                protocol_type: match g.consumer {
+                id: g.id().to_string(),
+                protocol_type: match g.consumer() {
                     Some(_) => "consumer".to_string(),
-                    None => g.protocol_type.clone().unwrap_or_default(),
+                    None => g.protocol_type().unwrap_or_default().to_string(),
                 },
                 state: g.state_name(),
                 group_type: g.group_type(),
@@ -149,7 +147,7 @@ impl GroupCoordinator {
         self.groups
             .lock()
             .get(group_id)
-            .and_then(|g| g.consumer.as_ref())
+            .and_then(|g| g.consumer())
             .is_some_and(|c| c.members.contains_key(member_id))
     }
 
@@ -162,7 +160,7 @@ impl GroupCoordinator {
         epoch: i32,
     ) -> Result<(), ResponseError> {
         let groups = self.groups.lock();
-        match groups.get(group_id).and_then(|g| g.consumer.as_ref()) {
+        match groups.get(group_id).and_then(|g| g.consumer()) {
             Some(c) => c.check_fetch(member_id, epoch),
             None => Ok(()),
         }
@@ -205,14 +203,8 @@ impl GroupCoordinator {
                 )
             });
         };
-        if g.consumer.is_none() {
-            if g.state != GroupState::Empty {
-                return Err(refuse(
-                    ResponseError::GroupIdNotFound,
-                    format!("Group {group_id} is not a consumer group."),
-                ));
-            }
-            if epoch != 0 {
+        if g.consumer().is_none() {
+            if epoch != 0 && g.state() == GroupState::Empty {
                 return Err(refuse(
                     ResponseError::UnknownMemberId,
                     format!(
@@ -221,9 +213,19 @@ impl GroupCoordinator {
                     ),
                 ));
             }
-            g.consumer = Some(ConsumerGroup::default());
+            if !g.become_consumer_group() {
+                return Err(refuse(
+                    ResponseError::GroupIdNotFound,
+                    format!("Group {group_id} is not a consumer group."),
+                ));
+            }
         }
-        let consumer = g.consumer.as_mut().expect("set above");
+        let Some(consumer) = g.consumer_mut() else {
+            return Err(refuse(
+                ResponseError::CoordinatorNotAvailable,
+                String::new(),
+            ));
+        };
         let answer = consumer.heartbeat(hb, topics, &self.config.consumer, now);
         g.emptied(now);
         answer
@@ -278,7 +280,7 @@ impl GroupCoordinator {
     /// Stores a group's metadata record.
     pub fn store_group(&self, group_id: &str) -> Result<(), ResponseError> {
         let value = self.with_group(group_id, false, |g| {
-            if g.state == GroupState::Dead {
+            if g.state() == GroupState::Dead {
                 None
             } else {
                 Some(group_value(&g.metadata_value(now_ms())))
@@ -344,11 +346,7 @@ impl GroupCoordinator {
                 });
                 if let Err(e) = self.store_as(group_id, &records, producer) {
                     self.with_group(group_id, false, |g| {
-                        if let Some(pending) = g.pending_txn_offsets.get_mut(&producer_id) {
-                            for k in &keys {
-                                pending.remove(k);
-                            }
-                        }
+                        g.forget_pending_txn_offsets(producer_id, &keys)
                     });
                     return Err(e);
                 }
@@ -384,7 +382,7 @@ impl GroupCoordinator {
         let n = self.config.offsets_partitions;
         let mut groups = self.groups.lock();
         for g in groups.values_mut() {
-            if partition_for(&g.id, n) != partition {
+            if partition_for(g.id(), n) != partition {
                 continue;
             }
             g.complete_txn_offsets(producer_id, commit);
@@ -395,11 +393,10 @@ impl GroupCoordinator {
     /// require_stable answers UNSTABLE_OFFSET_COMMIT then).
     pub fn has_pending_txn_offset(&self, group_id: &str, topic: &str, partition: i32) -> bool {
         let key = (topic.to_string(), partition);
-        self.groups.lock().get(group_id).is_some_and(|g| {
-            g.pending_txn_offsets
-                .values()
-                .any(|offsets| offsets.contains_key(&key))
-        })
+        self.groups
+            .lock()
+            .get(group_id)
+            .is_some_and(|g| g.has_pending_txn_offset(&key))
     }
 
     /// Rebuilds groups and offsets from every `__consumer_offsets` partition this broker leads.
@@ -518,32 +515,22 @@ impl GroupCoordinator {
             let mut groups = self.groups.lock();
             for g in groups.values_mut() {
                 if g.tick(&self.config.group, now) {
-                    to_store.push(g.id.clone());
+                    to_store.push(g.id().to_string());
                 }
-                if let Some(c) = g.consumer.as_mut() {
+                if let Some(c) = g.consumer_mut() {
                     let expired = c.expire(&self.config.consumer, now);
                     if !expired.is_empty() {
-                        tracing::info!(group = %g.id, members = ?expired, "consumer group members expired");
+                        tracing::info!(group = %g.id(), members = ?expired, "consumer group members expired");
                         g.emptied(now);
                     }
                 }
-                if g.is_empty() && now - g.state_since_ms > self.config.offsets_retention_ms {
-                    let retention = self.config.offsets_retention_ms;
-                    let keys: Vec<(String, i32)> = g
-                        .offsets
-                        .iter()
-                        .filter(|(k, v)| {
-                            // As Kafka: an offset an open transaction is replacing stays.
-                            now - v.commit_timestamp > retention
-                                && !g.pending_txn_offsets.values().any(|p| p.contains_key(*k))
-                        })
-                        .map(|(k, _)| k.clone())
-                        .collect();
+                if g.is_empty() && now - g.state_since_ms() > self.config.offsets_retention_ms {
+                    let keys = g.expired_offsets(now, self.config.offsets_retention_ms);
                     for k in &keys {
                         g.remove_offset(k);
                     }
                     if !keys.is_empty() {
-                        expired_offsets.push((g.id.clone(), keys));
+                        expired_offsets.push((g.id().to_string(), keys));
                     }
                 }
             }
@@ -568,12 +555,12 @@ impl GroupCoordinator {
             let Some(g) = groups.get_mut(group_id) else {
                 return Err(ResponseError::GroupIdNotFound);
             };
-            match g.state {
+            match g.state() {
                 GroupState::Dead => return Err(ResponseError::GroupIdNotFound),
                 _ if g.is_empty() => {}
                 _ => return Err(ResponseError::NonEmptyGroup),
             }
-            let keys: Vec<(String, i32)> = g.offsets.keys().cloned().collect();
+            let keys: Vec<(String, i32)> = g.offsets().keys().cloned().collect();
             g.mark_dead(now_ms());
             groups.remove(group_id);
             keys

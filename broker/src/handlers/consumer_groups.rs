@@ -197,8 +197,7 @@ pub fn describe(
             }
             let found = broker.groups.with_group(&id, false, |group| {
                 group
-                    .consumer
-                    .as_ref()
+                    .consumer()
                     .map(|c| describe_one(&image, described.clone(), c))
             });
             match found.flatten() {

@@ -82,7 +82,7 @@ pub fn describe_groups(
             broker
                 .groups
                 .with_group(&id, false, |group| {
-                    if group.consumer.is_some() {
+                    if group.consumer().is_some() {
                         // As Kafka: DescribeGroups is for classic groups; a consumer group is
                         // described by ConsumerGroupDescribe.
                         return described
@@ -90,12 +90,12 @@ pub fn describe_groups(
                             .with_error_code(ResponseError::GroupIdNotFound.code())
                             .with_group_state(sb(GroupState::Dead.name()));
                     }
-                    let protocol = group.protocol.clone().unwrap_or_default();
+                    let protocol = group.protocol().unwrap_or_default().to_string();
                     // Member metadata and assignments are shown only once the group is Stable,
                     // as Kafka does.
-                    let stable = group.state == GroupState::Stable;
+                    let stable = group.state() == GroupState::Stable;
                     let members = group
-                        .members
+                        .members()
                         .values()
                         .map(|m| {
                             let mut d = DescribedGroupMember::default()
@@ -113,8 +113,11 @@ pub fn describe_groups(
                         .collect();
                     described
                         .clone()
-                        .with_group_state(sb(group.state.name()))
-                        .with_protocol_type(sb(group.protocol_type.clone().unwrap_or_default()))
+                        .with_group_state(sb(group.state().name()))
+                        .with_protocol_type(sb(group
+                            .protocol_type()
+                            .unwrap_or_default()
+                            .to_string()))
                         .with_protocol_data(sb(if stable { protocol } else { String::new() }))
                         .with_members(members)
                 })

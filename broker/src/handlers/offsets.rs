@@ -170,7 +170,7 @@ fn fetch_group(
     broker.groups.check_coordinator(group_id)?;
     let stored = broker
         .groups
-        .with_group(group_id, false, |g| g.offsets.clone())
+        .with_group(group_id, false, |g| g.offsets().clone())
         .unwrap_or_default();
     let lookup = |t: &str, p: i32| {
         if !authz.topic(AclOperation::Describe, t) {
@@ -347,7 +347,7 @@ pub fn offset_delete(
     }
     let state = broker
         .groups
-        .with_group(&group_id, false, |g| (g.state, g.subscribed_topics()));
+        .with_group(&group_id, false, |g| (g.state(), g.subscribed_topics()));
     let Some((state, subscribed)) = state else {
         return OffsetDeleteResponse::default()
             .with_error_code(ResponseError::GroupIdNotFound.code());
