@@ -174,12 +174,18 @@ async fn settings_that_cannot_change_at_runtime_are_refused_with_kafkas_codes() 
     assert_eq!(code, invalid_request);
     let (code, _) = alter(&mut c, "", &[("plugin.custom.setting", 0, Some("1"))]).await;
     assert_eq!(code, 0);
-    // A broker id that is not registered.
+    // A broker id that is not registered, and one that is not a number (Kafka's message).
     assert_eq!(
         alter(&mut c, "7", &[("log.retention.ms", 0, Some("1000"))])
             .await
             .0,
         invalid_request
+    );
+    let (code, msg) = alter(&mut c, "one", &[("log.retention.ms", 0, Some("1000"))]).await;
+    assert_eq!(code, invalid_request);
+    assert_eq!(
+        msg.as_deref(),
+        Some("Node id must be an integer, but it is: one")
     );
     // Removing what is not set is a no-op (kafka-reassign-partitions.sh clears throttle rates).
     assert_eq!(

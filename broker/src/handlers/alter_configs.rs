@@ -39,11 +39,15 @@ fn apply_broker(
 ) -> Result<(), ApiError> {
     let image = broker.controller.image();
     if !name.is_empty() {
-        let registered = name
-            .parse::<i32>()
-            .ok()
-            .is_some_and(|id| image.brokers.contains_key(&id));
-        if !registered {
+        // Kafka's error and wording (ConfigAdminManager); any broker takes a change for a
+        // registered one, since the metadata log carries it to all.
+        let Ok(id) = name.parse::<i32>() else {
+            return Err(ApiError::new(
+                ResponseError::InvalidRequest,
+                format!("Node id must be an integer, but it is: {name}"),
+            ));
+        };
+        if !image.brokers.contains_key(&id) {
             return Err(ApiError::new(
                 ResponseError::InvalidRequest,
                 format!("Broker {name} is not a registered broker id"),
