@@ -226,16 +226,21 @@ async fn partitions_move_after_revocation_and_the_group_shows_as_kafkas() {
         .await
         .unwrap();
     assert!(l.groups.iter().all(|g| g.group_id.0.as_str() != GROUP));
-    let dg = c
-        .send(
-            &DescribeGroupsRequest::default().with_groups(vec![GroupId(s(GROUP))]),
-            5,
-        )
-        .await
-        .unwrap();
+    let describe = DescribeGroupsRequest::default().with_groups(vec![GroupId(s(GROUP))]);
+    let dg = c.send(&describe, 6).await.unwrap();
     assert_eq!(
         dg.groups[0].error_code,
         ResponseError::GroupIdNotFound.code()
+    );
+    assert_eq!(
+        dg.groups[0].error_message.as_deref(),
+        Some(format!("Group {GROUP} is not a classic group.").as_str())
+    );
+    // Before v6, Kafka shows such a group as Dead without an error.
+    let dg = c.send(&describe, 5).await.unwrap();
+    assert_eq!(
+        (dg.groups[0].error_code, dg.groups[0].group_state.as_str()),
+        (0, "Dead")
     );
 
     // A classic member cannot join it; it cannot be deleted while it has members.

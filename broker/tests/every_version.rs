@@ -10,11 +10,12 @@ use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
     ApiVersionsRequest, BrokerId, DescribeClusterRequest, DescribeConfigsRequest,
-    DescribeLogDirsRequest, FetchRequest, FindCoordinatorRequest, GroupId,
+    DescribeGroupsRequest, DescribeLogDirsRequest, FetchRequest, FindCoordinatorRequest, GroupId,
     ListConfigResourcesRequest, ListGroupsRequest, ListOffsetsRequest, MetadataRequest,
     OffsetFetchRequest, ProduceRequest,
 };
 use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::ResponseError;
 use support::*;
 
 #[tokio::test]
@@ -183,9 +184,37 @@ async fn core_apis_answer_at_every_supported_version() {
         let r = c.send(&ListGroupsRequest::default(), v).await.unwrap();
         assert_eq!(r.error_code, 0, "ListGroups v{v}");
     }
-    for v in 0..=1 {
+    for v in 0..=2 {
         let r = c.send(&DescribeClusterRequest::default(), v).await.unwrap();
         assert_eq!(r.brokers.len(), 1, "DescribeCluster v{v}");
+        assert!(!r.brokers[0].is_fenced, "DescribeCluster v{v}");
+    }
+    // The controllers are not described on a broker listener (Kafka's error).
+    let r = c
+        .send(&DescribeClusterRequest::default().with_endpoint_type(2), 1)
+        .await
+        .unwrap();
+    assert_eq!(r.error_code, ResponseError::MismatchedEndpointType.code());
+    for v in 0..=6 {
+        let r = c
+            .send(
+                &DescribeGroupsRequest::default()
+                    .with_groups(vec![GroupId(StrBytes::from_static_str("nobody"))]),
+                v,
+            )
+            .await
+            .unwrap();
+        let want = if v >= 6 {
+            ResponseError::GroupIdNotFound.code()
+        } else {
+            0
+        };
+        assert_eq!(r.groups[0].error_code, want, "DescribeGroups v{v}");
+        assert_eq!(
+            r.groups[0].group_state.as_str(),
+            "Dead",
+            "DescribeGroups v{v}"
+        );
     }
     for v in 1..=5 {
         let r = c

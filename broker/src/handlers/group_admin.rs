@@ -59,8 +59,20 @@ pub fn describe_groups(
     broker: &Broker,
     ctx: &RequestContext,
     req: DescribeGroupsRequest,
+    version: i16,
 ) -> DescribeGroupsResponse {
     let authz = ctx.authz(broker);
+    // A group DescribeGroups cannot show: Dead before v6, GROUP_ID_NOT_FOUND with Kafka's
+    // message from v6 (KIP-1043).
+    let not_found = |described: DescribedGroup, message: String| {
+        let dead = described.with_group_state(sb(GroupState::Dead.name()));
+        if version >= 6 {
+            dead.with_error_code(ResponseError::GroupIdNotFound.code())
+                .with_error_message(Some(sb(message)))
+        } else {
+            dead
+        }
+    };
     let groups = req
         .groups
         .into_iter()
@@ -85,10 +97,10 @@ pub fn describe_groups(
                     if group.consumer().is_some() {
                         // As Kafka: DescribeGroups is for classic groups; a consumer group is
                         // described by ConsumerGroupDescribe.
-                        return described
-                            .clone()
-                            .with_error_code(ResponseError::GroupIdNotFound.code())
-                            .with_group_state(sb(GroupState::Dead.name()));
+                        return not_found(
+                            described.clone(),
+                            format!("Group {id} is not a classic group."),
+                        );
                     }
                     let protocol = group.protocol().unwrap_or_default().to_string();
                     // Member metadata and assignments are shown only once the group is Stable,
@@ -121,7 +133,7 @@ pub fn describe_groups(
                         .with_protocol_data(sb(if stable { protocol } else { String::new() }))
                         .with_members(members)
                 })
-                .unwrap_or_else(|| described.with_group_state(sb(GroupState::Dead.name())))
+                .unwrap_or_else(|| not_found(described, format!("Group {id} not found.")))
         })
         .collect();
     DescribeGroupsResponse::default().with_groups(groups)
