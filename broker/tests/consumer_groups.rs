@@ -71,6 +71,19 @@ fn assigned(r: &ConsumerGroupHeartbeatResponse) -> Option<BTreeMap<uuid::Uuid, B
     })
 }
 
+/// The id of `topic`, from Metadata.
+async fn topic_id(c: &mut KafkaConnection, topic: &str) -> uuid::Uuid {
+    let md = c
+        .send(&MetadataRequest::default().with_topics(None), 12)
+        .await
+        .unwrap();
+    md.topics
+        .iter()
+        .find(|t| t.name.as_ref().is_some_and(|n| n.0.as_str() == topic))
+        .unwrap()
+        .topic_id
+}
+
 async fn commit(c: &mut KafkaConnection, member: &str, epoch: i32, offset: i64) -> i16 {
     commit_v(c, member, epoch, offset, 9).await
 }
@@ -124,16 +137,7 @@ async fn partitions_move_after_revocation_and_the_group_shows_as_kafkas() {
         create_topic(&mut c, "orders", 4, &[]).await.topics[0].error_code,
         0
     );
-    let md = c
-        .send(&MetadataRequest::default().with_topics(None), 12)
-        .await
-        .unwrap();
-    let topic_id = md
-        .topics
-        .iter()
-        .find(|t| t.name.as_ref().is_some_and(|n| n.0.as_str() == "orders"))
-        .unwrap()
-        .topic_id;
+    let topic_id = topic_id(&mut c, "orders").await;
     let first = join_first(&mut c, "m1").await;
     let all: BTreeSet<i32> = (0..4).collect();
     assert_eq!(first.member_epoch, 1);
@@ -321,4 +325,87 @@ async fn bad_heartbeats_get_kafkas_errors() {
         ResponseError::InvalidRequest.code(),
         "v1 members name themselves"
     );
+}
+
+#[tokio::test]
+async fn offsets_by_topic_id_at_v10() {
+    use kafka_protocol::messages::offset_fetch_request::{
+        OffsetFetchRequestGroup, OffsetFetchRequestTopics,
+    };
+    use kafka_protocol::messages::OffsetFetchRequest;
+    let server = TestServer::start().await;
+    let mut c = server.connect().await;
+    create_topic(&mut c, "orders", 2, &[]).await;
+    let id = topic_id(&mut c, "orders").await;
+    let _ = c
+        .send(&FindCoordinatorRequest::default().with_key(s(GROUP)), 3)
+        .await
+        .unwrap();
+    let stranger = uuid::Uuid::from_u128(7);
+    let commit = |topic: uuid::Uuid| {
+        OffsetCommitRequest::default()
+            .with_group_id(GroupId(s(GROUP)))
+            .with_generation_id_or_member_epoch(-1)
+            .with_topics(vec![OffsetCommitRequestTopic::default()
+                .with_topic_id(topic)
+                .with_partitions(vec![OffsetCommitRequestPartition::default()
+                    .with_partition_index(1)
+                    .with_committed_offset(17)])])
+    };
+    let r = wait_until("the group coordinator", async || {
+        let r = c.send(&commit(id), 10).await.unwrap();
+        match r.topics[0].partitions[0].error_code {
+            0 => Ok(r),
+            e => Err(format!("error {e}")),
+        }
+    })
+    .await;
+    assert_eq!(r.topics[0].topic_id, id);
+    let r = c.send(&commit(stranger), 10).await.unwrap();
+    assert_eq!(
+        (r.topics[0].topic_id, r.topics[0].partitions[0].error_code),
+        (stranger, ResponseError::UnknownTopicId.code())
+    );
+    let fetch = |topics: Option<Vec<OffsetFetchRequestTopics>>| {
+        OffsetFetchRequest::default().with_groups(vec![OffsetFetchRequestGroup::default()
+            .with_group_id(GroupId(s(GROUP)))
+            .with_topics(topics)])
+    };
+    let asked = vec![
+        OffsetFetchRequestTopics::default()
+            .with_topic_id(id)
+            .with_partition_indexes(vec![0, 1]),
+        OffsetFetchRequestTopics::default()
+            .with_topic_id(stranger)
+            .with_partition_indexes(vec![0]),
+    ];
+    let r = c.send(&fetch(Some(asked)), 10).await.unwrap();
+    let got: Vec<(uuid::Uuid, i32, i64, i16)> = r.groups[0]
+        .topics
+        .iter()
+        .flat_map(|t| {
+            t.partitions.iter().map(move |p| {
+                (
+                    t.topic_id,
+                    p.partition_index,
+                    p.committed_offset,
+                    p.error_code,
+                )
+            })
+        })
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            (id, 0, -1, 0),
+            (id, 1, 17, 0),
+            (stranger, 0, -1, ResponseError::UnknownTopicId.code())
+        ]
+    );
+    // All of the group's offsets, by id; v9 still answers by name.
+    let r = c.send(&fetch(None), 10).await.unwrap();
+    assert_eq!(r.groups[0].topics.len(), 1);
+    assert_eq!(r.groups[0].topics[0].topic_id, id);
+    let r = c.send(&fetch(None), 9).await.unwrap();
+    assert_eq!(r.groups[0].topics[0].name.0.as_str(), "orders");
 }

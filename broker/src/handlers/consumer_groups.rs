@@ -200,8 +200,8 @@ pub fn describe(
                     .consumer()
                     .map(|c| describe_one(&image, described.clone(), c))
             });
-            match found.flatten() {
-                Some(mut d) => {
+            match found {
+                Some(Some(mut d)) => {
                     if version < 1 {
                         // v0 has no member type.
                         for m in &mut d.members {
@@ -210,9 +210,13 @@ pub fn describe(
                     }
                     d
                 }
-                None => error(
+                Some(None) => error(
                     ResponseError::GroupIdNotFound,
                     Some(format!("Group {id} is not a consumer group.")),
+                ),
+                None => error(
+                    ResponseError::GroupIdNotFound,
+                    Some(format!("Group {id} not found.")),
                 ),
             }
         })

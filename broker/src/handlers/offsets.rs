@@ -33,6 +33,24 @@ pub async fn offset_commit(
     req: OffsetCommitRequest,
     version: i16,
 ) -> OffsetCommitResponse {
+    let mut req = req;
+    // v10 names topics by id (KIP-848): resolve them; an id the cluster lacks answers
+    // UNKNOWN_TOPIC_ID for its partitions.
+    let unknown_ids: Vec<bool> = if version >= 10 {
+        let image = broker.controller.image();
+        req.topics
+            .iter_mut()
+            .map(|t| match image.topic_by_id(&t.topic_id) {
+                Some(ti) => {
+                    t.name = TopicName(sb(ti.name.clone()));
+                    false
+                }
+                None => true,
+            })
+            .collect()
+    } else {
+        vec![false; req.topics.len()]
+    };
     let group_id = req.group_id.0.to_string();
     let now = now_ms();
     let authz = ctx.authz(broker);
@@ -124,15 +142,19 @@ pub async fn offset_commit(
         .iter()
         .zip(&allowed)
         .zip(&known)
-        .map(|((t, allowed), known)| {
+        .zip(&unknown_ids)
+        .map(|(((t, allowed), known), unknown_id)| {
             OffsetCommitResponseTopic::default()
                 .with_name(t.name.clone())
+                .with_topic_id(t.topic_id)
                 .with_partitions(
                     t.partitions
                         .iter()
                         .zip(known)
                         .map(|(p, known)| {
-                            let code = if !*allowed {
+                            let code = if *unknown_id {
+                                ResponseError::UnknownTopicId.code()
+                            } else if !*allowed {
                                 refused
                             } else if !*known {
                                 ResponseError::UnknownTopicOrPartition.code()
@@ -240,13 +262,28 @@ pub fn offset_fetch(
 ) -> OffsetFetchResponse {
     let authz = ctx.authz(broker);
     if version >= 8 {
+        let image = broker.controller.image();
         let groups = req
             .groups
             .into_iter()
             .map(|g| {
+                // v10 names topics by id (KIP-848); an id the cluster lacks answers
+                // UNKNOWN_TOPIC_ID for its partitions.
+                let mut unknown_ids = Vec::new();
                 let topics = g.topics.map(|ts| {
                     ts.into_iter()
-                        .map(|t| (t.name.0.to_string(), t.partition_indexes))
+                        .filter_map(|t| {
+                            if version < 10 {
+                                return Some((t.name.0.to_string(), t.partition_indexes));
+                            }
+                            match image.topic_by_id(&t.topic_id) {
+                                Some(ti) => Some((ti.name.clone(), t.partition_indexes)),
+                                None => {
+                                    unknown_ids.push((t.topic_id, t.partition_indexes));
+                                    None
+                                }
+                            }
+                        })
                         .collect()
                 });
                 let group = OffsetFetchResponseGroup::default().with_group_id(g.group_id.clone());
@@ -265,27 +302,54 @@ pub fn offset_fetch(
                     topics,
                     req.require_stable,
                 ) {
-                    Ok(rows) => group.with_topics(
-                        rows.into_iter()
-                            .map(|(t, parts)| {
-                                OffsetFetchResponseTopics::default()
-                                    .with_name(TopicName(sb(t)))
-                                    .with_partitions(
-                                        parts
-                                            .into_iter()
-                                            .map(|(p, o, e, m, code)| {
-                                                OffsetFetchResponsePartitions::default()
-                                                    .with_error_code(code)
-                                                    .with_partition_index(p)
-                                                    .with_committed_offset(o)
-                                                    .with_committed_leader_epoch(e)
-                                                    .with_metadata(Some(sb(m)))
-                                            })
-                                            .collect(),
-                                    )
+                    Ok(rows) => {
+                        let mut listed: Vec<OffsetFetchResponseTopics> = rows
+                            .into_iter()
+                            .filter_map(|(t, parts)| {
+                                let id = image.topic(&t).map(|ti| ti.id);
+                                // v10 answers by id: offsets of a topic gone are left out.
+                                if version >= 10 && id.is_none() {
+                                    return None;
+                                }
+                                Some(
+                                    OffsetFetchResponseTopics::default()
+                                        .with_name(TopicName(sb(t)))
+                                        .with_topic_id(id.unwrap_or_default())
+                                        .with_partitions(
+                                            parts
+                                                .into_iter()
+                                                .map(|(p, o, e, m, code)| {
+                                                    OffsetFetchResponsePartitions::default()
+                                                        .with_error_code(code)
+                                                        .with_partition_index(p)
+                                                        .with_committed_offset(o)
+                                                        .with_committed_leader_epoch(e)
+                                                        .with_metadata(Some(sb(m)))
+                                                })
+                                                .collect(),
+                                        ),
+                                )
                             })
-                            .collect(),
-                    ),
+                            .collect();
+                        listed.extend(unknown_ids.into_iter().map(|(id, parts)| {
+                            OffsetFetchResponseTopics::default()
+                                .with_topic_id(id)
+                                .with_partitions(
+                                    parts
+                                        .into_iter()
+                                        .map(|p| {
+                                            OffsetFetchResponsePartitions::default()
+                                                .with_partition_index(p)
+                                                .with_committed_offset(-1)
+                                                .with_error_code(
+                                                    ResponseError::UnknownTopicId.code(),
+                                                )
+                                        })
+                                        .collect(),
+                                )
+                        }));
+                        group.with_topics(listed)
+                    }
                     Err(e) => group.with_error_code(e.code()),
                 }
             })
