@@ -25,7 +25,7 @@ fi
 "$VENV/bin/pip" install --quiet --disable-pip-version-check -r tests/e2e/requirements.txt
 
 echo "== Apache Kafka's tools (jars from Maven Central, cached in \$TERN_CACHE/kafka)"
-"$VENV/bin/python" tests/e2e/kafka_dist.py fetch
+"$VENV/bin/python" tests/harness/kafka_peer.py fetch
 
 echo "== end-to-end tests"
 "$VENV/bin/python" -m pytest -q tests/e2e tests/soak/test_checker.py "$@"

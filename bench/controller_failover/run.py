@@ -18,21 +18,19 @@ import argparse
 import datetime
 import os
 import re
-import signal
 import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 
-from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+from confluent_kafka.admin import AdminClient, NewTopic
 
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tests" / "harness"))
+from processes import free_port, kill_process, stop_process  # noqa: E402
 
 
 class Node:
@@ -63,16 +61,10 @@ class Node:
         raise RuntimeError(f"node {self.node_id} did not start")
 
     def kill9(self):
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait()
+        kill_process(self.proc)
 
     def stop(self):
-        if self.proc and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
+        stop_process(self.proc, timeout=20)
 
     def log_path(self):
         return os.path.join(self.data_dir, "..", f"node-{self.node_id}.log")

@@ -25,7 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import run  # noqa: E402
-from run import CONSUMER, ProcWatch, Tern, create_topic, kafka_peer, produce  # noqa: E402
+from run import CONSUMER, ProcWatch, create_topic, kafka_peer, produce, start_tern  # noqa: E402
 
 METRICS = ("fetch-size-avg", "fetch-size-max", "fetch-latency-avg", "fetch-latency-max",
            "records-per-request-avg", "fetch-total", "fetch-rate", "bytes-consumed-total",
@@ -43,7 +43,7 @@ def io_counters(pid):
 def consume(jars, bootstrap, topic, records, group):
     args = ["--bootstrap-server", bootstrap, "--topic", topic, "--num-records", records,
             "--group", group, "--timeout", 30000, "--print-metrics"]
-    out = jars.run_tool(CONSUMER, *args, jvm_opts=run.TOOL_JVM)
+    out = jars.run(CONSUMER, *args, jvm_opts=run.TOOL_JVM, timeout=600)
     lines = [l for l in out.stdout.splitlines() if l.strip()]
     hi = next((i for i, l in enumerate(lines) if l.startswith("start.time")), None)
     if out.returncode != 0 or hi is None:
@@ -99,7 +99,7 @@ def main(argv):
     log(f"load average {open('/proc/loadavg').read().strip()}")
     try:
         for rnd in range(args.rounds):
-            brokers = {"tern": Tern(args.tern, work / f"r{rnd}-tern").start(),
+            brokers = {"tern": start_tern(args.tern, work / f"r{rnd}-tern"),
                        "kafka": kafka_peer.KafkaPeer(args.kafka_version, work / f"r{rnd}-kafka").start()}
             log(f"round {rnd}: tern pid {brokers['tern'].pid}, kafka pid {brokers['kafka'].pid}")
             try:

@@ -28,7 +28,6 @@ import platform
 import re
 import shlex
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -40,6 +39,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "harness"))
 import kafka_peer  # noqa: E402
+from tern_process import Tern  # noqa: E402
 
 PRODUCER = "org.apache.kafka.tools.ProducerPerformance"
 CONSUMER = "org.apache.kafka.tools.ConsumerPerformance"
@@ -48,47 +48,13 @@ RECORD_SIZE = 1024
 RAW = []  # the per-run lines, for RESULTS.md
 
 
-class Tern:
-    def __init__(self, binary, data_dir):
-        self.binary = binary
-        self.data_dir = Path(data_dir)
-        self.port = kafka_peer.free_port()
-        self.proc = None
-        self.log_path = self.data_dir / "tern.log"
+# The settings the Kafka peer gets from tests/harness/kafka_peer.py that tern also reads.
+SAME_AS_KAFKA = ["group.initial.rebalance.delay.ms=0", "offsets.topic.num.partitions=1", "num.partitions=1"]
 
-    @property
-    def bootstrap(self):
-        return f"127.0.0.1:{self.port}"
 
-    @property
-    def pid(self):
-        return self.proc.pid
-
-    # The settings the Kafka peer gets from tests/harness/kafka_peer.py that tern also reads.
-    SAME_AS_KAFKA = ["group.initial.rebalance.delay.ms=0", "offsets.topic.num.partitions=1", "num.partitions=1"]
-
-    def command(self):
-        cmd = [self.binary, "server", "--override", f"listeners=PLAINTEXT://127.0.0.1:{self.port}",
-               "--override", f"log.dirs={self.data_dir / 'logs'}"]
-        for kv in self.SAME_AS_KAFKA:
-            cmd += ["--override", kv]
-        return cmd
-
-    def start(self):
-        self.data_dir.mkdir(parents=True, exist_ok=True)
-        self.proc = subprocess.Popen(self.command(), stdout=open(self.log_path, "ab"),
-                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-        deadline = time.time() + 30
-        while time.time() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"tern exited {self.proc.returncode}: {self.log_path.read_text()[-2000:]}")
-            if kafka_peer.broker_serves("127.0.0.1", self.port):
-                return self
-            time.sleep(0.1)
-        raise RuntimeError("tern did not serve")
-
-    def stop(self):
-        kafka_peer.stop_process(self.proc)
+def start_tern(binary, data_dir):
+    """The tern under test (tests/harness/tern_process.py's Tern), once it serves."""
+    return Tern(data_dir, extra=SAME_AS_KAFKA, binary=binary).start(serving=True)
 
 
 class ProcWatch:
@@ -161,7 +127,7 @@ def produce(jars, bootstrap, topic, records, acks, compression, throughput=-1):
     args = ["--bootstrap-server", bootstrap, "--topic", topic, "--num-records", records,
             "--record-size", RECORD_SIZE, "--throughput", throughput,
             "--command-property", f"acks={acks}", f"compression.type={compression}"]
-    out = jars.run_tool(PRODUCER, *args, jvm_opts=TOOL_JVM)
+    out = jars.run(PRODUCER, *args, jvm_opts=TOOL_JVM, timeout=600)
     m = None
     for line in out.stdout.splitlines():
         m = PRODUCER_RE.search(line) or m
@@ -175,7 +141,7 @@ def produce(jars, bootstrap, topic, records, acks, compression, throughput=-1):
 def consume(jars, bootstrap, topic, records, group):
     args = ["--bootstrap-server", bootstrap, "--topic", topic, "--num-records", records,
             "--group", group, "--timeout", 30000]
-    out = jars.run_tool(CONSUMER, *args, jvm_opts=TOOL_JVM)
+    out = jars.run(CONSUMER, *args, jvm_opts=TOOL_JVM, timeout=600)
     lines = [l for l in out.stdout.splitlines() if l.strip()]
     header_i = next((i for i, l in enumerate(lines) if l.startswith("start.time")), None)
     if out.returncode != 0 or header_i is None or header_i + 1 >= len(lines):
@@ -223,7 +189,7 @@ def run(args):
     try:
         for rnd in range(args.rounds):
             brokers = {
-                "tern": Tern(args.tern, work / f"r{rnd}-tern").start(),
+                "tern": start_tern(args.tern, work / f"r{rnd}-tern"),
                 "kafka": kafka_peer.KafkaPeer(args.kafka_version, work / f"r{rnd}-kafka").start(),
             }
             order = ["tern", "kafka"] if rnd % 2 == 0 else ["kafka", "tern"]

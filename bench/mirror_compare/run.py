@@ -54,6 +54,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "harness"))
 import kafka_peer  # noqa: E402
+from tern_process import Tern  # noqa: E402
 
 PRODUCER = "org.apache.kafka.tools.ProducerPerformance"
 CONSUMER = "org.apache.kafka.tools.ConsumerPerformance"
@@ -145,41 +146,19 @@ def cleanup():
             print(f"stopping {thing}: {e}", file=sys.stderr)
 
 
-class Tern:
+class MirroringTern(Tern):
+    """The tern under test (tests/harness/tern_process.py's Tern, with the settings the Kafka peer
+    gets from kafka_peer.py that tern also reads), registered for cleanup(), and `tern mirrors`
+    against it."""
+
     def __init__(self, binary, data_dir):
-        self.binary = binary
-        self.data_dir = Path(data_dir)
-        self.port = kafka_peer.free_port()
-        self.proc = None
-        self.log_path = self.data_dir / "tern.log"
+        super().__init__(data_dir, binary=binary,
+                         extra=["group.initial.rebalance.delay.ms=0", "offsets.topic.num.partitions=1"])
 
-    @property
-    def bootstrap(self):
-        return f"127.0.0.1:{self.port}"
-
-    @property
-    def pid(self):
-        return self.proc.pid
-
-    def command(self):
-        return [self.binary, "server", "--override", f"listeners=PLAINTEXT://127.0.0.1:{self.port}",
-                "--override", f"log.dirs={self.data_dir / 'logs'}",
-                "--override", "group.initial.rebalance.delay.ms=0",
-                "--override", "offsets.topic.num.partitions=1"]
-
-    def start(self):
-        self.data_dir.mkdir(parents=True, exist_ok=True)
-        self.proc = subprocess.Popen(self.command(), stdout=open(self.log_path, "ab"),
-                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-        RUNNING.append(self)
-        deadline = time.time() + 30
-        while time.time() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"tern exited {self.proc.returncode}: {self.log_path.read_text()[-2000:]}")
-            if kafka_peer.broker_serves("127.0.0.1", self.port):
-                return self
-            time.sleep(0.1)
-        raise RuntimeError("tern did not serve")
+    def start(self, serving=True):
+        if self not in RUNNING:
+            RUNNING.append(self)
+        return super().start(serving=serving)
 
     def mirrors(self, *args, check=True):
         cmd = [self.binary, "mirrors", "--bootstrap-server", self.bootstrap, *map(str, args)]
@@ -187,9 +166,6 @@ class Tern:
         if check and out.returncode != 0:
             raise RuntimeError(f"{' '.join(cmd)} exited {out.returncode}:\n{out.stdout}\n{out.stderr}")
         return out
-
-    def stop(self):
-        kafka_peer.stop_process(self.proc)
 
     def __str__(self):
         return f"tern {self.bootstrap}"
@@ -314,7 +290,7 @@ def produce(jars, bootstrap, topic, records, compression):
             "--record-size", RECORD_SIZE, "--throughput", -1,
             "--command-property", "acks=all", f"compression.type={compression}"]
     t0 = time.time()
-    out = jars.run_tool(PRODUCER, *args, jvm_opts=TOOL_JVM, timeout=3600)
+    out = jars.run(PRODUCER, *args, jvm_opts=TOOL_JVM, timeout=3600)
     last = [l for l in out.stdout.splitlines() if "records sent" in l]
     if out.returncode != 0 or not last:
         raise RuntimeError(f"ProducerPerformance failed ({out.returncode}):\n{out.stdout[-2000:]}\n{out.stderr[-3000:]}")
@@ -333,7 +309,7 @@ def run_consumer(jars, source, total_records):
     args = ["--bootstrap-server", source.bootstrap, "--include", "^mm-(lz4|zstd)$",
             "--num-records", total_records, "--group", f"bench-baseline-{os.getpid()}", "--timeout", 30000]
     src0, child0, t0 = cpu_s(source.pid), children_cpu(), time.time()
-    out = jars.run_tool(CONSUMER, *args, jvm_opts=TOOL_JVM, timeout=3600)
+    out = jars.run(CONSUMER, *args, jvm_opts=TOOL_JVM, timeout=3600)
     wall = time.time() - t0
     src_cpu, tool_cpu = cpu_s(source.pid) - src0, children_cpu() - child0
     lines = [l for l in out.stdout.splitlines() if l.strip()]
@@ -370,7 +346,7 @@ class Progress:
 
 
 def run_tern(args, work, source, source_ends, total_records, payload_bytes):
-    tern = Tern(args.tern, work / "tern").start()
+    tern = MirroringTern(args.tern, work / "tern").start()
     cfg = work / "tern-mirror.properties"
     cfg.write_text(f"bootstrap.servers={source.bootstrap}\n")
     tern.mirrors("--create", "--mirror", MIRROR_NAME, "--mirror-config", cfg)

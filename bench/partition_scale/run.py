@@ -22,11 +22,11 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "tests" / "e2e"))
 sys.path.insert(0, str(ROOT / "tests" / "harness"))
 import kafka_peer  # noqa: E402
-from conftest import Tern, free_port  # noqa: E402
-from mirror_util import RawKafka, _Reader  # noqa: E402
+from kafka_wire import Connection, Reader  # noqa: E402
+from processes import free_port, stop_process  # noqa: E402
+from tern_process import Tern  # noqa: E402
 
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
@@ -51,11 +51,11 @@ def cpu_seconds(pid):
 def metadata_partitions(bootstrap):
     """(partitions of the scale-* topics with a leader, seconds) of one Metadata v1 request for
     all topics."""
-    with RawKafka(bootstrap, timeout=60) as k:
+    with Connection(bootstrap, timeout=60) as k:
         started = time.perf_counter()
         data = k.request(3, 1, struct.pack(">i", -1))
         took = time.perf_counter() - started
-    r = _Reader(data)
+    r = Reader(data)
     for _ in range(r.take(">i")):  # brokers
         r.take(">i"), r.string(), r.take(">i"), r.string()
     r.take(">i")  # controller id
@@ -138,10 +138,8 @@ def main():
     IDLE_SECONDS = args.idle_seconds
     work = Path(tempfile.mkdtemp(prefix="tern-scale-"))
     rows = []
-    import conftest
-    conftest.TERN_BIN = args.tern_bin
     (work / "tern").mkdir()
-    tern = Tern(str(work / "tern"), free_port(), ["num.partitions=1"])
+    tern = Tern(str(work / "tern"), free_port(), ["num.partitions=1"], binary=args.tern_bin)
     tern.start_timeout = tern.stop_timeout = 900
     rows.append(measure("Tern", tern.start, tern.stop, lambda: tern.bootstrap, lambda: tern.proc.pid,
                         args.topics))
@@ -150,7 +148,7 @@ def main():
 
         def stop_kafka():
             # Kafka's own clean shutdown, however long it takes (the harness kills after 30 s).
-            kafka_peer.stop_process(kafka.proc, timeout=900)
+            stop_process(kafka.proc, timeout=900)
             kafka.proc = None
 
         rows.append(measure("Kafka 4.4.0", lambda: kafka.start(timeout=900), stop_kafka,

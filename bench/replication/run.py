@@ -64,6 +64,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "harness"))
 import kafka_peer  # noqa: E402
+from kafka_wire import metadata_brokers  # noqa: E402
+from processes import free_port  # noqa: E402
 
 # PRODUCER_RE (ProducerPerformance's final line) and machine() from the single-broker comparison.
 _spec = importlib.util.spec_from_file_location("kafka_compare_run", ROOT / "bench" / "kafka_compare" / "run.py")
@@ -97,8 +99,8 @@ class TernCluster:
         self.binary = binary
         self.data_dir = Path(data_dir)
         self.node_ids = list(range(nodes))
-        self.ports = {n: kafka_peer.free_port() for n in self.node_ids}
-        self.controller_ports = {n: kafka_peer.free_port() for n in self.node_ids}
+        self.ports = {n: free_port() for n in self.node_ids}
+        self.controller_ports = {n: free_port() for n in self.node_ids}
         self.voters = ",".join(f"{n}@127.0.0.1:{self.controller_ports[n]}" for n in self.node_ids)
         self.procs = {}
 
@@ -128,7 +130,7 @@ class TernCluster:
         want = set(self.node_ids)
         while time.time() < deadline:
             self.check_alive("start")
-            if all(want <= (kafka_peer.metadata_brokers("127.0.0.1", self.ports[n]) or set())
+            if all(want <= (metadata_brokers("127.0.0.1", self.ports[n]) or set())
                    for n in self.node_ids):
                 return self
             time.sleep(0.2)
@@ -491,7 +493,7 @@ def java_produce(jars, bootstrap, topic, records, throughput, timeout):
             "--record-size", RECORD_SIZE, "--throughput", throughput,
             "--command-property", "acks=all", "compression.type=none"]
     try:
-        out = jars.run_tool(PRODUCER, *args, jvm_opts=TOOL_JVM, timeout=timeout)
+        out = jars.run(PRODUCER, *args, jvm_opts=TOOL_JVM, timeout=timeout)
     except subprocess.TimeoutExpired as e:
         raise BenchFailure(f"ProducerPerformance did not finish in {timeout}s:\n"
                            f"{(e.stdout or b'')[-2000:]}\n{(e.stderr or b'')[-3000:]}") from e

@@ -21,7 +21,9 @@ import time
 from confluent_kafka import Consumer, TopicPartition
 
 import mirror_util as mu
-from conftest import Tern, free_port
+from kafka_wire import Reader, string
+from processes import free_port
+from tern_process import Tern
 
 OFFSET_FOR_LEADER_EPOCH = 23
 
@@ -60,9 +62,9 @@ def offsets_for_leader_epoch(bootstrap, topic, requests, version=3):
     with mu.RawKafka(bootstrap) as r:
         for partition, epoch in requests:
             body = struct.pack(">i", -1)  # replica_id: a consumer
-            body += struct.pack(">i", 1) + mu._str(topic)
+            body += struct.pack(">i", 1) + string(topic)
             body += struct.pack(">i", 1) + struct.pack(">iii", partition, -1, epoch)
-            rd = mu._Reader(r.request(OFFSET_FOR_LEADER_EPOCH, version, body))
+            rd = Reader(r.request(OFFSET_FOR_LEADER_EPOCH, version, body))
             rd.take(">i")  # throttle_time_ms
             got = None
             for _ in range(rd.take(">i")):

@@ -31,8 +31,9 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicCollection,
 from confluent_kafka.admin import AdminClient
 
 import mirror_util as mu
-from replication_util import VALUE, NumberedProducer, Reader, agreed_partitions, try_metadata_v7
-from test_cluster import kafka_request, plain
+from kafka_wire import NO_TAGS, Reader, compact_array, compact_string, kafka_request, tags
+from replication_util import VALUE, NumberedProducer, agreed_partitions, try_metadata_v7
+from test_cluster import plain
 
 # Kafka error codes.
 NONE = 0
@@ -127,88 +128,11 @@ def coordinators(cluster, mirror, tid, partitions, ids):
     return out
 
 
-# -- the flexible wire format ----------------------------------------------------------------------
-
-
-def uvarint(v):
-    out = bytearray()
-    while v >= 0x80:
-        out.append((v & 0x7F) | 0x80)
-        v >>= 7
-    out.append(v)
-    return bytes(out)
-
-
-def compact_string(s):
-    if s is None:
-        return uvarint(0)
-    b = s.encode()
-    return uvarint(len(b) + 1) + b
-
-
-def compact_array(items, encode):
-    items = list(items)
-    return uvarint(len(items) + 1) + b"".join(encode(i) for i in items)
-
-
-def tags(fields):
-    """A tagged-field section of {tag: encoded value} (ascending tags)."""
-    out = uvarint(len(fields))
-    for tag in sorted(fields):
-        out += uvarint(tag) + uvarint(len(fields[tag])) + fields[tag]
-    return out
-
-
-NO_TAGS = tags({})
-
-
-class FlexReader(Reader):
-    """replication_util's Reader plus the flexible versions' varints, compact strings and
-    arrays, and tagged fields."""
-
-    def bool(self):
-        return self._take(">b") != 0
-
-    def uvarint(self):
-        shift = value = 0
-        while True:
-            b = self._take(">B")
-            value |= (b & 0x7F) << shift
-            if not b & 0x80:
-                return value
-            shift += 7
-
-    def compact_string(self):
-        n = self.uvarint() - 1
-        if n < 0:
-            return None
-        s = self.buf[self.pos:self.pos + n].decode()
-        self.pos += n
-        return s
-
-    def compact_array(self, item):
-        n = self.uvarint() - 1
-        return None if n < 0 else [item() for _ in range(n)]
-
-    def tags(self):
-        """{tag: raw bytes} of a tagged-field section."""
-        out = {}
-        for _ in range(self.uvarint()):
-            tag = self.uvarint()
-            size = self.uvarint()
-            out[tag] = self.buf[self.pos:self.pos + size]
-            self.pos += size
-        return out
-
-    def done(self):
-        return self.pos == len(self.buf)
-
-
 def mirror_rpc(address, api_key, body, timeout=15):
     """One flexible v0 request to exactly the broker at `address` (request header v2: header v1
-    and an empty tagged-field section); a FlexReader over the response body (after response
-    header v1's tagged fields)."""
-    r = FlexReader(kafka_request(address, api_key, 0, NO_TAGS + body, timeout=timeout))
+    and an empty tagged-field section); a kafka_wire.Reader over the response body (after
+    response header v1's tagged fields)."""
+    r = Reader(kafka_request(address, api_key, 0, NO_TAGS + body, timeout=timeout))
     r.tags()  # response header v1
     return r
 

@@ -1,9 +1,9 @@
 """Helpers for test_mirror_kafka.py.
 
-RawKafka: a raw-socket Kafka client that speaks just enough of the protocol (Fetch v4,
-ListOffsets v1, both non-flexible and served by every broker from Kafka 1.0 to 4.x and by Tern)
-to read a partition's record batches as the broker stores them, so that the bytes of a source
-partition and of its mirror can be compared batch by batch.  Kafka before 4.0 refuses zstd
+RawKafka: a raw-socket Kafka client (a kafka_wire.Connection) that speaks just enough of the
+protocol (Fetch v4, ListOffsets v1, both non-flexible and served by every broker from Kafka 1.0 to
+4.x and by Tern) to read a partition's record batches as the broker stores them, so that the bytes
+of a source partition and of its mirror can be compared batch by batch.  Kafka before 4.0 refuses zstd
 batches to Fetch below v10 (UNSUPPORTED_COMPRESSION_TYPE); the client then uses Fetch v10.
 
 Record batch (magic 2) layout, as walked here:
@@ -19,13 +19,14 @@ Record batch (magic 2) layout, as walked here:
 
 import json
 import os
-import socket
 import struct
 import subprocess
 import time
 from dataclasses import dataclass
 
-TERN_BIN = os.environ.get("TERN_BIN", "target/release/tern")
+import tern_process
+from kafka_wire import Connection, Reader
+from kafka_wire import string as _str
 
 EARLIEST = -2
 LATEST = -1
@@ -103,86 +104,23 @@ def split_batches(records):
     return out
 
 
-def _str(s):
-    b = s.encode()
-    return struct.pack(">h", len(b)) + b
-
-
-class _Reader:
-    def __init__(self, data):
-        self.data = data
-        self.pos = 0
-
-    def take(self, fmt):
-        v = struct.unpack_from(fmt, self.data, self.pos)
-        self.pos += struct.calcsize(fmt)
-        return v if len(v) > 1 else v[0]
-
-    def string(self):
-        n = self.take(">h")
-        if n < 0:
-            return None
-        s = self.data[self.pos:self.pos + n].decode()
-        self.pos += n
-        return s
-
-    def bytes_(self):
-        n = self.take(">i")
-        if n < 0:
-            return None
-        b = self.data[self.pos:self.pos + n]
-        self.pos += n
-        return b
-
-
-class RawKafka:
-    """One connection to one broker (a single-node cluster: it leads every partition)."""
+class RawKafka(Connection):
+    """One connection (kafka_wire.Connection) to one broker (a single-node cluster: it leads
+    every partition)."""
 
     def __init__(self, bootstrap, timeout=15):
-        host, port = bootstrap.rsplit(":", 1)
+        super().__init__(bootstrap, timeout)
         self.bootstrap = bootstrap
         # Fetch v4 unless the broker refuses zstd batches to it (UNSUPPORTED_COMPRESSION_TYPE:
         # Kafka before 4.0 serves zstd from Fetch v10 on); then Fetch v10.
         self.fetch_version = 4
-        self.sock = socket.create_connection((host, int(port)), timeout=timeout)
-        self.correlation = 0
-
-    def close(self):
-        self.sock.close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def _recv(self, n):
-        buf = bytearray()
-        while len(buf) < n:
-            chunk = self.sock.recv(n - len(buf))
-            if not chunk:
-                raise ConnectionError(f"{self.bootstrap} closed the connection")
-            buf += chunk
-        return bytes(buf)
-
-    def request(self, api_key, version, body):
-        self.correlation += 1
-        header = struct.pack(">hhi", api_key, version, self.correlation) + _str("tern-e2e-raw")
-        msg = header + body
-        self.sock.sendall(struct.pack(">i", len(msg)) + msg)
-        size = struct.unpack(">i", self._recv(4))[0]
-        data = self._recv(size)
-        corr = struct.unpack_from(">i", data)[0]
-        if corr != self.correlation:
-            raise AssertionError(f"correlation id {corr}, expected {self.correlation}")
-        return data[4:]
 
     def list_offsets(self, topic, partitions, timestamp):
         """ListOffsets v1 (read_uncommitted: LATEST is the high watermark): {partition: offset}."""
         body = struct.pack(">i", -1) + struct.pack(">i", 1) + _str(topic) + struct.pack(">i", len(partitions))
         for p in partitions:
             body += struct.pack(">iq", p, timestamp)
-        r = _Reader(self.request(2, 1, body))
+        r = Reader(self.request(2, 1, body))
         out = {}
         for _ in range(r.take(">i")):
             r.string()
@@ -217,7 +155,7 @@ class RawKafka:
             body += struct.pack(">i", 0)  # forgotten topics
         else:
             body += struct.pack(">iqi", partition, offset, max_bytes)
-        r = _Reader(self.request(1, version, body))
+        r = Reader(self.request(1, version, body))
         r.take(">i")  # throttle_time_ms
         if version >= 7:
             err, _session = r.take(">hi")
@@ -309,7 +247,7 @@ def compare_partition(source_bootstrap, tern_bootstrap, topic, partition, what=N
 
 def mirrors(bootstrap, *args, check=True, timeout=90):
     """Runs `tern mirrors --bootstrap-server <bootstrap> args...`."""
-    cmd = [TERN_BIN, "mirrors", "--bootstrap-server", bootstrap, *map(str, args)]
+    cmd = [tern_process.TERN_BIN, "mirrors", "--bootstrap-server", bootstrap, *map(str, args)]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     if check and p.returncode != 0:
         raise AssertionError(f"{' '.join(cmd[1:])} exited {p.returncode}:\n{p.stdout}{p.stderr}")

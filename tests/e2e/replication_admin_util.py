@@ -1,5 +1,5 @@
 """Helpers for test_replication_admin.py: Apache Kafka's admin tools (kafka-leader-election.sh,
-kafka-reassign-partitions.sh, kafka-log-dirs.sh) run through kafka_dist.py and their output
+kafka-reassign-partitions.sh, kafka-log-dirs.sh) run through kafka_peer.KafkaJars and their output
 parsed; a raw ListPartitionReassignments v0 answered by one broker; kafka-python's admin client
 for the requests whose error codes the Java tools would hide or refuse to send; waits on one
 partition's state as every broker asked reports it; the placement of librdkafka's implicitly
@@ -21,8 +21,9 @@ from pathlib import Path
 import pytest
 from kafka import KafkaAdminClient
 
-from replication_util import Reader, agreed_partitions, views
-from test_cluster import Cluster, kafka_request, wait_for
+from kafka_wire import NO_TAGS, Reader, kafka_request
+from replication_util import agreed_partitions, views
+from test_cluster import Cluster, wait_for
 from test_cluster_partition import Network, NetnsCluster, sh
 
 LEADER_ELECTION = "kafka-leader-election"  # org.apache.kafka.tools.LeaderElectionCommand
@@ -121,64 +122,34 @@ def election_report(stdout):
     return out
 
 
-def _uvarint(r):
-    shift = value = 0
-    while True:
-        b = r.int8() & 0xFF
-        value |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return value
-        shift += 7
-
-
-def _compact_array(r, item):
-    n = _uvarint(r) - 1
-    return None if n < 0 else [item() for _ in range(n)]
-
-
-def _compact_string(r):
-    n = _uvarint(r) - 1
-    if n < 0:
-        return None
-    s = r.buf[r.pos:r.pos + n].decode()
-    r.pos += n
-    return s
-
-
-def _skip_tags(r):
-    for _ in range(_uvarint(r)):
-        _uvarint(r)  # tag
-        r.pos += _uvarint(r)  # size, data
-
-
 def list_reassignments_raw(address, timeout=10):
     """ListPartitionReassignments v0 (all partitions) answered by exactly this broker:
     (error code, {(topic, partition): (replicas, adding, removing)})."""
     # Request header v2 is header v1 and its (empty) tagged fields; the body: timeout_ms, a null
     # topics array (every partition), no tagged fields.
-    body = b"\x00" + struct.pack(">i", 10000) + b"\x00" + b"\x00"
+    body = NO_TAGS + struct.pack(">i", 10000) + b"\x00" + NO_TAGS
     r = Reader(kafka_request(address, 46, 0, body, timeout=timeout))
-    _skip_tags(r)  # response header v1's tagged fields
+    r.tags()  # response header v1's tagged fields
     r.int32()  # throttle_time_ms
     error = r.int16()
-    _compact_string(r)  # error_message
+    r.compact_string()  # error_message
     out = {}
 
     def ids():
-        return tuple(_compact_array(r, r.int32) or ())
+        return tuple(r.compact_array(r.int32) or ())
 
     def partition(topic):
         index = r.int32()
         replicas, adding, removing = ids(), ids(), ids()
-        _skip_tags(r)
+        r.tags()
         out[(topic, index)] = (replicas, adding, removing)
 
     def topic():
-        name = _compact_string(r)
-        _compact_array(r, lambda: partition(name))
-        _skip_tags(r)
+        name = r.compact_string()
+        r.compact_array(lambda: partition(name))
+        r.tags()
 
-    _compact_array(r, topic)
+    r.compact_array(topic)
     return error, out
 
 

@@ -16,7 +16,11 @@ from collections import namedtuple
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
-from test_cluster import _Reader, kafka_request, wait_for
+from kafka_wire import Reader, kafka_request
+from kafka_wire import array as _array
+from kafka_wire import int32 as _int32
+from kafka_wire import string as _str
+from test_cluster import wait_for
 
 # Kafka error codes the tests look for.
 NONE = 0
@@ -46,39 +50,6 @@ def number_of(value):
 
 
 # -- raw requests -------------------------------------------------------------------------------------
-
-
-class Reader(_Reader):
-    def int64(self):
-        return self._take(">q")
-
-    def bytes_(self):
-        n = self.int32()
-        if n < 0:
-            return None
-        b = self.buf[self.pos:self.pos + n]
-        self.pos += n
-        return b
-
-    def array(self, item):
-        n = self.int32()
-        return None if n < 0 else [item() for _ in range(n)]
-
-
-def _str(s):
-    if s is None:
-        return struct.pack(">h", -1)
-    b = s.encode()
-    return struct.pack(">h", len(b)) + b
-
-
-def _array(items, encode):
-    items = list(items)
-    return struct.pack(">i", len(items)) + b"".join(encode(i) for i in items)
-
-
-def _int32(v):
-    return struct.pack(">i", v)
 
 
 PartitionState = namedtuple("PartitionState", "error leader epoch replicas isr offline")
@@ -732,7 +703,7 @@ class VerifiableProducer:
     failed {value: exception}."""
 
     def __init__(self, dist, bootstrap, topic, max_messages, throughput, config, stderr_path):
-        self.cmd = dist.command(
+        self.cmd = dist.tool_command(
             VERIFIABLE_PRODUCER, "--bootstrap-server", bootstrap, "--topic", topic,
             "--max-messages", max_messages, "--throughput", throughput, "--acks", "-1",
             "--command-config", config)

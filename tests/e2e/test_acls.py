@@ -10,7 +10,8 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from conftest import Tern, free_port
+from processes import free_port
+from tern_process import Tern
 
 JAAS = (
     "org.apache.kafka.common.security.plain.PlainLoginModule required "
@@ -52,9 +53,9 @@ def conf(bootstrap, user):
 @pytest.fixture(scope="module")
 def acls_tool(acl_tern, tmp_path_factory):
     """Runs kafka-acls against tern as the super user admin."""
-    from kafka_dist import KafkaDist
+    from kafka_peer import KafkaJars
 
-    dist = KafkaDist().ensure()
+    dist = KafkaJars().ensure()
     admin = tmp_path_factory.mktemp("acls") / "admin.properties"
     admin.write_text(
         "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n"

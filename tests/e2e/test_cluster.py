@@ -25,9 +25,8 @@ clients see:
 
 The cluster's view is read with raw Metadata v4 requests sent to one node at a time (a client
 library would answer from whichever broker it likes) and with Apache Kafka's
-kafka-metadata-quorum.sh (org.apache.kafka.tools.MetadataQuorumCommand, via kafka_dist.py)."""
+kafka-metadata-quorum.sh (org.apache.kafka.tools.MetadataQuorumCommand, via kafka_peer.KafkaJars)."""
 
-import base64
 import itertools
 import re
 import shutil
@@ -37,7 +36,6 @@ import struct
 import subprocess
 import threading
 import time
-import uuid
 from collections import namedtuple
 from pathlib import Path
 
@@ -45,8 +43,10 @@ import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from conftest import TERN_BIN, free_port
-from kafka_dist import KafkaDist
+from kafka_peer import KafkaJars, new_cluster_id
+from kafka_wire import Reader, kafka_request
+from processes import free_port, kill_process, stop_process
+from tern_process import TERN_BIN
 
 COMBINED = "broker,controller"
 QUORUM_TOOL = "org.apache.kafka.tools.MetadataQuorumCommand"  # bin/kafka-metadata-quorum.sh
@@ -68,14 +68,6 @@ def wait_for(what, predicate, timeout, interval=0.2, diag=lambda: ""):
 def plain(text):
     """Log text without the colour escapes of tern's log lines."""
     return re.sub(r"\x1b\[[0-9;]*m", "", text)
-
-
-def new_cluster_id():
-    """A Kafka-style cluster id: 16 random bytes, URL-safe base64 (22 chars), no leading '-'."""
-    while True:
-        cid = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-        if not cid.startswith("-"):
-            return cid
 
 
 # -- nodes and clusters -----------------------------------------------------------------------------
@@ -168,22 +160,12 @@ class Node:
     def stop(self, timeout=30):
         """SIGTERM, then SIGKILL if it has not exited after timeout seconds; True if it exited
         on SIGTERM (or was not running)."""
-        clean = True
-        if self.running:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                clean = False
-                self.proc.kill()
-                self.proc.wait()
+        clean = stop_process(self.proc, timeout)
         self.proc = None
         return clean
 
     def kill9(self):
-        if self.running:
-            self.proc.kill()
-            self.proc.wait()
+        kill_process(self.proc)
         self.proc = None
 
     def log_text(self):
@@ -304,54 +286,9 @@ Metadata = namedtuple("Metadata", "cluster_id controller_id brokers topics")
 Topic = namedtuple("Topic", "error partitions")  # partitions: {index: leader}
 
 
-class _Reader:
-    def __init__(self, buf):
-        self.buf, self.pos = buf, 0
-
-    def _take(self, fmt):
-        v = struct.unpack_from(fmt, self.buf, self.pos)[0]
-        self.pos += struct.calcsize(fmt)
-        return v
-
-    def int8(self):
-        return self._take(">b")
-
-    def int16(self):
-        return self._take(">h")
-
-    def int32(self):
-        return self._take(">i")
-
-    def string(self):
-        n = self.int16()
-        if n < 0:
-            return None
-        s = self.buf[self.pos:self.pos + n].decode()
-        self.pos += n
-        return s
-
-
-def kafka_request(address, api_key, version, body, timeout=10):
-    """One request (header v1) to exactly this broker; the response body after the header."""
-    host, port = address.rsplit(":", 1)
-    client = b"tern-e2e-cluster"
-    req = struct.pack(">hhih", api_key, version, 7, len(client)) + client + body
-    with socket.create_connection((host, int(port)), timeout=timeout) as s:
-        s.settimeout(timeout)
-        s.sendall(struct.pack(">i", len(req)) + req)
-        buf = b""
-        while len(buf) < 4 or len(buf) < 4 + struct.unpack(">i", buf[:4])[0]:
-            chunk = s.recv(1 << 20)
-            if not chunk:
-                raise OSError("connection closed")
-            buf += chunk
-    assert struct.unpack(">i", buf[4:8])[0] == 7, "correlation id"
-    return buf[8:]
-
-
 def metadata(address):
     """Metadata v4 for every topic, answered by the broker at `address` itself."""
-    r = _Reader(kafka_request(address, 3, 4, struct.pack(">ib", -1, 0)))
+    r = Reader(kafka_request(address, 3, 4, struct.pack(">ib", -1, 0)))
     r.int32()  # throttle_time_ms
     brokers = {}
     for _ in range(r.int32()):
@@ -479,13 +416,13 @@ class QuorumTool:
 
 
 @pytest.fixture(scope="session")
-def kafka_dist():
-    return KafkaDist().ensure()
+def kafka_jars():
+    return KafkaJars().ensure()
 
 
 @pytest.fixture
-def quorum(kafka_dist, tmp_path):
-    return QuorumTool(kafka_dist, tmp_path)
+def quorum(kafka_jars, tmp_path):
+    return QuorumTool(kafka_jars, tmp_path)
 
 
 def check_quorum_describe(quorum, address, cluster_id, voters, observers=None):

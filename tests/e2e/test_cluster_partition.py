@@ -47,20 +47,19 @@ from pathlib import Path
 
 import pytest
 
-from conftest import TERN_BIN
+from kafka_wire import Reader, kafka_request
+from tern_process import TERN_BIN
 from test_cluster import (
     COMBINED,
     START_TIMEOUT,
     Cluster,
     Node,
     QuorumTool,
-    _Reader,
     check_exactly_once,
     consume_assigned,
     create_topic,
     index_of,
-    kafka_dist,  # noqa: F401 - the session fixture QuorumTool needs
-    kafka_request,
+    kafka_jars,  # noqa: F401 - the session fixture QuorumTool needs
     plain,
     produce,
     try_metadata,
@@ -234,9 +233,9 @@ def partitioned_cluster(tmp_path):
 
 
 @pytest.fixture
-def quorum(kafka_dist, tmp_path):  # noqa: F811
+def quorum(kafka_jars, tmp_path):  # noqa: F811
     """kafka-metadata-quorum.sh with timeouts short enough for a cluster with an unreachable node."""
-    tool = QuorumTool(kafka_dist, tmp_path)
+    tool = QuorumTool(kafka_jars, tmp_path)
     tool.config.write_text(
         "request.timeout.ms=3000\ndefault.api.timeout.ms=6000\n"
         "socket.connection.setup.timeout.ms=1000\nsocket.connection.setup.timeout.max.ms=2000\n")
@@ -253,7 +252,7 @@ def create_topic_at(address, name, partitions, timeout_ms=8000):
     body = (struct.pack(">i", 1) + struct.pack(">h", len(n)) + n
             + struct.pack(">ihii", partitions, 1, 0, 0) + struct.pack(">ib", timeout_ms, 0))
     try:
-        r = _Reader(kafka_request(address, 19, 2, body, timeout=timeout_ms / 1000 + 5))
+        r = Reader(kafka_request(address, 19, 2, body, timeout=timeout_ms / 1000 + 5))
     except OSError as e:
         return None, repr(e)
     r.int32()  # throttle_time_ms

@@ -19,17 +19,17 @@ import hashlib
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import pytest
 
+import kafka_peer
+from processes import free_port
+from tern_process import Tern
+
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "harness"))
-import kafka_peer  # noqa: E402
-from conftest import Tern, free_port  # noqa: E402
 
 SOURCE = HERE.parent / "harness" / "compat" / "CompatScenario.java"
 CLIENTS = os.environ.get("TERN_COMPAT_CLIENTS", "2.1.1 2.8.2 3.9.1 4.4.0").split()

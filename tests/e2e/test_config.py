@@ -7,7 +7,8 @@ import socket
 import subprocess
 import tempfile
 
-from conftest import TERN_BIN, Tern, free_port
+from processes import free_port
+from tern_process import TERN_BIN, Tern
 
 
 def start_refused(args, timeout=30):

@@ -13,7 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import TERN_BIN
+from tern_process import TERN_BIN
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -191,13 +191,13 @@ def test_java_and_librdkafka_members_share_one_group(tern, tmp_path):
     partitions are split among all three and every record is consumed exactly once."""
     import subprocess
 
-    from kafka_dist import KafkaDist
+    from kafka_peer import KafkaJars
 
     create_topic(tern.bootstrap, "mixed")
-    dist = KafkaDist().ensure()
+    dist = KafkaJars().ensure()
     out_path = tmp_path / "java.out"
     java = subprocess.Popen(
-        dist.command(
+        dist.tool_command(
             "kafka-console-consumer", "--bootstrap-server", tern.bootstrap, "--topic", "mixed",
             "--group", "g-mixed", "--from-beginning", "--property", "print.key=true",
         ),
@@ -365,15 +365,15 @@ def test_java_consumer_protocol_member_shares_a_group_with_librdkafka(tern_modul
     (TERN_E2E_PEER=kafka)."""
     import subprocess
 
-    from kafka_dist import KafkaDist
+    from kafka_peer import KafkaJars
 
     bootstrap = tern_module.bootstrap
     topic, group = "kip848-java", "g-kip848-java"
     create_topic(bootstrap, topic)
-    dist = KafkaDist().ensure()
+    dist = KafkaJars().ensure()
     out_path = tmp_path / "java.out"
     java = subprocess.Popen(
-        dist.command(
+        dist.tool_command(
             "kafka-console-consumer", "--bootstrap-server", bootstrap, "--topic", topic,
             "--group", group, "--from-beginning", "--property", "print.key=true",
             "--consumer-property", "group.protocol=consumer",
@@ -397,7 +397,7 @@ def test_java_consumer_protocol_member_shares_a_group_with_librdkafka(tern_modul
         assert len(rd.assignment()) == 3
         split_with_java(bootstrap, topic, {"rd": rd}, out_path)
         described = subprocess.run(
-            dist.command(
+            dist.tool_command(
                 "kafka-consumer-groups", "--bootstrap-server", bootstrap, "--describe",
                 "--group", group, "--members",
             ),

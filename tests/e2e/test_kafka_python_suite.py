@@ -54,10 +54,11 @@ from pathlib import Path
 
 import pytest
 
+import kafka_peer
+from processes import free_port
+from tern_process import Tern
+
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "harness"))
-import kafka_peer  # noqa: E402
-from conftest import Tern, free_port  # noqa: E402
 
 PEER_VERSION = os.environ.get("TERN_KP_SUITE_PEER", "4.4.0")
 # The broker version the suite is told (KAFKA_VERSION): both brokers are run as "Kafka 4.4".

@@ -1,8 +1,8 @@
 """Apache Kafka's own command-line tools (kafka-tools 4.4.0 from Maven Central, run as
-`java -cp` through kafka_dist.py) against a real tern: kafka-topics, kafka-configs, the console
-producer and consumer, kafka-get-offsets, kafka-delete-records, kafka-consumer-groups and the
-producer/consumer perf tools, with their output and exit codes checked as Apache Kafka's broker
-would make them.
+`java -cp` through kafka_peer.KafkaJars) against a real tern: kafka-topics, kafka-configs, the
+console producer and consumer, kafka-get-offsets, kafka-delete-records, kafka-consumer-groups and
+the producer/consumer perf tools, with their output and exit codes checked as Apache Kafka's
+broker would make them.
 
 The expectations were checked against a real Apache Kafka 4.4 broker:
 
@@ -24,12 +24,12 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from kafka_dist import KafkaDist
+from kafka_peer import KafkaJars
 
 
 @pytest.fixture(scope="session")
 def kafka():
-    return KafkaDist().ensure()
+    return KafkaJars().ensure()
 
 
 class Tools:

@@ -24,7 +24,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from prometheus_client.openmetrics.parser import text_string_to_metric_families
 
 import mirror_util as mu
-from conftest import TERN_BIN, Tern, free_port
+from processes import free_port
+from tern_process import TERN_BIN, Tern
 
 
 def scrape(port):

@@ -5,20 +5,17 @@ Kafka's StandardAuthorizer), follow the source as it adds and removes them, resp
 on topics the mirror does not mirror are never copied. Clients here are confluent-kafka's
 admin API (librdkafka), as the super user `User:ANONYMOUS` on PLAINTEXT listeners."""
 
-import sys
 import time
-from pathlib import Path
 
 import pytest
 from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation, AclPermissionType,
                                    AdminClient, NewTopic, ResourcePatternType, ResourceType)
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "harness"))
-import kafka_peer  # noqa: E402
-import mirror_util as mu  # noqa: E402
-from conftest import Tern, free_port  # noqa: E402
-from test_mirror_kafka import TERN_OVERRIDES, produce  # noqa: E402
+import kafka_peer
+import mirror_util as mu
+from processes import free_port
+from tern_process import Tern
+from test_mirror_kafka import TERN_OVERRIDES, produce
 
 AUTHORIZER = [
     "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",

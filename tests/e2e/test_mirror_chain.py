@@ -19,20 +19,16 @@
 The Kafka source starts once for the module; each test has its own Terns.
 """
 
-import sys
 import time
 import uuid
-from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "harness"))
-import mirror_chain_util as mcu  # noqa: E402
-import mirror_util as mu  # noqa: E402
-from replication_util import metadata_v7  # noqa: E402
-from test_mirror_kafka import (MAIN_VERSION, Acks, Sources, compare_topic, consume_all,  # noqa: E402
+import mirror_chain_util as mcu
+import mirror_util as mu
+from replication_util import metadata_v7
+from test_mirror_kafka import (MAIN_VERSION, Acks, Sources, compare_topic, consume_all,
                                create_topics, high_watermarks, produce, produce_refused, producer,
                                start_mirror, topic_config, topic_id)
 

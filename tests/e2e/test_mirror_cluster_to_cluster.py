@@ -55,21 +55,17 @@ import json
 import os
 import shutil
 import struct
-import sys
 import time
 from collections import Counter
-from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, ElectionType, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "harness"))
-import kafka_peer  # noqa: E402
-import mirror_cluster_util as mcu  # noqa: E402
-import mirror_util as mu  # noqa: E402
-from replication_util import (  # noqa: E402
+import kafka_peer
+import mirror_cluster_util as mcu
+import mirror_util as mu
+from replication_util import (
     agreed_partitions,
     check_acked,
     try_metadata_v7,
@@ -78,13 +74,14 @@ from replication_util import (  # noqa: E402
     wait_new_leader,
     wait_replicas_identical,
 )
-from test_cluster import (  # noqa: E402
+from tern_process import TERN_BIN
+from test_cluster import (
     make_cluster,  # noqa: F401 - the fixture
     three_combined,
     wait_brokers_everywhere,
     wait_for,
 )
-from test_mirror_into_cluster import (  # noqa: E402
+from test_mirror_into_cluster import (
     RF,
     SOURCE_OVERRIDES,
     TERN_EXTRA,
@@ -97,9 +94,7 @@ from test_mirror_into_cluster import (  # noqa: E402
     wait_high_watermarks,
     wait_mirror_topic,
 )
-from test_mirror_kafka import committed  # noqa: E402
-
-from conftest import TERN_BIN  # noqa: E402
+from test_mirror_kafka import committed
 
 ROUNDS = 3
 ELECTION_NOT_NEEDED = 84

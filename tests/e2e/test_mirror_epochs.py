@@ -20,20 +20,16 @@ The source (and its topic) starts once for the module; each test has its own Ter
 import re
 import shutil
 import subprocess
-import sys
 import time
 import uuid
-from pathlib import Path
 
 import pytest
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "harness"))
-import kafka_peer  # noqa: E402
-import mirror_chain_util as mcu  # noqa: E402
-import mirror_util as mu  # noqa: E402
-from replication_util import metadata_v7  # noqa: E402
-from test_mirror_kafka import (MAIN_VERSION, Sources, compare_topic, consume_all, create_topics,  # noqa: E402
+import kafka_peer
+import mirror_chain_util as mcu
+import mirror_util as mu
+from replication_util import metadata_v7
+from test_mirror_kafka import (MAIN_VERSION, Sources, compare_topic, consume_all, create_topics,
                                high_watermarks, produce, start_mirror, topic_config)
 
 PARTITIONS = 3

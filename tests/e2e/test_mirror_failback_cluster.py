@@ -41,7 +41,6 @@ that follower (diverging epoch, records) and OffsetForLeaderEpoch for the follow
 
 import re
 import struct
-import sys
 from collections import Counter
 from pathlib import Path
 
@@ -49,13 +48,12 @@ import pytest
 from confluent_kafka import ElectionType, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "harness"))
-import mirror_chain_util as mchu  # noqa: E402
-import mirror_cluster_util as mcu  # noqa: E402
-import mirror_util as mu  # noqa: E402
-from conftest import Tern, free_port  # noqa: E402
-from replication_util import (  # noqa: E402
+import mirror_chain_util as mchu
+import mirror_cluster_util as mcu
+import mirror_util as mu
+from kafka_wire import NO_TAGS, Reader, compact_array, compact_string, kafka_request
+from processes import free_port
+from replication_util import (
     VALUE,
     agreed_partitions,
     create_topic_raw_ok,
@@ -65,13 +63,13 @@ from replication_util import (  # noqa: E402
     wait_new_leader,
     wait_replicas_identical,
 )
-from test_cluster import (  # noqa: E402
-    kafka_request,
+from tern_process import Tern
+from test_cluster import (
     make_cluster,  # noqa: F401 - the fixture
     plain,
     wait_for,
 )
-from test_mirror_into_cluster import (  # noqa: E402
+from test_mirror_into_cluster import (
     RF,
     Timeline,
     produce_to,
@@ -233,15 +231,15 @@ def follower_fetch_probe(address, topic, partition, replica_id, leader_epoch, fe
     end offset) or None, record bytes}, or a string on failure. A diagnostic: it is what the
     follower itself sends."""
     part = (struct.pack(">iiqiqi", partition, leader_epoch, fetch_offset, last_fetched_epoch, -1, 1 << 20)
-            + mcu.NO_TAGS)
+            + NO_TAGS)
     body = (struct.pack(">iiiibii", replica_id, 0, 0, 1 << 20, 0, 0, -1)
-            + mcu.compact_array([topic], lambda t: mcu.compact_string(t) + mcu.compact_array([part], lambda x: x)
-                                + mcu.NO_TAGS)
-            + mcu.compact_array([], lambda x: x)  # forgotten_topics_data
-            + mcu.compact_string("")  # rack_id
-            + mcu.NO_TAGS)
+            + compact_array([topic], lambda t: compact_string(t) + compact_array([part], lambda x: x)
+                            + NO_TAGS)
+            + compact_array([], lambda x: x)  # forgotten_topics_data
+            + compact_string("")  # rack_id
+            + NO_TAGS)
     try:
-        r = mcu.FlexReader(kafka_request(address, 1, 12, mcu.NO_TAGS + body))
+        r = Reader(kafka_request(address, 1, 12, NO_TAGS + body))
         r.tags()  # response header v1
         r.int32()  # throttle_time_ms
         out = {"error": r.int16()}

@@ -36,22 +36,17 @@ mirrored records (only partitions led by the broker that also coordinates them a
 
 import os
 import shutil
-import sys
 import time
 from collections import Counter
-from pathlib import Path
 
 import pytest
 from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "harness"))
-import kafka_peer  # noqa: E402
-import mirror_cluster_util as mcu  # noqa: E402
-import mirror_util as mu  # noqa: E402
-from conftest import TERN_BIN  # noqa: E402
-from replication_util import (  # noqa: E402
+import kafka_peer
+import mirror_cluster_util as mcu
+import mirror_util as mu
+from replication_util import (
     REPLICATION_EXTRA,
     agreed_partitions,
     check_acked,
@@ -61,7 +56,8 @@ from replication_util import (  # noqa: E402
     wait_new_leader,
     wait_replicas_identical,
 )
-from test_cluster import (  # noqa: E402
+from tern_process import TERN_BIN
+from test_cluster import (
     make_cluster,  # noqa: F401 - the fixture
     three_combined,
     wait_brokers_everywhere,

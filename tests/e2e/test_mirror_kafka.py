@@ -50,8 +50,8 @@ from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, 
 import kafka_peer
 import mirror_util as mu
 from processes import free_port
-from tern_process import Tern
 from replication_util import metadata_v7
+from tern_process import Tern
 
 MAIN_VERSION = "4.4.0"
 OLD_VERSION = os.environ.get("MIRROR_OLD_KAFKA", "2.1.1")

@@ -28,10 +28,8 @@ import json
 import os
 import re
 import shutil
-import socket
 import struct
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -41,10 +39,10 @@ import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "harness"))
-import kafka_peer  # noqa: E402
-from conftest import TERN_BIN, Tern, free_port  # noqa: E402
+import kafka_peer
+from kafka_wire import Connection, Reader, int32, string
+from processes import free_port
+from tern_process import TERN_BIN, Tern
 
 VERSION = os.environ.get("TERN_MIRROR_CLUSTER_VERSION", "4.4.0")
 TOPIC = "orders"
@@ -216,62 +214,33 @@ def read_records(bootstrap, partition, end, timeout=60):
     return out
 
 
-def _recv(sock, n):
-    buf = bytearray()
-    while len(buf) < n:
-        chunk = sock.recv(n - len(buf))
-        if not chunk:
-            raise OSError("connection closed")
-        buf += chunk
-    return bytes(buf)
-
-
-def _str(b, off):
-    (n,) = struct.unpack_from(">h", b, off)
-    return b[off + 2: off + 2 + n].decode(), off + 2 + n
-
-
-def fetch_v4(sock, topic, partition, offset, max_bytes, correlation_id):
-    """One raw Fetch v4 (read_committed); returns (error, high_watermark, records bytes)."""
-    t = topic.encode()
+def fetch_v4(conn, topic, partition, offset, max_bytes):
+    """One raw Fetch v4 (read_committed) on a kafka_wire.Connection; returns (error,
+    high_watermark, records bytes)."""
     body = struct.pack(">iiiib", -1, 100, 1, max_bytes, 1)
-    body += struct.pack(">ih", 1, len(t)) + t
+    body += int32(1) + string(topic)
     body += struct.pack(">iiqi", 1, partition, offset, max_bytes)
-    client = b"mirror-cluster-test"
-    msg = struct.pack(">hhih", 1, 4, correlation_id, len(client)) + client + body
-    sock.sendall(struct.pack(">i", len(msg)) + msg)
-    (size,) = struct.unpack(">i", _recv(sock, 4))
-    data = _recv(sock, size)
-    assert struct.unpack_from(">i", data, 0)[0] == correlation_id
-    off = 4 + 4  # correlation id, throttle time
-    (topics,) = struct.unpack_from(">i", data, off)
-    off += 4
-    assert topics == 1
-    _, off = _str(data, off)
-    (parts,) = struct.unpack_from(">i", data, off)
-    off += 4
-    assert parts == 1
-    p, error, hw, _lso, aborted = struct.unpack_from(">ihqqi", data, off)
-    off += 4 + 2 + 8 + 8 + 4
-    off += 16 * max(aborted, 0)
-    (n,) = struct.unpack_from(">i", data, off)
-    off += 4
-    return error, hw, data[off: off + max(n, 0)]
+    r = Reader(conn.request(1, 4, body))
+    r.int32()  # throttle time
+    assert r.int32() == 1  # topics
+    r.string()
+    assert r.int32() == 1  # partitions
+    _p, error, hw, _lso, aborted = r.take(">ihqqi")
+    r.pos += 16 * max(aborted, 0)
+    return error, hw, r.bytes_() or b""
 
 
 def raw_batches(address, partition, end):
     """[(base offset, batch bytes)] of TOPIC/partition below `end`, by raw Fetch v4 from `address`."""
-    host, port = address.rsplit(":", 1)
     batches = []
     offset = 0
     max_bytes = 1 << 20
     empty = 0
-    with socket.create_connection((host, int(port)), timeout=10) as s:
-        s.settimeout(10)
-        for cid in range(1, 100000):
+    with Connection(address, timeout=10) as conn:
+        for _ in range(1, 100000):
             if offset >= end:
                 break
-            error, hw, records = fetch_v4(s, TOPIC, partition, offset, max_bytes, cid)
+            error, hw, records = fetch_v4(conn, TOPIC, partition, offset, max_bytes)
             assert error == 0, f"Fetch v4 {address} {TOPIC}-{partition}@{offset}: error {error}"
             pos = 0
             got = False
@@ -378,7 +347,7 @@ def test_mirror_survives_source_leader_kill_and_move():
             plan = work / "reorder.json"
             plan.write_text(json.dumps({"version": 1, "partitions": [{
                 "topic": TOPIC, "partition": 0, "replicas": [victim] + [r for r in replicas if r != victim]}]}))
-            reorder = cluster.jars.run_tool(
+            reorder = cluster.jars.run(
                 "org.apache.kafka.tools.reassign.ReassignPartitionsCommand", "--bootstrap-server",
                 cluster.bootstrap, "--reassignment-json-file", str(plan), "--execute",
                 java=cluster.java, timeout=120, jvm_opts=("-Xmx256m", "-XX:TieredStopAtLevel=1"))
@@ -386,7 +355,7 @@ def test_mirror_survives_source_leader_kill_and_move():
             wait_for(f"node {victim} first among the replicas of partition 0",
                      lambda: partition_info(admin, TOPIC).get(0, (0, [0]))[1][0] == victim, 30, diag=diag)
             mark(f"replicas of partition 0 reordered: {partition_info(admin, TOPIC).get(0)}")
-        election = cluster.jars.run_tool(
+        election = cluster.jars.run(
             "org.apache.kafka.tools.LeaderElectionCommand", "--bootstrap-server", cluster.bootstrap,
             "--election-type", "PREFERRED", "--topic", TOPIC, "--partition", "0",
             java=cluster.java, timeout=120, jvm_opts=("-Xmx256m", "-XX:TieredStopAtLevel=1"))

@@ -19,20 +19,17 @@ After each heal the checker reads both logs whole: same log start and end, the s
 for byte (no gap, no duplicate), and every record the source acknowledged is in Tern's copy.
 """
 
-import sys
 import time
 import urllib.request
-from pathlib import Path
 
 import pytest
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "harness"))
-import kafka_peer  # noqa: E402
-import mirror_util as mu  # noqa: E402
-from conftest import Tern, free_port  # noqa: E402
-from tcp_proxy import TcpProxy  # noqa: E402
-from test_mirror_kafka import SOURCE_JVM, create_topics, produce  # noqa: E402
+import kafka_peer
+import mirror_util as mu
+from processes import free_port
+from tern_process import Tern
+from tcp_proxy import TcpProxy
+from test_mirror_kafka import SOURCE_JVM, create_topics, produce
 
 VERSION = "4.4.0"
 TOPIC, PARTITIONS = "net", 2

@@ -11,23 +11,20 @@
    spoken to a PLAINTEXT-only port: `--start` fails naming the cause, never the password.
 """
 
-import sys
 import tempfile
-from pathlib import Path
 
 import pytest
 from confluent_kafka.admin import (AdminClient, ConfigResource, NewTopic, ScramCredentialInfo,
                                    ScramMechanism, UserScramCredentialUpsertion)
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "harness"))
-import kafka_peer  # noqa: E402
-import mirror_util as mu  # noqa: E402
-from conftest import Tern, free_port  # noqa: E402
-from test_mirror_acls import (AUTHORIZER, LIT, PRE, READ, WRITE, T, binding,  # noqa: E402
+import kafka_peer
+import mirror_util as mu
+from processes import free_port
+from tern_process import Tern
+from test_mirror_acls import (AUTHORIZER, LIT, PRE, READ, WRITE, T, binding,
                               create_acls, key, wait_acls)
-from test_mirror_kafka import TERN_OVERRIDES, produce  # noqa: E402
-from tls_util import CA  # noqa: E402
+from test_mirror_kafka import TERN_OVERRIDES, produce
+from tls_util import CA
 
 SECRET = "s3cret-Mirror-Pass"
 ADMIN_JAAS = (

@@ -27,7 +27,8 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from conftest import Tern, free_port
+from processes import free_port
+from tern_process import Tern
 
 MB = 1 << 20
 

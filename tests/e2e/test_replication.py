@@ -84,7 +84,7 @@ from test_cluster import (
     COMBINED,
     check_exactly_once,
     consume_assigned,
-    kafka_dist,  # noqa: F401 - the session fixture with Apache Kafka's jars
+    kafka_jars,  # noqa: F401 - the session fixture with Apache Kafka's jars
     make_cluster,  # noqa: F401 - the fixture
     produce,
     three_combined,
@@ -207,7 +207,7 @@ reconnect.backoff.max.ms=1000
 
 
 @pytest.mark.timeout(170)
-def test_java_verifiable_producer_acks_all_across_kill(make_cluster, kafka_dist, tmp_path):  # noqa: F811
+def test_java_verifiable_producer_acks_all_across_kill(make_cluster, kafka_jars, tmp_path):  # noqa: F811
     """Apache Kafka's VerifiableProducer (--acks -1, idempotent, retrying) produces 9000 records
     at 300/s while the leader of partition 0 is killed -9 and started again: every record it
     reports acknowledged is in the log once, at its reported partition and offset, and it
@@ -220,7 +220,7 @@ def test_java_verifiable_producer_acks_all_across_kill(make_cluster, kafka_dist,
     config = tmp_path / "verifiable-producer.properties"
     config.write_text(VP_CONFIG)
     total = 9000
-    vp = VerifiableProducer(kafka_dist, cluster.bootstrap(), topic, total, 300, config,
+    vp = VerifiableProducer(kafka_jars, cluster.bootstrap(), topic, total, 300, config,
                             tmp_path / "verifiable-producer.stderr").start()
     try:
         wait_for("1000 records acknowledged to VerifiableProducer", lambda: vp.acked_count() >= 1000,

@@ -7,7 +7,7 @@ Each test starts its own cluster of real `tern server` processes (test_cluster.p
 Node: node logs under tmp_path/node-<id>/tern.log, printed at teardown) with
 broker.session.timeout.ms=6000, broker.heartbeat.interval.ms=500 and replica.lag.time.max.ms=4000
 unless said otherwise, and runs Apache Kafka 4.x's tools as `java -cp <Kafka's jars> <main
-class>` (kafka_dist.py; every run's command, exit code and output is printed):
+class>` (kafka_peer.KafkaJars; every run's command, exit code and output is printed):
 
   1. kafka-leader-election.sh --election-type PREFERRED (org.apache.kafka.tools
      .LeaderElectionCommand), three combined nodes with auto.leader.rebalance.enable=false, a
@@ -112,7 +112,7 @@ from test_cluster import (
     COMBINED,
     check_exactly_once,
     consume_assigned,
-    kafka_dist,  # noqa: F401 - the session fixture with Apache Kafka's jars
+    kafka_jars,  # noqa: F401 - the session fixture with Apache Kafka's jars
     make_cluster,  # noqa: F401 - the fixture
     produce,
     three_combined,
@@ -166,13 +166,13 @@ ELECTION_ASSIGNMENTS = {0: [0, 1, 2], 1: [1, 2, 0], 2: [2, 0, 1], 3: [1, 0, 2]}
 
 
 @pytest.mark.timeout(120)
-def test_preferred_leader_election_with_kafka_tool(make_cluster, kafka_dist, tmp_path):  # noqa: F811
+def test_preferred_leader_election_with_kafka_tool(make_cluster, kafka_jars, tmp_path):  # noqa: F811
     """kafka-leader-election.sh --election-type PREFERRED, by partition and for all partitions,
     after the preferred leader was restarted; again (not needed); with the preferred replica
     down (not available). See the module docstring, 1."""
     cluster = three_combined(make_cluster, {**REPLICATION_EXTRA, "auto.leader.rebalance.enable": "false"})
     wait_brokers_everywhere(cluster)
-    tools = AdminTools(kafka_dist, tmp_path)
+    tools = AdminTools(kafka_jars, tmp_path)
     topic, count = "elect", len(ELECTION_ASSIGNMENTS)
     create_topic_raw_ok(cluster, topic, None, None, assignments=ELECTION_ASSIGNMENTS)
     start = wait_isr_full(cluster, topic, count, 3)
@@ -335,13 +335,13 @@ def test_auto_leader_rebalance_returns_leadership(make_cluster):  # noqa: F811
 
 
 @pytest.mark.timeout(120)
-def test_reassign_partitions_with_kafka_tool_under_load(make_cluster, kafka_dist, tmp_path):  # noqa: F811
+def test_reassign_partitions_with_kafka_tool_under_load(make_cluster, kafka_jars, tmp_path):  # noqa: F811
     """--execute [0, 1, 2] -> [3, 4, 1] under acks=all load, then --verify; the old replicas'
     logs are deleted, the new ones hold every acknowledged record. See the module docstring, 3."""
     cluster = make_cluster({0: COMBINED, 1: COMBINED, 2: COMBINED, 3: "broker", 4: "broker"},
                            REPLICATION_EXTRA)
     wait_brokers_everywhere(cluster)
-    tools = AdminTools(kafka_dist, tmp_path)
+    tools = AdminTools(kafka_jars, tmp_path)
     topic = "moving"
     create_topic_raw_ok(cluster, topic, None, None, configs=MIN_ISR,
                         assignments={0: [0, 1, 2], 1: [1, 2, 0]})
@@ -393,7 +393,7 @@ def test_reassign_partitions_with_kafka_tool_under_load(make_cluster, kafka_dist
 
 
 @pytest.mark.timeout(120)
-def test_reassignment_cancel_and_refused_input(make_cluster, kafka_dist, tmp_path):  # noqa: F811
+def test_reassignment_cancel_and_refused_input(make_cluster, kafka_jars, tmp_path):  # noqa: F811
     """--cancel of a reassignment that cannot finish (its new replica's broker is frozen)
     restores the original replicas; an unknown or repeated broker id is refused and changes
     nothing. See the module docstring, 4. broker.session.timeout.ms is 20 s here, so the frozen
@@ -401,7 +401,7 @@ def test_reassignment_cancel_and_refused_input(make_cluster, kafka_dist, tmp_pat
     cluster = make_cluster({0: COMBINED, 1: COMBINED, 2: COMBINED, 3: "broker"},
                            {**REPLICATION_EXTRA, "broker.session.timeout.ms": "20000"})
     wait_brokers_everywhere(cluster)
-    tools = AdminTools(kafka_dist, tmp_path)
+    tools = AdminTools(kafka_jars, tmp_path)
     voters = cluster.bootstrap(0, 1, 2)
     topic = "cancelled"
     tp = KTopicPartition(topic, 0)
@@ -501,7 +501,7 @@ def placement(cluster, dirs, topic, count):
 
 
 @pytest.mark.timeout(120)
-def test_log_dirs_describe_and_alter(make_custom_cluster, kafka_dist, tmp_path):  # noqa: F811
+def test_log_dirs_describe_and_alter(make_custom_cluster, kafka_jars, tmp_path):  # noqa: F811
     """kafka-log-dirs.sh --describe with two log.dirs on node 0; AlterReplicaLogDirs to the
     current dir, an unknown dir, the other dir. See the module docstring, 5."""
     second = tmp_path / "node-0" / "data-second"
@@ -509,7 +509,7 @@ def test_log_dirs_describe_and_alter(make_custom_cluster, kafka_dist, tmp_path):
     cluster = make_custom_cluster({0: COMBINED, 1: COMBINED, 2: COMBINED}, REPLICATION_EXTRA,
                                   per_node={0: {"log.dirs": f"{first},{second}"}})
     wait_brokers_everywhere(cluster)
-    tools = AdminTools(kafka_dist, tmp_path)
+    tools = AdminTools(kafka_jars, tmp_path)
     dirs = {0: [os.path.realpath(first), os.path.realpath(second)],
             1: [os.path.realpath(cluster.nodes[1].data_dir)],
             2: [os.path.realpath(cluster.nodes[2].data_dir)]}

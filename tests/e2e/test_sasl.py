@@ -13,7 +13,8 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from conftest import Tern, free_port
+from processes import free_port
+from tern_process import Tern
 
 ADMIN_JAAS = (
     'org.apache.kafka.common.security.plain.PlainLoginModule required '
@@ -68,9 +69,9 @@ def scram_users(sasl_tern, tmp_path_factory):
     """alice (SCRAM-SHA-512 and -256) and bob (SCRAM-SHA-256), created with kafka-configs, one
     mechanism per call: like Kafka's controller, Tern refuses two changes of one user in one
     request (DUPLICATE_RESOURCE)."""
-    from kafka_dist import KafkaDist
+    from kafka_peer import KafkaJars
 
-    dist = KafkaDist().ensure()
+    dist = KafkaJars().ensure()
     tmp = tmp_path_factory.mktemp("sasl")
     admin = java_client_config(tmp, "admin.properties", "PLAIN", "admin", "admin-secret")
     for user, config in [
@@ -226,7 +227,7 @@ def test_format_with_add_scram_gives_a_sasl_only_broker_its_first_user(tmp_path)
     before the first start, so a broker with only a SCRAM listener can be logged into at all."""
     import subprocess
 
-    from conftest import TERN_BIN
+    from tern_process import TERN_BIN
 
     port = free_port()
     logs = f"{tmp_path}/logs"

@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from tern_process import TERN_BIN
+
 SOAK = Path(__file__).resolve().parents[1] / "soak" / "soak.py"
-TERN_BIN = os.environ.get("TERN_BIN", "target/release/tern")
 DURATION = 100
 KILL_EVERY = (12, 20)
 

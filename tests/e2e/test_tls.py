@@ -15,7 +15,8 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from conftest import Tern, free_port
+from processes import free_port
+from tern_process import Tern
 from tls_util import CA
 
 ADMIN_JAAS = (
@@ -133,7 +134,7 @@ def test_kafka_python_and_java_with_client_certificates(tls_tern, pki, tmp_path)
     from kafka.admin import KafkaAdminClient
     from kafka.admin import NewTopic as PyNewTopic
     from kafka.errors import KafkaError as PyKafkaError
-    from kafka_dist import KafkaDist
+    from kafka_peer import KafkaJars
 
     def kafka_python_ssl(who):
         return {
@@ -178,7 +179,7 @@ def test_kafka_python_and_java_with_client_certificates(tls_tern, pki, tmp_path)
         "ssl.keystore.type=PEM\n"
         f"ssl.keystore.location={pki['alice']['pem']}\n"
     )
-    dist = KafkaDist().ensure()
+    dist = KafkaJars().ensure()
     dist.run(
         "kafka-console-producer", "--bootstrap-server", bootstrap, "--topic", topic,
         "--producer.config", str(client),
@@ -239,7 +240,7 @@ def test_plaintext_bytes_on_the_tls_port_close_only_that_connection(tls_tern, pk
 
 def test_sasl_ssl_scram_with_three_clients(tls_tern, pki, tmp_path):
     from kafka import KafkaConsumer
-    from kafka_dist import KafkaDist
+    from kafka_peer import KafkaJars
 
     admin_conf = sasl_ssl_conf(tls_tern.sasl_port, pki, "PLAIN", "admin", "admin-secret")
     admin = AdminClient(admin_conf)
@@ -282,7 +283,7 @@ def test_sasl_ssl_scram_with_three_clients(tls_tern, pki, tmp_path):
         "ssl.truststore.type=PEM\n"
         f"ssl.truststore.location={pki['ca'].path}\n"
     )
-    out = KafkaDist().ensure().run(
+    out = KafkaJars().ensure().run(
         "kafka-console-consumer", "--bootstrap-server", f"127.0.0.1:{tls_tern.sasl_port}",
         "--topic", "sasl-ssl", "--from-beginning", "--max-messages", "100", "--timeout-ms", "30000",
         "--consumer.config", str(client), "--property", "print.key=true", check=True,

@@ -38,7 +38,6 @@ import subprocess
 import sys
 import time
 import uuid
-from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
@@ -49,10 +48,9 @@ try:
 except ImportError:  # older confluent-kafka
     from confluent_kafka.admin import ConsumerGroupTopicPartitions
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "harness"))
-import kafka_peer  # noqa: E402
-from conftest import Tern, free_port  # noqa: E402
+import kafka_peer
+from processes import free_port
+from tern_process import Tern
 
 KAFKA_VERSION = os.environ.get("TXN_KAFKA_VERSION", "4.4.0")
 BROKERS = [b for b in re.split(r"[,\s]+", os.environ.get("TXN_BROKERS", "kafka,tern")) if b]

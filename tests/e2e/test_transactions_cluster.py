@@ -18,18 +18,17 @@ import time
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
+from kafka_wire import Reader, kafka_request
+from kafka_wire import string as _str
 from replication_util import (
     NONE,
     REPLICATION_EXTRA,
-    Reader,
-    _str,
     create_topic_raw_ok,
     leader_of,
     wait_isr_full,
 )
 from test_cluster import (
-    kafka_request,
-    kafka_dist,  # noqa: F401 - the session fixture with Apache Kafka's jars
+    kafka_jars,  # noqa: F401 - the session fixture with Apache Kafka's jars
     make_cluster,  # noqa: F401 - the fixture
     three_combined,
     wait_brokers_everywhere,

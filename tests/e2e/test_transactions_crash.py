@@ -15,7 +15,8 @@ import gc
 import pytest
 from confluent_kafka import Producer
 
-from conftest import Tern, free_port
+from processes import free_port
+from tern_process import Tern
 from test_transactions import (
     SETTINGS,
     WAIT,

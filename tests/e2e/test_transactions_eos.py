@@ -1,7 +1,7 @@
 """Exactly-once processing across crashes (tern only, since the test kills the broker).
 
 A Java read-process-write loop (tests/e2e/java/EosLoop.java, Apache Kafka's own kafka-clients
-from kafka_dist.KafkaDist, compiled here with javac) runs with exactly-once semantics: a
+from kafka_peer.KafkaJars, compiled here with javac) runs with exactly-once semantics: a
 read_committed consumer in a group, a transactional producer, one transaction per poll batch
 that writes "out-<value>" (same key, same partition index) to the output topic and commits the
 consumed offsets with sendOffsetsToTransaction.  When a transaction fails, the loop aborts it (or
@@ -51,8 +51,9 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 
-from conftest import Tern, free_port
-from kafka_dist import KafkaDist, cache_root
+from kafka_peer import KafkaJars, cache_root
+from processes import free_port
+from tern_process import Tern
 from test_transactions import (
     SETTINGS,
     WAIT,
@@ -87,7 +88,7 @@ def java_classpath():
     for tool in ("java", "javac"):
         if shutil.which(tool) is None:
             pytest.skip(f"{tool} is not installed")
-    dist = KafkaDist()
+    dist = KafkaJars()
     try:
         cp = dist.classpath()
     except RuntimeError as e:

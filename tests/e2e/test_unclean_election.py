@@ -24,7 +24,7 @@ altered later) and `unclean-tool` (elected with the tool). Both go through the s
      5 s message timeout is refused (no record acknowledged, and none of them is ever read back):
      node 4 is not in the ISR and unclean election is not allowed;
   5. `unclean`: kafka-configs.sh --alter --add-config unclean.leader.election.enable=true on the
-     topic (org.apache.kafka.tools.ConfigCommand via kafka_dist.py) -> node 4 leads it with a
+     topic (org.apache.kafka.tools.ConfigCommand via kafka_peer.KafkaJars) -> node 4 leads it with a
      higher leader epoch, ISR [4]; `unclean-tool` stays offline (the topic config of another
      topic does not apply to it); batch C, 100 records acks=all, is acknowledged;
   6. `unclean-tool`: kafka-leader-election.sh --election-type UNCLEAN --topic unclean-tool
@@ -61,7 +61,7 @@ from replication_util import (
 )
 from test_cluster import (
     COMBINED,
-    kafka_dist,  # noqa: F401 - the session fixture with Apache Kafka's jars
+    kafka_jars,  # noqa: F401 - the session fixture with Apache Kafka's jars
     make_cluster,  # noqa: F401 - the fixture
     wait_brokers_everywhere,
     wait_for,
@@ -103,11 +103,11 @@ def check_a_then_c(bootstrap, topic, acked_a, acked_c, what):
 
 
 @pytest.mark.timeout(170)
-def test_unclean_leader_election(make_cluster, kafka_dist, tmp_path):  # noqa: F811
+def test_unclean_leader_election(make_cluster, kafka_jars, tmp_path):  # noqa: F811
     cluster = make_cluster({0: COMBINED, 1: COMBINED, 2: COMBINED, 3: "broker", 4: "broker"},
                            REPLICATION_EXTRA)
     wait_brokers_everywhere(cluster)
-    tools = AdminTools(kafka_dist, tmp_path)
+    tools = AdminTools(kafka_jars, tmp_path)
     for topic in TOPICS:
         create_topic_raw_ok(cluster, topic, None, None, configs=CONFIGS, assignments=ASSIGNMENT)
     first = {}

@@ -1,14 +1,21 @@
-"""A real Apache Kafka on this machine: any version's jars from Maven Central, started as a
-single-node cluster on a loopback port (issue 5's peer harness).
+"""A real Apache Kafka on this machine: any version's jars from Maven Central, its command-line
+tools, and servers started as a single-node or multi-broker cluster on loopback ports (issue 5's
+peer harness).
 
 Resolution: a generated pom and `mvn dependency:copy-dependencies` put a version's runtime jars in
 
     $TERN_CACHE/kafka/<version>/libs        (TERN_CACHE defaults to ~/.cache/tern)
 
-once per version (`libs/.complete` marks a finished resolution; the jars also stay in ~/.m2, so a
-wiped cache is rebuilt offline first).  The 4.x layout is the one of tests/e2e/kafka_dist.py (the
-same artifacts), so both share one resolution; 2.x and 3.x add their own logging binding, and
-2.1-2.3 get the ZooKeeper 3.5 client, since their 3.4 one does not run on Java 17 (see README).
+once per version (`libs/.complete` marks a finished resolution, with a sha256 manifest of the jars
+beside it; the jars also stay in ~/.m2, so a wiped cache is rebuilt offline first).  4.x takes
+`kafka_2.13` and `kafka-tools` with the distribution's log4j2 binding; 2.x and 3.x add their own
+logging binding, and 2.1-2.3 get the ZooKeeper 3.5 client, since their 3.4 one does not run on
+Java 17 (see README).
+
+Tools: `KafkaJars().run("kafka-topics", "--bootstrap-server", ...)` runs what `bin/kafka-topics.sh`
+would (a TOOLS name or any main class; DEFAULT_VERSION, $TERN_KAFKA_VERSION or 4.4.0, unless a
+version is given) as `java -cp <libs> <main class>` with a small heap and a class-data-sharing
+archive; `tool_command(...)` is the same argv for a process the caller starts itself.
 
 Servers: `KafkaPeer(version, data_dir).start()` formats the storage and starts KRaft in combined
 mode (broker and controller in one process) for 3.x/4.x, or starts a ZooKeeper server
@@ -19,10 +26,11 @@ failed start raises with their tails.
 
 Command line:
 
-    python tests/harness/kafka_peer.py fetch 4.4.0 3.9.1 2.8.2
+    python tests/harness/kafka_peer.py fetch [4.4.0 3.9.1 2.8.2]   (default: DEFAULT_VERSION)
     python tests/harness/kafka_peer.py serve 3.9.1 [--port 9092] [--java /usr/lib/jvm/.../bin/java]
     python tests/harness/kafka_peer.py probe 4.4.0 3.9.1 2.8.2 2.1.1   (start/stop each; a table)
     python tests/harness/kafka_peer.py tool 4.4.0 org.apache.kafka.tools.ProducerPerformance ARGS...
+    python tests/harness/kafka_peer.py tool 4.4.0 kafka-topics --bootstrap-server 127.0.0.1:9092 --list
     python tests/harness/kafka_peer.py mirror 127.0.0.1:9092 127.0.0.1:9093   (MirrorMaker 2)
 
 MirrorMaker2(source, target, dir).start() runs a dedicated MirrorMaker 2 between any two bootstrap
@@ -45,7 +53,6 @@ import re
 import shutil
 import signal
 import socket
-import struct
 import subprocess
 import sys
 import tempfile
@@ -54,13 +61,55 @@ import uuid
 import base64
 from pathlib import Path
 
+from kafka_wire import broker_serves, metadata_brokers
+from processes import free_port, kill_process, stop_process
+
+DEFAULT_VERSION = os.environ.get("TERN_KAFKA_VERSION", "4.4.0")
+
+# The Maven plugin is pinned so that the resolution does not depend on Maven's built-in default.
 DEPENDENCY_PLUGIN = "org.apache.maven.plugins:maven-dependency-plugin:3.8.1"
 
-# Kafka 4.x: exactly tests/e2e/kafka_dist.py's artifact list (so the cached folder is shared).
+# Kafka 4.x: (groupId, artifactId, version or None for the Kafka version).  The distribution ships
+# an SLF4J binding to log4j2; without one every tool prints SLF4J's "no binding" warning and
+# swallows its own log lines.  Same version as Kafka 4.4's log4j-core.
 ARTIFACTS_4 = [
     ("org.apache.kafka", "kafka_2.13", None),
     ("org.apache.kafka", "kafka-tools", None),
     ("org.apache.logging.log4j", "log4j-slf4j-impl", "2.25.5"),
+]
+
+# Main classes of bin/kafka-*.sh in Kafka 4.x (bin/kafka-run-class.sh <class>).
+TOOLS = {
+    "kafka-topics": "org.apache.kafka.tools.TopicCommand",
+    "kafka-configs": "org.apache.kafka.tools.ConfigCommand",
+    "kafka-acls": "org.apache.kafka.tools.AclCommand",
+    "kafka-console-producer": "org.apache.kafka.tools.ConsoleProducer",
+    "kafka-console-consumer": "org.apache.kafka.tools.consumer.ConsoleConsumer",
+    "kafka-get-offsets": "org.apache.kafka.tools.GetOffsetShell",
+    "kafka-delete-records": "org.apache.kafka.tools.DeleteRecordsCommand",
+    "kafka-consumer-groups": "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand",
+    "kafka-broker-api-versions": "org.apache.kafka.tools.BrokerApiVersionsCommand",
+    "kafka-producer-perf-test": "org.apache.kafka.tools.ProducerPerformance",
+    "kafka-consumer-perf-test": "org.apache.kafka.tools.ConsumerPerformance",
+    "kafka-e2e-latency": "org.apache.kafka.tools.EndToEndLatency",
+    "kafka-transactions": "org.apache.kafka.tools.TransactionsCommand",
+    "kafka-leader-election": "org.apache.kafka.tools.LeaderElectionCommand",
+    "kafka-log-dirs": "org.apache.kafka.tools.LogDirsCommand",
+    "kafka-dump-log": "org.apache.kafka.tools.DumpLogSegments",
+    "kafka-storage": "kafka.tools.StorageTool",
+    "kafka-server-start": "kafka.Kafka",
+    "connect-mirror-maker": "org.apache.kafka.connect.mirror.MirrorMaker",
+}
+
+# What bin/kafka-run-class.sh would give a tool, minus the default heap's GC threads: a small heap,
+# the serial collector and C1 only, since a tool in a test is a short-lived process.  Benchmarks
+# that measure a tool pass their own options instead.
+TOOL_JVM_OPTS = [
+    "-Xmx256m",
+    "-XX:+UseSerialGC",
+    "-XX:TieredStopAtLevel=1",
+    "-Xshare:auto",
+    "-Djava.awt.headless=true",
 ]
 
 LOG4J2 = """\
@@ -160,9 +209,10 @@ def find_java(major):
 
 class KafkaJars:
     """One Apache Kafka version's jars in the cache folder: the broker and its tools, or with
-    clients_only just `kafka-clients` and its dependencies ($TERN_CACHE/kafka-clients/<version>)."""
+    clients_only just `kafka-clients` and its dependencies ($TERN_CACHE/kafka-clients/<version>),
+    or with mirror MirrorMaker 2 ($TERN_CACHE/kafka-mirror/<version>)."""
 
-    def __init__(self, version, cache=None, clients_only=False, mirror=False):
+    def __init__(self, version=DEFAULT_VERSION, cache=None, clients_only=False, mirror=False):
         self.version = version
         self.clients_only = clients_only
         self.mirror = mirror
@@ -185,9 +235,11 @@ class KafkaJars:
         return (self.libs / ".complete").is_file()
 
     def ensure(self, quiet=True):
+        """Resolves the jars unless a finished resolution is cached; returns self."""
         if self.complete:
             return self
         self.home.mkdir(parents=True, exist_ok=True)
+        # One resolver at a time per version (parallel test workers, two CI jobs on one machine).
         with open(self.home / ".lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             if not self.complete:
@@ -204,6 +256,7 @@ class KafkaJars:
                 f"-DoutputDirectory={staging}", "-DincludeScope=runtime"]
         if quiet:
             base.insert(1, "-q")
+        # ~/.m2 usually has everything already: try offline first, then go to Maven Central.
         out = None
         for extra in (["-o"], []):
             shutil.rmtree(staging, ignore_errors=True)
@@ -233,6 +286,7 @@ class KafkaJars:
 
     def classpath(self):
         self.ensure()
+        # An explicit, sorted list rather than `libs/*`, so the order never depends on the directory.
         return ":".join(str(p) for p in sorted(self.libs.glob("*.jar")))
 
     def command(self, main, *args, java=None, jvm_opts=(), log_config=None):
@@ -247,85 +301,70 @@ class KafkaJars:
         return [java, *jvm_opts, *logging, "-cp", self.classpath(), main, *map(str, args)]
 
     def _cds(self, java):
-        """A dynamic class-data-sharing archive per JDK and jar set: about a second less JVM start
-        for every tool run (written by the first run)."""
+        """A dynamic class-data-sharing archive per JDK and jar set (it halves a tool's ~2 s JVM
+        start), named by what it depends on, so another JDK or jar set gets its own: the JVM
+        options that use it, and None; or, while there is none, the options that write it at exit
+        to a temporary file, and (that file, the archive)."""
         real = os.path.realpath(shutil.which(java) or java)
         stamp = f"{real}:{os.stat(real).st_mtime_ns}:{self.classpath()}"
-        archive = self.home / f"cds-harness-{hashlib.sha1(stamp.encode()).hexdigest()[:16]}.jsa"
+        archive = self.home / f"cds-{hashlib.sha1(stamp.encode()).hexdigest()[:16]}.jsa"
+        # The archive's warnings (old class files it skips, an archive that no longer matches)
+        # must not reach the tools' stderr, which the tests read.
+        quiet = ["-Xlog:cds*=off", "-Xlog:class+path=off"]
         if archive.is_file():
-            return [f"-XX:SharedArchiveFile={archive}", "-Xlog:cds*=off", "-Xlog:class+path=off"], None
+            return [f"-XX:SharedArchiveFile={archive}", *quiet], None
         tmp = self.home / f".cds-{os.getpid()}-{time.time_ns()}.jsa"
-        return [f"-XX:ArchiveClassesAtExit={tmp}", "-Xlog:cds*=off", "-Xlog:class+path=off"], (tmp, archive)
+        return [f"-XX:ArchiveClassesAtExit={tmp}", *quiet], (tmp, archive)
 
-    def run_tool(self, main, *args, java=None, timeout=600, jvm_opts=("-Xmx512m",)):
-        """Runs a tool to completion (CompletedProcess, text output; its log4j warnings on stderr)."""
+    def _tool_log_config(self):
+        """The tools' logging: warnings and errors to stderr (tools-log4j2.yaml of the
+        distribution, as properties; log4j 1 before 4.x)."""
+        if vtuple(self.version) >= (4,):
+            return self.libs / "log4j2.properties"  # written with the resolution
+        path = self.home / "tools-log.properties"
+        text = LOG4J1.replace("INFO, stdout", "WARN, stdout") + "log4j.appender.stdout.Target=System.err\n"
+        if not path.is_file() or path.read_text() != text:
+            tmp = path.with_name(f".{path.name}-{os.getpid()}")
+            tmp.write_text(text)
+            os.replace(tmp, path)
+        return path
+
+    def _tool_argv(self, tool, args, java, jvm_opts, cds):
+        main = TOOLS.get(tool, tool)
+        opts = TOOL_JVM_OPTS if jvm_opts is None else list(jvm_opts)
+        return self.command(main, *args, java=java, jvm_opts=[*opts, *cds],
+                            log_config=self._tool_log_config())
+
+    def tool_command(self, tool, *args, java=None, jvm_opts=None):
+        """The argv that `bin/<tool>.sh args...` amounts to, for a process the caller starts: tool
+        is a TOOLS name or a main class; jvm_opts replace TOOL_JVM_OPTS; the class-data-sharing
+        archive when there is one."""
         java = java or os.environ.get("JAVA", "java")
         cds, dump = self._cds(java)
+        return self._tool_argv(tool, args, java, jvm_opts, [] if dump else cds)
+
+    def run(self, tool, *args, input=None, timeout=90, check=False, java=None, jvm_opts=None):
+        """Runs a tool (as tool_command) to completion; returns the CompletedProcess with text
+        stdout and stderr (with check, a RuntimeError with both if it failed).  The first run for
+        a JDK and jar set also writes the class-data-sharing archive."""
+        java = java or os.environ.get("JAVA", "java")
+        self.ensure()
+        cds, dump = self._cds(java)
         try:
-            out = self._run_tool(main, args, java, timeout, [*cds, *jvm_opts])
-            if dump and dump[0].is_file() and out.returncode == 0:
+            proc = subprocess.run(self._tool_argv(tool, args, java, jvm_opts, cds), input=input,
+                                  capture_output=True, text=True, timeout=timeout,
+                                  stdin=None if input is not None else subprocess.DEVNULL)
+            if dump and dump[0].is_file():
                 os.replace(dump[0], dump[1])
         finally:
             if dump and dump[0].exists():
                 dump[0].unlink()
-        return out
-
-    def _run_tool(self, main, args, java, timeout, jvm_opts):
-        log = self.home / "tools-log.properties"
-        if vtuple(self.version) >= (4,):
-            log.write_text(LOG4J2.replace("SYSTEM_OUT", "SYSTEM_ERR").replace("level = info", "level = warn"))
-        else:
-            log.write_text(LOG4J1.replace("INFO, stdout", "WARN, stdout") +
-                           "log4j.appender.stdout.Target=System.err\n")
-        return subprocess.run(self.command(main, *args, java=java, jvm_opts=jvm_opts, log_config=log),
-                              capture_output=True, text=True, timeout=timeout,
-                              stdin=subprocess.DEVNULL)
-
-
-def stop_process(proc, timeout=30):
-    """SIGTERM a child process if it still runs; SIGKILL it after `timeout` seconds."""
-    if proc and proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-# -- a minimal Kafka protocol client: enough to tell that a broker serves ---------------------------
-
-def _request(sock, api_key, api_version, body, correlation_id):
-    client = b"tern-harness"
-    header = struct.pack(">hhih", api_key, api_version, correlation_id, len(client)) + client
-    msg = header + body
-    sock.sendall(struct.pack(">i", len(msg)) + msg)
-    size = struct.unpack(">i", _recv(sock, 4))[0]
-    data = _recv(sock, size)
-    if struct.unpack(">i", data[:4])[0] != correlation_id:
-        raise OSError("correlation id mismatch")
-    return data[4:]
-
-
-def _recv(sock, n):
-    buf = b""
-    while len(buf) < n:
-        chunk = sock.recv(n - len(buf))
-        if not chunk:
-            raise OSError("connection closed")
-        buf += chunk
-    return buf
-
-
-def broker_serves(host, port, timeout=2.0):
-    """True when the broker answers ApiVersions and its Metadata lists at least one broker."""
-    return bool(metadata_brokers(host, port, timeout))
+        if check and proc.returncode != 0:
+            raise RuntimeError(
+                f"{tool} {' '.join(map(str, args))} exited {proc.returncode}\n"
+                f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
+            )
+        return proc
 
 
 # -- servers ---------------------------------------------------------------------------------------
@@ -591,7 +630,7 @@ def main(argv):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
     f = sub.add_parser("fetch")
-    f.add_argument("versions", nargs="+")
+    f.add_argument("versions", nargs="*", default=[DEFAULT_VERSION])
     s = sub.add_parser("serve")
     s.add_argument("version")
     s.add_argument("--port", type=int)
@@ -604,7 +643,7 @@ def main(argv):
     m.add_argument("source")
     m.add_argument("target")
     m.add_argument("--version", default=MIRROR_VERSION)
-    t = sub.add_parser("tool")
+    t = sub.add_parser("tool", help="a TOOLS name (kafka-topics, ...) or a main class, until it exits")
     t.add_argument("version")
     t.add_argument("main")
     t.add_argument("args", nargs=argparse.REMAINDER)
@@ -638,51 +677,13 @@ def main(argv):
         finally:
             mm.stop()
     elif a.cmd == "tool":
-        cmd = KafkaJars(a.version).command(a.main, *a.args)
+        cmd = KafkaJars(a.version).command(TOOLS.get(a.main, a.main), *a.args)
         os.execvp(cmd[0], cmd)
     return 0
 
 
 
 # -- a multi-broker KRaft cluster -------------------------------------------------------------------
-
-def metadata_brokers(host, port, timeout=2.0):
-    """The node ids a broker lists in Metadata (non-flexible versions 1..8), or None."""
-    try:
-        with socket.create_connection((host, port), timeout=timeout) as s:
-            s.settimeout(timeout)
-            body = _request(s, 18, 0, b"", 1)
-            error, count = struct.unpack(">hi", body[:6])
-            if error != 0:
-                return None
-            ranges = {}
-            for i in range(count):
-                k, lo, hi = struct.unpack(">hhh", body[6 + 6 * i: 12 + 6 * i])
-                ranges[k] = (lo, hi)
-            lo, hi = ranges.get(3, (0, 0))
-            version = max(lo, 1)
-            if version > min(hi, 8):
-                return None
-            req = struct.pack(">i", 0)  # an empty topic list: brokers only
-            if version >= 4:
-                req += b"\x00"
-            if version >= 8:
-                req += b"\x00\x00"
-            body = _request(s, 3, version, req, 2)
-            off = 4 if version >= 3 else 0
-            (n,) = struct.unpack(">i", body[off: off + 4])
-            off += 4
-            ids = set()
-            for _ in range(n):
-                node_id, host_len = struct.unpack(">ih", body[off: off + 6])
-                off += 6 + host_len + 4  # host, port
-                (rack_len,) = struct.unpack(">h", body[off: off + 2])
-                off += 2 + max(rack_len, 0)
-                ids.add(node_id)
-            return ids
-    except (OSError, struct.error):
-        return None
-
 
 # Small heaps and the C1 compiler only: three JVMs (and whatever the test runs beside them) share a
 # small machine, and start in half the time without C2 (start-up is CPU-bound).
@@ -895,10 +896,7 @@ class KafkaCluster:
 
     def kill(self, node_id):
         """kill -9 one node."""
-        proc = self.procs.get(node_id)
-        if proc and proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        kill_process(self.procs.get(node_id))
 
     def stop_node(self, node_id, timeout=30):
         """SIGTERM one node (SIGKILL after `timeout`)."""

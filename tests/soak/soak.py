@@ -51,10 +51,11 @@ sys.path[:0] = [str(HERE), str(TESTS / "e2e"), str(TESTS / "harness")]
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
 import checker  # noqa: E402
-import conftest  # noqa: E402
 import kafka_peer  # noqa: E402
 import mirror_util  # noqa: E402
+import tern_process  # noqa: E402
 from ledger import Ledger  # noqa: E402
+from processes import free_port  # noqa: E402
 from workload import (CLIENT_LOG, CommitWatcher, CrashableTern, GroupMember, Killer,  # noqa: E402
                       MirrorSourceWriter, TopicChurn, TopicWriter, client_conf)
 
@@ -102,8 +103,8 @@ def log_clients_to(path):
 
 
 def use_tern_binary(path):
-    """The harness modules read the binary's path from module globals."""
-    conftest.TERN_BIN = mirror_util.TERN_BIN = os.path.abspath(path)
+    """Tern and `tern mirrors` (mirror_util) read the binary's path from tern_process.TERN_BIN."""
+    tern_process.TERN_BIN = os.path.abspath(path)
 
 
 def create_topics(bootstrap, partitions_by_topic):
@@ -256,8 +257,8 @@ def main(argv=None):
     passed = False
     try:
         kafka = start_kafka_source(work_dir, args.kafka_version)
-        metrics = f"http.listeners=http://127.0.0.1:{conftest.free_port()}"  # not the fixed 9644
-        tern = CrashableTern(str(work_dir / "tern"), conftest.free_port(), TERN_OVERRIDES + [metrics]).start()
+        metrics = f"http.listeners=http://127.0.0.1:{free_port()}"  # not the fixed 9644
+        tern = CrashableTern(str(work_dir / "tern"), free_port(), TERN_OVERRIDES + [metrics]).start()
         log(f"kafka {kafka.version} {kafka.bootstrap}, tern {tern.bootstrap} (log {tern.log_path})")
         create_topics(tern.bootstrap, SOAK_TOPICS)
         start_mirror(tern, kafka, work_dir)

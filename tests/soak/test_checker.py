@@ -5,7 +5,7 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE), str(HERE.parent / "e2e")]
+sys.path[:0] = [str(HERE), str(HERE.parent / "e2e"), str(HERE.parent / "harness")]
 
 from checker import Violations, check_partition  # noqa: E402
 from ledger import Ledger, record_key, record_value  # noqa: E402

@@ -15,8 +15,8 @@ import traceback
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from conftest import Tern
 from ledger import record_key, record_value
+from tern_process import Tern
 
 # Long enough for a record to wait out any restart (librdkafka retries it until then).
 MESSAGE_TIMEOUT_MS = 300_000
@@ -361,7 +361,7 @@ class MirrorSourceWriter(Worker):
 
 
 class CrashableTern(Tern):
-    """conftest's Tern, plus a start cut short by SIGKILL: while it opens and recovers its logs
+    """tern_process's Tern, plus a start cut short by SIGKILL: while it opens and recovers its logs
     and loads its coordinators (about the first 3 s here), or just after it listens."""
 
     def start_and_kill(self, after):
