@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 use tern_controller::Controller;
-use tern_mirror::{CommittedOffset, LeaderReplica, MirrorHost};
+use tern_mirror::{CommittedOffset, LeaderReplica, MirrorHost, RaiseEpochError};
 
 use kafka_protocol::messages::offset_commit_request::{
     OffsetCommitRequestPartition, OffsetCommitRequestTopic,
@@ -82,18 +82,23 @@ impl MirrorHost for BrokerMirrorHost {
             .is_some_and(|p| p.with_state(|s| s.isr_ends_at_or_below(offset)))
     }
 
-    fn raise_leader_epoch(&self, topic: &str, partition: i32, at_least: i32) -> Result<(), String> {
+    fn raise_leader_epoch(
+        &self,
+        topic: &str,
+        partition: i32,
+        at_least: i32,
+    ) -> Result<(), RaiseEpochError> {
         let topic_id = self
             .controller
             .image()
             .topic(topic)
             .map(|t| t.id)
-            .ok_or_else(|| format!("unknown topic {topic}"))?;
+            .ok_or_else(|| RaiseEpochError::UnknownTopic(topic.to_string()))?;
         crate::blocking::disk_io(|| {
             self.controller
                 .raise_leader_epoch(topic_id, partition, at_least)
         })
-        .map_err(|e| e.to_string())
+        .map_err(RaiseEpochError::from)
     }
 
     fn reserve_producer_ids_above(&self, max_id: i64) {

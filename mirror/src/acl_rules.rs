@@ -38,26 +38,66 @@ struct AclRule {
 #[derive(Debug, Clone, Default)]
 pub struct AclRules(Vec<AclRule>);
 
-fn regex_field(text: &str, what: &str) -> Result<Option<Regex>, String> {
+/// Why a `mirror.acls.include` (or `.exclude`) value does not parse; each names the rule's
+/// field that is wrong.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum AclRuleError {
+    /// A rule has more than the five fields.
+    #[error(
+        "mirror.acls.include rule {rule:?} has more than 5 fields \
+         (resourceType;resourceName;operation;permissionType;principal)"
+    )]
+    TooManyFields {
+        /// The rule as given.
+        rule: String,
+    },
+    /// The resource name or principal is not a valid regex.
+    #[error("{field} pattern {text:?}: {error}")]
+    Pattern {
+        /// Which field: "resource name" or "principal".
+        field: &'static str,
+        /// The field as given.
+        text: String,
+        /// Why it does not compile (its text is part of this error's message).
+        error: regex::Error,
+    },
+    /// The resource type, operation or permission type is not one Kafka knows.
+    #[error("unknown {field} {text:?}")]
+    UnknownValue {
+        /// Which field: "resource type", "operation" or "permission type".
+        field: &'static str,
+        /// The field as given.
+        text: String,
+    },
+}
+
+fn regex_field(text: &str, field: &'static str) -> Result<Option<Regex>, AclRuleError> {
     if text == "*" {
         return Ok(None);
     }
     Regex::new(&format!("^(?:{text})$"))
         .map(Some)
-        .map_err(|e| format!("{what} pattern {text:?}: {e}"))
+        .map_err(|error| AclRuleError::Pattern {
+            field,
+            text: text.to_string(),
+            error,
+        })
 }
 
 fn enum_field<T>(
     text: &str,
-    what: &str,
+    field: &'static str,
     parse: impl Fn(&str) -> Option<T>,
-) -> Result<Field<T>, String> {
+) -> Result<Field<T>, AclRuleError> {
     if text == "*" {
         return Ok(Field::Any);
     }
     parse(&text.to_ascii_uppercase())
         .map(Field::Is)
-        .ok_or_else(|| format!("unknown {what} {text:?}"))
+        .ok_or_else(|| AclRuleError::UnknownValue {
+            field,
+            text: text.to_string(),
+        })
 }
 
 fn by_name<T: Copy>(all: &[T], name: impl Fn(T) -> &'static str, text: &str) -> Option<T> {
@@ -66,7 +106,7 @@ fn by_name<T: Copy>(all: &[T], name: impl Fn(T) -> &'static str, text: &str) -> 
 
 impl AclRules {
     /// Parses the config value; an empty value syncs nothing.
-    pub fn parse(text: &str) -> Result<Self, String> {
+    pub fn parse(text: &str) -> Result<Self, AclRuleError> {
         use AclOperation as O;
         use AclResourceType as R;
         let types = [
@@ -99,10 +139,9 @@ impl AclRules {
         for rule in text.split(',').map(str::trim).filter(|r| !r.is_empty()) {
             let fields: Vec<&str> = rule.split(';').map(str::trim).collect();
             if fields.len() > 5 {
-                return Err(format!(
-                    "mirror.acls.include rule {rule:?} has more than 5 fields \
-                     (resourceType;resourceName;operation;permissionType;principal)"
-                ));
+                return Err(AclRuleError::TooManyFields {
+                    rule: rule.to_string(),
+                });
             }
             let field = |i: usize| {
                 fields
@@ -206,7 +245,7 @@ mod tests {
             ("*;*;*;*;User:[", "principal"),
             ("*;*;*;*;*;extra", "more than 5"),
         ] {
-            let e = AclRules::parse(rules).unwrap_err();
+            let e = AclRules::parse(rules).unwrap_err().to_string();
             assert!(e.contains(says), "{rules}: {e}");
         }
     }

@@ -6,11 +6,49 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use regex::Regex;
+use tern_protocol::error::{ApiError, ResponseError};
 
 /// Why a mirror config was refused (reported as INVALID_CONFIG).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
 pub struct InvalidMirrorConfig(pub String);
+
+impl InvalidMirrorConfig {
+    /// The Kafka error a mirror RPC answers with: INVALID_CONFIG.
+    pub fn response_error(&self) -> ResponseError {
+        ResponseError::InvalidConfig
+    }
+}
+
+impl From<InvalidMirrorConfig> for ApiError {
+    fn from(e: InvalidMirrorConfig) -> Self {
+        ApiError::new(e.response_error(), e.0)
+    }
+}
+
+/// A pattern of a request's list (StartMirrorTopics, StopMirrorTopics, the CLI's topic
+/// patterns) that is not a valid regex.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("Invalid regex {pattern}: {error}")]
+pub struct InvalidPattern {
+    /// The pattern as given.
+    pub pattern: String,
+    /// Why it does not compile (its text is part of this error's message).
+    pub error: regex::Error,
+}
+
+impl InvalidPattern {
+    /// The Kafka error a mirror RPC answers with: INVALID_REQUEST.
+    pub fn response_error(&self) -> ResponseError {
+        ResponseError::InvalidRequest
+    }
+}
+
+impl From<InvalidPattern> for ApiError {
+    fn from(e: InvalidPattern) -> Self {
+        ApiError::new(e.response_error(), e.to_string())
+    }
+}
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Kind {
@@ -202,12 +240,15 @@ impl PatternSet {
 
     /// Compiles patterns given one by one (a request's list); the first invalid one is an
     /// error naming it.
-    pub fn compile<S: AsRef<str>>(patterns: &[S]) -> Result<Self, String> {
+    pub fn compile<S: AsRef<str>>(patterns: &[S]) -> Result<Self, InvalidPattern> {
         patterns
             .iter()
             .map(|p| {
                 let p = p.as_ref();
-                anchored(p).map_err(|e| format!("Invalid regex {p}: {e}"))
+                anchored(p).map_err(|error| InvalidPattern {
+                    pattern: p.to_string(),
+                    error,
+                })
             })
             .collect::<Result<Vec<_>, _>>()
             .map(PatternSet)
@@ -385,7 +426,9 @@ mod tests {
         // A request's list is taken pattern by pattern, never split again.
         let set = PatternSet::compile(&["orders-[0-9]{1,3}"]).unwrap();
         assert!(set.matches("orders-7"));
-        let e = PatternSet::compile(&["ok", "orders-[0-9"]).unwrap_err();
+        let e = PatternSet::compile(&["ok", "orders-[0-9"])
+            .unwrap_err()
+            .to_string();
         assert!(e.starts_with("Invalid regex orders-[0-9:"), "{e}");
         // A config value with a counted repetition validates.
         let c = validate_mirror_configs(&cfg(&[

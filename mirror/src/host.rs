@@ -3,7 +3,19 @@
 
 use std::sync::Arc;
 
+use tern_protocol::error::ApiError;
 use tern_storage::Log;
+
+/// Why the hosting broker could not raise a partition's leader epoch.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum RaiseEpochError {
+    /// The broker's metadata has no such topic.
+    #[error("unknown topic {0}")]
+    UnknownTopic(String),
+    /// The controller refused the change.
+    #[error(transparent)]
+    Controller(#[from] ApiError),
+}
 
 /// A group's committed offset of one partition, as the source holds it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -57,7 +69,12 @@ pub trait MirrorHost: Send + Sync + 'static {
     fn followers_end_at_or_below(&self, topic: &str, partition: i32, offset: i64) -> bool;
 
     /// Raises this partition's leader epoch to at least `at_least` (through the controller).
-    fn raise_leader_epoch(&self, topic: &str, partition: i32, at_least: i32) -> Result<(), String>;
+    fn raise_leader_epoch(
+        &self,
+        topic: &str,
+        partition: i32,
+        at_least: i32,
+    ) -> Result<(), RaiseEpochError>;
 
     /// No producer id up to `max_id` may be handed out from now on.
     fn reserve_producer_ids_above(&self, max_id: i64);

@@ -27,6 +27,7 @@ pub mod state;
 pub mod stats;
 
 pub use config::{BrokerMirrorConfig, MirrorSettings};
-pub use host::{CommittedOffset, LeaderReplica, MirrorHost};
+pub use host::{CommittedOffset, LeaderReplica, MirrorHost, RaiseEpochError};
 pub use manager::MirrorManager;
+pub use peers::PeerError;
 pub use state::{MirrorPartitionState, MIRROR_STATE_TOPIC};

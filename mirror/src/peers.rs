@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use kafka_protocol::protocol::Request;
 use parking_lot::Mutex;
-use tern_protocol::client::KafkaConnection;
+use tern_protocol::client::{ClientError, KafkaConnection};
 use tern_protocol::mirror::{MirrorRequest, MirrorResponse};
 
 use crate::host::MirrorHost;
@@ -17,6 +17,59 @@ use crate::host::MirrorHost;
 const PEER_TIMEOUT: Duration = Duration::from_secs(10);
 
 type Slot = Arc<tokio::sync::Mutex<Option<KafkaConnection>>>;
+
+/// Why a request to another broker of this cluster got no answer.
+#[derive(Debug, thiserror::Error)]
+pub enum PeerError {
+    /// The metadata has no endpoint for the broker.
+    #[error("broker {node} is not registered")]
+    NotRegistered {
+        /// The broker.
+        node: i32,
+    },
+    /// Connecting took longer than the peer timeout (10 s).
+    #[error("connecting to broker {node} at {host}:{port} timed out")]
+    ConnectTimeout {
+        /// The broker.
+        node: i32,
+        /// Its inter-broker host.
+        host: String,
+        /// Its inter-broker port.
+        port: u16,
+    },
+    /// Connecting failed.
+    #[error("connecting to broker {node} at {host}:{port}: {error}")]
+    Connect {
+        /// The broker.
+        node: i32,
+        /// Its inter-broker host.
+        host: String,
+        /// Its inter-broker port.
+        port: u16,
+        /// Why (its text is part of this error's message).
+        error: ClientError,
+    },
+    /// Sending the request or reading the answer failed.
+    #[error("broker {node}: {error}")]
+    Request {
+        /// The broker.
+        node: i32,
+        /// Why (its text is part of this error's message).
+        error: ClientError,
+    },
+    /// The answer took longer than the peer timeout (10 s).
+    #[error("broker {node} did not answer in time")]
+    Timeout {
+        /// The broker.
+        node: i32,
+    },
+    /// The broker answered with another API's response.
+    #[error("broker {node} answered another API")]
+    WrongApi {
+        /// The broker.
+        node: i32,
+    },
+}
 
 /// One cached connection per peer broker; a request that fails drops it.
 pub(crate) struct Peers {
@@ -38,15 +91,10 @@ impl Peers {
         &self,
         node: i32,
         request: &MirrorRequest,
-    ) -> Result<MirrorResponse, String> {
+    ) -> Result<MirrorResponse, PeerError> {
         let (mut slot, mut conn) = self.checkout(node).await?;
         let out = tokio::time::timeout(PEER_TIMEOUT, conn.send_mirror(request)).await;
-        finish(
-            node,
-            &mut slot,
-            conn,
-            out.map(|r| r.map_err(|e| e.to_string())),
-        )
+        finish(node, &mut slot, conn, out)
     }
 
     /// Sends a Kafka request at `version` to broker `node` and waits for its answer.
@@ -55,20 +103,15 @@ impl Peers {
         node: i32,
         request: &R,
         version: i16,
-    ) -> Result<R::Response, String> {
+    ) -> Result<R::Response, PeerError> {
         let (mut slot, mut conn) = self.checkout(node).await?;
         let out = tokio::time::timeout(PEER_TIMEOUT, conn.send(request, version)).await;
-        finish(
-            node,
-            &mut slot,
-            conn,
-            out.map(|r| r.map_err(|e| e.to_string())),
-        )
+        finish(node, &mut slot, conn, out)
     }
 
     /// The peer's slot, held so one request at a time uses the connection (it is not
     /// pipelined), and the connection taken out of it (made if there was none).
-    async fn checkout(&self, node: i32) -> Result<(Held, KafkaConnection), String> {
+    async fn checkout(&self, node: i32) -> Result<(Held, KafkaConnection), PeerError> {
         let slot = self.conns.lock().entry(node).or_default().clone();
         let mut held = slot.lock_owned().await;
         if let Some(conn) = held.take() {
@@ -77,16 +120,23 @@ impl Peers {
         let (host, port) = self
             .host
             .broker_endpoint(node)
-            .ok_or_else(|| format!("broker {node} is not registered"))?;
+            .ok_or(PeerError::NotRegistered { node })?;
         let client_id = format!("tern-mirror-peer-{}", self.host.node_id());
-        let conn = tokio::time::timeout(
+        let connected = tokio::time::timeout(
             PEER_TIMEOUT,
             KafkaConnection::connect((host.as_str(), port), &client_id),
         )
-        .await
-        .map_err(|_| format!("connecting to broker {node} at {host}:{port} timed out"))?
-        .map_err(|e| format!("connecting to broker {node} at {host}:{port}: {e}"))?;
-        Ok((held, conn))
+        .await;
+        match connected {
+            Ok(Ok(conn)) => Ok((held, conn)),
+            Ok(Err(error)) => Err(PeerError::Connect {
+                node,
+                host,
+                port,
+                error,
+            }),
+            Err(_) => Err(PeerError::ConnectTimeout { node, host, port }),
+        }
     }
 }
 
@@ -97,14 +147,14 @@ fn finish<T>(
     node: i32,
     slot: &mut Held,
     conn: KafkaConnection,
-    out: Result<Result<T, String>, tokio::time::error::Elapsed>,
-) -> Result<T, String> {
+    out: Result<Result<T, ClientError>, tokio::time::error::Elapsed>,
+) -> Result<T, PeerError> {
     match out {
         Ok(Ok(v)) => {
             **slot = Some(conn);
             Ok(v)
         }
-        Ok(Err(e)) => Err(format!("broker {node}: {e}")),
-        Err(_) => Err(format!("broker {node} did not answer in time")),
+        Ok(Err(error)) => Err(PeerError::Request { node, error }),
+        Err(_) => Err(PeerError::Timeout { node }),
     }
 }

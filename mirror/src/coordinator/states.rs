@@ -16,10 +16,10 @@ use tern_protocol::mirror::{
 };
 use uuid::Uuid;
 
-use super::store::{Pending, StateStore};
+use super::store::{Pending, StateStore, StoreError};
 use super::StoredState;
 use crate::host::MirrorHost;
-use crate::peers::Peers;
+use crate::peers::{PeerError, Peers};
 use crate::state::{
     coordinator_partition, MirrorPartitionKey, MirrorPartitionState, PartitionStateRecord,
     MIRROR_STATE_TOPIC,
@@ -34,8 +34,117 @@ enum Coordinator {
     Peer(i32),
 }
 
-/// Why a state could not be read or written: Kafka's error code and a message.
-pub type CoordinationError = (i16, String);
+/// Why a mirror partition's state could not be read or written at its coordinator. Each
+/// answers a ReadMirrorStates / WriteMirrorStates partition with [`CoordinationError::error`]
+/// and its message.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum CoordinationError {
+    /// The `__mirror_state` partition that coordinates the partition has no leader (or this
+    /// broker leads it but has not loaded it).
+    #[error("{MIRROR_STATE_TOPIC} partition {partition} has no leader")]
+    NotAvailable {
+        /// The `__mirror_state` partition.
+        partition: i32,
+    },
+    /// The peer that coordinates the partition did not answer (or answered another API).
+    #[error("{0}")]
+    Peer(Arc<PeerError>),
+    /// The peer that coordinates the partition answered with an error.
+    #[error("{message}")]
+    Refused {
+        /// Kafka's error code, as the peer sent it.
+        code: i16,
+        /// The peer's message.
+        message: String,
+    },
+    /// The peer's answer did not include the partition.
+    #[error("broker {node} left {} out", left_out(.partition))]
+    LeftOut {
+        /// The peer.
+        node: i32,
+        /// The partition, named in the message of a read.
+        partition: Option<i32>,
+    },
+    /// This broker does not lead the `__mirror_state` partition the write was sent to.
+    #[error("this broker does not lead {MIRROR_STATE_TOPIC} partition {partition}")]
+    NotCoordinator {
+        /// The `__mirror_state` partition.
+        partition: i32,
+    },
+    /// The writer's leader epoch of the mirror partition is older than the current one.
+    #[error("leader epoch {epoch} is older than the partition's current epoch {current}")]
+    FencedLeaderEpoch {
+        /// The writer's epoch.
+        epoch: i32,
+        /// The partition's current epoch.
+        current: i32,
+    },
+    /// The spec does not allow this state change.
+    #[error("invalid mirror state transition {} -> {}", .from.name(), .to.name())]
+    InvalidTransition {
+        /// The stored state.
+        from: MirrorPartitionState,
+        /// The state written.
+        to: MirrorPartitionState,
+    },
+    /// The mirror partition's topic does not exist.
+    #[error("Topic {0} does not exist")]
+    UnknownTopic(String),
+    /// Appending the state to `__mirror_state` failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The `__mirror_state` write was not committed (replicated to its ISR) in time.
+    #[error("{MIRROR_STATE_TOPIC} partition {partition} did not commit offset {offset} in time")]
+    CommitTimeout {
+        /// The `__mirror_state` partition.
+        partition: i32,
+        /// The offset that had to be committed.
+        offset: i64,
+    },
+}
+
+impl From<PeerError> for CoordinationError {
+    fn from(e: PeerError) -> Self {
+        CoordinationError::Peer(Arc::new(e))
+    }
+}
+
+fn left_out(partition: &Option<i32>) -> String {
+    match partition {
+        Some(p) => format!("partition {p}"),
+        None => "the partition".to_string(),
+    }
+}
+
+impl CoordinationError {
+    /// The Kafka error a ReadMirrorStates / WriteMirrorStates partition answers with.
+    pub fn error(&self) -> ResponseError {
+        match self {
+            CoordinationError::Peer(e) if matches!(**e, PeerError::WrongApi { .. }) => {
+                ResponseError::UnknownServerError
+            }
+            CoordinationError::NotAvailable { .. } | CoordinationError::Peer(_) => {
+                ResponseError::CoordinatorNotAvailable
+            }
+            CoordinationError::Refused { code, .. } => {
+                ResponseError::try_from_code(*code).unwrap_or(ResponseError::UnknownServerError)
+            }
+            CoordinationError::LeftOut { .. } => ResponseError::UnknownServerError,
+            CoordinationError::NotCoordinator { .. } | CoordinationError::Store(_) => {
+                ResponseError::NotCoordinator
+            }
+            CoordinationError::FencedLeaderEpoch { .. } => ResponseError::FencedLeaderEpoch,
+            CoordinationError::InvalidTransition { .. } => ResponseError::InvalidRequest,
+            CoordinationError::UnknownTopic(_) => ResponseError::UnknownTopicOrPartition,
+            CoordinationError::CommitTimeout { .. } => ResponseError::RequestTimedOut,
+        }
+    }
+
+    /// Kafka's numeric error code of [`CoordinationError::error`].
+    pub fn code(&self) -> i16 {
+        self.error().code()
+    }
+}
 
 /// Mirror partition states, at this broker's store or at the peers that coordinate them.
 pub struct PartitionStates {
@@ -83,12 +192,7 @@ impl PartitionStates {
             .and_then(|t| t.partitions.get(&p))
             .map(|info| info.leader)
             .filter(|&l| l >= 0);
-        let not_available = || {
-            (
-                ResponseError::CoordinatorNotAvailable.code(),
-                format!("{MIRROR_STATE_TOPIC} partition {p} has no leader"),
-            )
-        };
+        let not_available = || CoordinationError::NotAvailable { partition: p };
         match leader {
             Some(l) if l == self.host.node_id() => {
                 store.sync_leadership();
@@ -140,17 +244,17 @@ impl PartitionStates {
                 }],
             });
             let answer = match self.peers.send(node, &request).await {
-                Ok(MirrorResponse::ReadMirrorStates(r)) if r.error_code != 0 => Err((
-                    r.error_code,
-                    r.error_message
-                        .unwrap_or_else(|| format!("broker {node} refused")),
-                )),
+                Ok(MirrorResponse::ReadMirrorStates(r)) if r.error_code != 0 => {
+                    Err(CoordinationError::Refused {
+                        code: r.error_code,
+                        message: r
+                            .error_message
+                            .unwrap_or_else(|| format!("broker {node} refused")),
+                    })
+                }
                 Ok(MirrorResponse::ReadMirrorStates(r)) => Ok(r),
-                Ok(_) => Err((
-                    ResponseError::UnknownServerError.code(),
-                    format!("broker {node} answered another API"),
-                )),
-                Err(e) => Err((ResponseError::CoordinatorNotAvailable.code(), e)),
+                Ok(_) => Err(PeerError::WrongApi { node }.into()),
+                Err(e) => Err(e.into()),
             };
             let answered: HashMap<i32, ReadMirrorStatePartition> = match &answer {
                 Ok(r) => r
@@ -165,16 +269,17 @@ impl PartitionStates {
             for p in ps {
                 let result = match (&answer, answered.get(&p)) {
                     (Err(e), _) => Err(e.clone()),
-                    (Ok(_), None) => Err((
-                        ResponseError::UnknownServerError.code(),
-                        format!("broker {node} left partition {p} out"),
-                    )),
-                    (Ok(_), Some(a)) if a.error_code != 0 => Err((
-                        a.error_code,
-                        a.error_message
+                    (Ok(_), None) => Err(CoordinationError::LeftOut {
+                        node,
+                        partition: Some(p),
+                    }),
+                    (Ok(_), Some(a)) if a.error_code != 0 => Err(CoordinationError::Refused {
+                        code: a.error_code,
+                        message: a
+                            .error_message
                             .clone()
                             .unwrap_or_else(|| format!("broker {node} refused")),
-                    )),
+                    }),
                     (Ok(_), Some(a)) => Ok(stored_from_wire(a)),
                 };
                 out.insert(p, result);
@@ -208,7 +313,10 @@ impl PartitionStates {
                 match self.peers.send(node, &request).await {
                     Ok(MirrorResponse::WriteMirrorStates(r)) => {
                         if r.error_code != 0 {
-                            return Err((r.error_code, r.error_message.unwrap_or_default()));
+                            return Err(CoordinationError::Refused {
+                                code: r.error_code,
+                                message: r.error_message.unwrap_or_default(),
+                            });
                         }
                         let result = r
                             .topics
@@ -217,20 +325,18 @@ impl PartitionStates {
                             .find(|p| p.partition_index == key.partition);
                         match result {
                             Some(p) if p.error_code == 0 => Ok(()),
-                            Some(p) => {
-                                Err((p.error_code, p.error_message.clone().unwrap_or_default()))
-                            }
-                            None => Err((
-                                ResponseError::UnknownServerError.code(),
-                                format!("broker {node} left the partition out"),
-                            )),
+                            Some(p) => Err(CoordinationError::Refused {
+                                code: p.error_code,
+                                message: p.error_message.clone().unwrap_or_default(),
+                            }),
+                            None => Err(CoordinationError::LeftOut {
+                                node,
+                                partition: None,
+                            }),
                         }
                     }
-                    Ok(_) => Err((
-                        ResponseError::UnknownServerError.code(),
-                        format!("broker {node} answered another API"),
-                    )),
-                    Err(e) => Err((ResponseError::CoordinatorNotAvailable.code(), e)),
+                    Ok(_) => Err(PeerError::WrongApi { node }.into()),
+                    Err(e) => Err(e.into()),
                 }
             }
         }
@@ -239,14 +345,9 @@ impl PartitionStates {
     /// Waits until a `__mirror_state` write is committed: the partition's ISR has it, so a new
     /// coordinator after a leader change loads it too.
     pub async fn committed(&self, pending: Pending) -> Result<(), CoordinationError> {
-        let timed_out = || {
-            (
-                ResponseError::RequestTimedOut.code(),
-                format!(
-                    "{MIRROR_STATE_TOPIC} partition {} did not commit offset {} in time",
-                    pending.partition, pending.offset
-                ),
-            )
+        let timed_out = || CoordinationError::CommitTimeout {
+            partition: pending.partition,
+            offset: pending.offset,
         };
         let Some(mut hw) = self
             .host
@@ -301,13 +402,9 @@ pub fn apply_write(
     write: &WriteMirrorStatePartition,
 ) -> Result<Pending, CoordinationError> {
     if !store.coordinates(key) {
-        return Err((
-            ResponseError::NotCoordinator.code(),
-            format!(
-                "this broker does not lead {MIRROR_STATE_TOPIC} partition {}",
-                coordinator_partition(key, store.num_partitions())
-            ),
-        ));
+        return Err(CoordinationError::NotCoordinator {
+            partition: coordinator_partition(key, store.num_partitions()),
+        });
     }
     if write.leader_epoch >= 0 {
         let current = image
@@ -315,26 +412,19 @@ pub fn apply_write(
             .and_then(|t| t.partitions.get(&key.partition))
             .map(|info| info.leader_epoch);
         if let Some(current) = current.filter(|&c| write.leader_epoch < c) {
-            return Err((
-                ResponseError::FencedLeaderEpoch.code(),
-                format!(
-                    "leader epoch {} is older than the partition's current epoch {current}",
-                    write.leader_epoch
-                ),
-            ));
+            return Err(CoordinationError::FencedLeaderEpoch {
+                epoch: write.leader_epoch,
+                current,
+            });
         }
     }
     let cur = store.state(key);
     let next = MirrorPartitionState::from_id(write.state);
     if next == MirrorPartitionState::Unknown || !cur.can_become(next) {
-        return Err((
-            ResponseError::InvalidRequest.code(),
-            format!(
-                "invalid mirror state transition {} -> {}",
-                cur.name(),
-                next.name()
-            ),
-        ));
+        return Err(CoordinationError::InvalidTransition {
+            from: cur,
+            to: next,
+        });
     }
     let previous_state = if write.previous_state == -1 {
         cur
@@ -350,5 +440,93 @@ pub fn apply_write(
     let lmo = (write.last_mirrored_offset >= 0).then_some(write.last_mirrored_offset);
     store
         .write(key, record, lmo)
-        .map_err(|e| (ResponseError::NotCoordinator.code(), e.to_string()))
+        .map_err(CoordinationError::from)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errors_answer_kafkas_codes_with_their_messages() {
+        use CoordinationError as E;
+        let cases: Vec<(CoordinationError, ResponseError, &str)> = vec![
+            (
+                E::NotAvailable { partition: 3 },
+                ResponseError::CoordinatorNotAvailable,
+                "__mirror_state partition 3 has no leader",
+            ),
+            (
+                PeerError::Timeout { node: 2 }.into(),
+                ResponseError::CoordinatorNotAvailable,
+                "broker 2 did not answer in time",
+            ),
+            (
+                PeerError::WrongApi { node: 2 }.into(),
+                ResponseError::UnknownServerError,
+                "broker 2 answered another API",
+            ),
+            (
+                E::Refused {
+                    code: 146,
+                    message: "still mirrored".into(),
+                },
+                ResponseError::Unknown(146),
+                "still mirrored",
+            ),
+            (
+                E::LeftOut {
+                    node: 2,
+                    partition: Some(5),
+                },
+                ResponseError::UnknownServerError,
+                "broker 2 left partition 5 out",
+            ),
+            (
+                E::LeftOut {
+                    node: 2,
+                    partition: None,
+                },
+                ResponseError::UnknownServerError,
+                "broker 2 left the partition out",
+            ),
+            (
+                E::NotCoordinator { partition: 7 },
+                ResponseError::NotCoordinator,
+                "this broker does not lead __mirror_state partition 7",
+            ),
+            (
+                E::FencedLeaderEpoch {
+                    epoch: 3,
+                    current: 4,
+                },
+                ResponseError::FencedLeaderEpoch,
+                "leader epoch 3 is older than the partition's current epoch 4",
+            ),
+            (
+                E::InvalidTransition {
+                    from: MirrorPartitionState::Stopped,
+                    to: MirrorPartitionState::Mirroring,
+                },
+                ResponseError::InvalidRequest,
+                "invalid mirror state transition STOPPED -> MIRRORING",
+            ),
+            (
+                E::UnknownTopic("orders".into()),
+                ResponseError::UnknownTopicOrPartition,
+                "Topic orders does not exist",
+            ),
+            (
+                E::CommitTimeout {
+                    partition: 1,
+                    offset: 9,
+                },
+                ResponseError::RequestTimedOut,
+                "__mirror_state partition 1 did not commit offset 9 in time",
+            ),
+        ];
+        for (e, error, message) in cases {
+            assert_eq!((e.code(), e.to_string()), (error.code(), message.into()));
+        }
+    }
 }

@@ -21,7 +21,7 @@ const LOAD_READ_BYTES: usize = 1 << 20;
 const LOAD_MAX_UNCOMPRESSED: usize = 64 << 20;
 
 /// Why a state could not be persisted.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum StoreError {
     /// This broker does not lead the coordinator partition.
     #[error("not the mirror coordinator for {0:?} (partition {1} of {MIRROR_STATE_TOPIC})")]

@@ -23,8 +23,8 @@ use tern_protocol::record_batch::BatchIter;
 use tokio::sync::{mpsc, Notify};
 
 use crate::config::MirrorSettings;
-use crate::host::MirrorHost;
-use crate::source::SourceConnection;
+use crate::host::{MirrorHost, RaiseEpochError};
+use crate::source::{SourceConnection, SourceError};
 use crate::stats::MirrorStats;
 use tern_replication::batches::whole_batches_from;
 use tern_replication::fetcher_core::{
@@ -37,6 +37,85 @@ const UNKNOWN_LEADER_EPOCH: i16 = 75;
 
 /// A topic partition by name.
 pub type TopicPartition = (String, i32);
+
+/// Why fetched batches could not be appended to the local log (the partition's FAILED reason).
+#[derive(Debug, thiserror::Error)]
+pub enum AppendError {
+    /// This broker no longer leads the partition.
+    #[error("this broker no longer leads the partition")]
+    NotLeader,
+    /// The fetched bytes do not split into whole batches.
+    #[error("{0}")]
+    Batches(String),
+    /// Restarting the local log at the first fetched batch failed.
+    #[error("restarting the local log at {offset}: {error}")]
+    Restart {
+        /// Where the log was to restart.
+        offset: i64,
+        /// Why it did not.
+        error: tern_storage::StorageError,
+    },
+    /// A fetched batch starts below the local log end.
+    #[error("source batch at {base} overlaps the local log end {log_end}")]
+    Overlap {
+        /// The batch's base offset.
+        base: i64,
+        /// The local log end offset.
+        log_end: i64,
+    },
+    /// The partition's leader epoch could not be raised to the batches' epoch.
+    #[error("raising the leader epoch to {epoch}: {error}")]
+    RaiseEpoch {
+        /// The epoch asked for.
+        epoch: i32,
+        /// Why the broker did not raise it.
+        error: RaiseEpochError,
+    },
+    /// The local log refused the batches.
+    #[error("appending mirrored batches: {0}")]
+    Append(tern_storage::StorageError),
+    /// Moving the local log start to the source's failed.
+    #[error("moving the log start to {offset}: {error}")]
+    LogStart {
+        /// The source's log start offset.
+        offset: i64,
+        /// Why the local log did not follow.
+        error: tern_storage::StorageError,
+    },
+}
+
+/// Why a partition fetched out of range could not be brought back in range (its FAILED reason).
+#[derive(Debug, thiserror::Error)]
+pub enum OffsetResetError {
+    /// ListOffsets for the source's log start failed.
+    #[error("ListOffsets earliest: {0}")]
+    Earliest(SourceError),
+    /// ListOffsets for the source's log end failed.
+    #[error("ListOffsets latest: {0}")]
+    Latest(SourceError),
+    /// The source answered ListOffsets without both offsets of the partition.
+    #[error("ListOffsets on the source failed")]
+    NoOffsets,
+    /// This broker no longer leads the partition.
+    #[error("no longer the local leader")]
+    NotLeader,
+    /// Restarting the local log at the source's log start failed.
+    #[error("restarting the local log at {offset}: {error}")]
+    Restart {
+        /// The source's log start offset.
+        offset: i64,
+        /// Why the log did not restart there.
+        error: tern_storage::StorageError,
+    },
+    /// The local log is longer than the source's: never truncated to follow it.
+    #[error("the local log ends at {log_end}, beyond the source's end {source_end}: the source topic was recreated or lost data; not truncating")]
+    AheadOfSource {
+        /// The local log end offset.
+        log_end: i64,
+        /// The source's log end offset.
+        source_end: i64,
+    },
+}
 
 /// What a fetcher keeps per partition.
 #[derive(Debug, Clone)]
@@ -326,13 +405,13 @@ impl MirrorFetcher {
             self.apply_outcome(&mut core, target, &fetched, &data, version, host, events)
         };
         if out_of_range {
-            if let Err(reason) = self.handle_out_of_range(tp, conn, host).await {
+            if let Err(e) = self.handle_out_of_range(tp, conn, host).await {
                 self.stats.fetch_failed(&self.mirror);
                 if self.take_out(tp) {
                     let _ = events.send(FetcherEvent::Failed {
                         mirror: self.mirror.clone(),
                         tp: tp.clone(),
-                        reason,
+                        reason: e.to_string(),
                     });
                 }
             }
@@ -375,13 +454,13 @@ impl MirrorFetcher {
                             newest_timestamp: appended.map(|a| a.newest_timestamp),
                         });
                     }
-                    Err(reason) => {
+                    Err(e) => {
                         self.stats.fetch_failed(&self.mirror);
                         core.remove(tp);
                         let _ = events.send(FetcherEvent::Failed {
                             mirror: self.mirror.clone(),
                             tp: tp.clone(),
-                            reason,
+                            reason: e.to_string(),
                         });
                     }
                 }
@@ -420,22 +499,22 @@ impl MirrorFetcher {
         tp: &TopicPartition,
         conn: &mut SourceConnection,
         host: &dyn MirrorHost,
-    ) -> Result<(), String> {
+    ) -> Result<(), OffsetResetError> {
         let earliest = conn
             .list_offsets(&tp.0, &[tp.1], -2)
             .await
-            .map_err(|e| format!("ListOffsets earliest: {e}"))?;
+            .map_err(OffsetResetError::Earliest)?;
         let latest = conn
             .list_offsets(&tp.0, &[tp.1], -1)
             .await
-            .map_err(|e| format!("ListOffsets latest: {e}"))?;
+            .map_err(OffsetResetError::Latest)?;
         let pick = |v: &[(i32, i16, i64)]| {
             v.iter()
                 .find(|(p, code, _)| *p == tp.1 && *code == 0)
                 .map(|(_, _, o)| *o)
         };
         let (Some(start), Some(end)) = (pick(&earliest), pick(&latest)) else {
-            return Err("ListOffsets on the source failed".into());
+            return Err(OffsetResetError::NoOffsets);
         };
         let mut parts = self.partitions.lock();
         let Some(fetch_offset) = parts.payload_mut(tp) else {
@@ -443,20 +522,24 @@ impl MirrorFetcher {
         };
         let replica = host
             .leader_replica(&tp.0, tp.1)
-            .ok_or_else(|| "no longer the local leader".to_string())?;
+            .ok_or(OffsetResetError::NotLeader)?;
         let log = &replica.log;
         let leo = log.log_end_offset();
         if leo < start {
             tracing::info!(topic = %tp.0, partition = tp.1, local_end = leo, source_start = start, "source retention passed the mirror: restarting the local log at the source's start");
             log.truncate_fully_and_start_at(start)
-                .map_err(|e| format!("restarting the local log at {start}: {e}"))?;
+                .map_err(|error| OffsetResetError::Restart {
+                    offset: start,
+                    error,
+                })?;
         } else if leo > end {
             // Never truncate mirrored data to follow a shorter source: that is a recreated
             // topic or a source that lost data (unclean election, not supported by the spec).
             // The manager checks the topic id and stops the mirror topic if it changed.
-            return Err(format!(
-                "the local log ends at {leo}, beyond the source's end {end}: the source topic was recreated or lost data; not truncating"
-            ));
+            return Err(OffsetResetError::AheadOfSource {
+                log_end: leo,
+                source_end: end,
+            });
         }
         host.on_log_reset(&tp.0, tp.1);
         *fetch_offset = log.log_end_offset();
@@ -566,26 +649,29 @@ fn append_fetched(
     fetch_offset: &mut i64,
     data: &PartitionData,
     host: &dyn MirrorHost,
-) -> Result<Option<Appended>, String> {
+) -> Result<Option<Appended>, AppendError> {
     let replica = host
         .leader_replica(&tp.0, tp.1)
-        .ok_or_else(|| "this broker no longer leads the partition".to_string())?;
+        .ok_or(AppendError::NotLeader)?;
     let log = &replica.log;
     let mut appended = None;
     if let Some(records) = data.records.as_ref().filter(|r| !r.is_empty()) {
-        let (batches, first_base) = whole_batches_from(records, *fetch_offset)?;
+        let (batches, first_base) =
+            whole_batches_from(records, *fetch_offset).map_err(AppendError::Batches)?;
         if !batches.is_empty() {
             let leo = log.log_end_offset();
             if let Some(base) = first_base.filter(|b| *b < leo) {
                 if leo == log.log_start_offset() {
                     // The source's log starts inside this batch (DeleteRecords or retention):
                     // keep the whole batch, as the source serves it.
-                    log.truncate_fully_and_start_at(base)
-                        .map_err(|e| format!("restarting the local log at {base}: {e}"))?;
+                    log.truncate_fully_and_start_at(base).map_err(|error| {
+                        AppendError::Restart {
+                            offset: base,
+                            error,
+                        }
+                    })?;
                 } else {
-                    return Err(format!(
-                        "source batch at {base} overlaps the local log end {leo}"
-                    ));
+                    return Err(AppendError::Overlap { base, log_end: leo });
                 }
             }
             // The batches keep the source's partition leader epochs, byte for byte; this
@@ -595,11 +681,14 @@ fn append_fetched(
             let max_epoch = summary.max_epoch;
             if max_epoch > replica.leader_epoch {
                 host.raise_leader_epoch(&tp.0, tp.1, max_epoch)
-                    .map_err(|e| format!("raising the leader epoch to {max_epoch}: {e}"))?;
+                    .map_err(|error| AppendError::RaiseEpoch {
+                        epoch: max_epoch,
+                        error,
+                    })?;
                 return Ok(None);
             }
             log.append_replicated(BytesMut::from(&batches[..]), None)
-                .map_err(|e| format!("appending mirrored batches: {e}"))?;
+                .map_err(AppendError::Append)?;
             appended = Some(summary);
         }
     }
@@ -607,7 +696,10 @@ fn append_fetched(
     let source_start = data.log_start_offset;
     if source_start > log.log_start_offset() && source_start <= log.log_end_offset() {
         log.delete_records_before(source_start)
-            .map_err(|e| format!("moving the log start to {source_start}: {e}"))?;
+            .map_err(|error| AppendError::LogStart {
+                offset: source_start,
+                error,
+            })?;
     }
     *fetch_offset = log.log_end_offset();
     if appended.is_some() {
@@ -661,7 +753,12 @@ mod tests {
             true
         }
 
-        fn raise_leader_epoch(&self, _: &str, _: i32, at_least: i32) -> Result<(), String> {
+        fn raise_leader_epoch(
+            &self,
+            _: &str,
+            _: i32,
+            at_least: i32,
+        ) -> Result<(), crate::host::RaiseEpochError> {
             self.raised.store(at_least as usize, Ordering::SeqCst);
             Ok(())
         }

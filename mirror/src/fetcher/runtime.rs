@@ -10,9 +10,23 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
-use crate::config::MirrorSettings;
+use crate::config::{InvalidMirrorConfig, MirrorSettings};
 use crate::fetcher::{MirrorFetcher, TopicPartition};
-use crate::source::{connect_bootstrap, SourceConnection, SourceMetadata};
+use crate::source::{connect_bootstrap, SourceConnection, SourceError, SourceMetadata};
+
+/// Why a mirror's task has no source connection or source metadata.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum SourceUnavailable {
+    /// The mirror's TLS or SASL settings are unusable (files unreadable since create).
+    #[error(transparent)]
+    Security(#[from] InvalidMirrorConfig),
+    /// No bootstrap server could be connected to.
+    #[error(transparent)]
+    Connect(SourceError),
+    /// The source's metadata could not be read, on a new connection too.
+    #[error("source metadata: {0}")]
+    Metadata(SourceError),
+}
 
 /// A mirror's fetchers by source broker id.
 #[derive(Clone, Default)]
@@ -86,22 +100,22 @@ impl MirrorRuntime {
     pub(crate) async fn connection(
         &mut self,
         mirror: &str,
-    ) -> Result<&mut SourceConnection, String> {
-        if self.source.is_none() {
-            let security = self.settings.client_security().map_err(|e| e.0)?;
-            let conn = connect_bootstrap(
-                &self.settings.bootstrap_servers,
-                &format!("tern-mirror-{mirror}"),
-                &security,
-                self.settings.request_timeout,
-            )
-            .await
-            .map_err(|e| e.to_string())?;
-            self.source = Some(conn);
-        }
-        self.source
-            .as_mut()
-            .ok_or_else(|| "no source connection".to_string())
+    ) -> Result<&mut SourceConnection, SourceUnavailable> {
+        let conn = match self.source.take() {
+            Some(conn) => conn,
+            None => {
+                let security = self.settings.client_security()?;
+                connect_bootstrap(
+                    &self.settings.bootstrap_servers,
+                    &format!("tern-mirror-{mirror}"),
+                    &security,
+                    self.settings.request_timeout,
+                )
+                .await
+                .map_err(SourceUnavailable::Connect)?
+            }
+        };
+        Ok(self.source.insert(conn))
     }
 
     /// Source metadata no older than `max_age` (all topics).
@@ -109,39 +123,42 @@ impl MirrorRuntime {
         &mut self,
         mirror: &str,
         max_age: Duration,
-    ) -> Result<&SourceMetadata, String> {
+    ) -> Result<&SourceMetadata, SourceUnavailable> {
         let fresh = self
             .metadata
             .as_ref()
             .is_some_and(|(_, at)| at.elapsed() < max_age);
-        if !fresh {
-            // A cached connection may be to a source broker that has died since: one retry
-            // on a new connection (to any bootstrap server) before the answer is a failure.
-            let mut retried = false;
-            loop {
-                let reused = self.source.is_some();
-                let conn = self.connection(mirror).await?;
-                match conn.metadata(None).await {
-                    Ok(m) => {
-                        if m.cluster_id.is_some() {
-                            self.cluster_id = m.cluster_id.clone();
-                        }
-                        self.metadata = Some((m, Instant::now()));
-                        break;
+        // Stale metadata stays cached when reading it again fails.
+        let entry = match self.metadata.take_if(|_| fresh) {
+            Some(entry) => entry,
+            None => (self.read_metadata(mirror).await?, Instant::now()),
+        };
+        Ok(&self.metadata.insert(entry).0)
+    }
+
+    /// Reads the source's metadata. A cached connection may be to a source broker that has
+    /// died since: one retry on a new connection (to any bootstrap server) before the answer
+    /// is a failure.
+    async fn read_metadata(&mut self, mirror: &str) -> Result<SourceMetadata, SourceUnavailable> {
+        let mut retried = false;
+        loop {
+            let reused = self.source.is_some();
+            let conn = self.connection(mirror).await?;
+            match conn.metadata(None).await {
+                Ok(m) => {
+                    if m.cluster_id.is_some() {
+                        self.cluster_id = m.cluster_id.clone();
                     }
-                    Err(e) => {
-                        self.source = None;
-                        if !reused || retried {
-                            return Err(format!("source metadata: {e}"));
-                        }
-                        retried = true;
+                    return Ok(m);
+                }
+                Err(e) => {
+                    self.source = None;
+                    if !reused || retried {
+                        return Err(SourceUnavailable::Metadata(e));
                     }
+                    retried = true;
                 }
             }
         }
-        self.metadata
-            .as_ref()
-            .map(|(m, _)| m)
-            .ok_or_else(|| "no source metadata".to_string())
     }
 }

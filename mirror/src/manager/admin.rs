@@ -14,8 +14,9 @@ use uuid::Uuid;
 
 use super::{parse_mirror_name, DesiredState, MirrorManager};
 use crate::config::{is_secret, validate_mirror_configs, MirrorSettings, PatternSet};
-use crate::coordinator::{apply_write, stored_here};
+use crate::coordinator::{apply_write, stored_here, CoordinationError};
 use crate::metadata::sync::mirrored_topic_configs;
+use crate::peers::PeerError;
 use crate::source::{connect_bootstrap, SourceMetadata};
 use crate::state::{MirrorPartitionKey, MirrorPartitionState};
 
@@ -49,10 +50,6 @@ fn unknown_mirror(name: &str) -> ApiError {
     )
 }
 
-fn invalid_pattern(message: String) -> ApiError {
-    ApiError::new(ResponseError::InvalidRequest, message)
-}
-
 fn validate_mirror_name(name: &str) -> Result<(), ApiError> {
     let ok = !name.is_empty()
         && name.len() <= 249
@@ -78,10 +75,7 @@ impl MirrorManager {
     /// CreateClusterMirror.
     pub fn create_mirror(&self, req: &CreateClusterMirrorRequest) -> SimpleMirrorResponse {
         let result = validate_mirror_name(&req.mirror_name)
-            .and_then(|_| {
-                validate_mirror_configs(&req.configs)
-                    .map_err(|e| ApiError::new(ResponseError::InvalidConfig, e.0))
-            })
+            .and_then(|_| validate_mirror_configs(&req.configs).map_err(ApiError::from))
             .and_then(|configs| {
                 self.controller
                     .create_mirror(&req.mirror_name, configs, false)
@@ -179,7 +173,7 @@ impl MirrorManager {
         for peer in peers {
             let answer = match self.peers.send(peer, &request).await {
                 Ok(MirrorResponse::DescribeClusterMirrors(r)) => Ok(r),
-                Ok(_) => Err(format!("broker {peer} answered another API")),
+                Ok(_) => Err(PeerError::WrongApi { node: peer }),
                 Err(e) => Err(e),
             };
             let mut theirs = BTreeMap::new();
@@ -340,7 +334,7 @@ impl MirrorManager {
             PatternSet::compile(&req.exclude_patterns),
         ) {
             (Ok(i), Ok(e)) => (i, e),
-            (Err(m), _) | (_, Err(m)) => return top_level_error(invalid_pattern(m)),
+            (Err(e), _) | (_, Err(e)) => return top_level_error(e.into()),
         };
         let settings = MirrorSettings::from_configs(&mirror.configs);
         let connected = async {
@@ -554,7 +548,7 @@ impl MirrorManager {
         }
         let patterns = match PatternSet::compile(&req.patterns) {
             Ok(p) => p,
-            Err(m) => return top_level_error(invalid_pattern(m)),
+            Err(e) => return top_level_error(e.into()),
         };
         let mut names = req.topics.clone();
         if !patterns.is_empty() {
@@ -715,10 +709,10 @@ impl MirrorManager {
                                 last_mirrored_offset: -1,
                                 error_code: MIRROR_TOPIC_NOT_STOPPED.code(),
                             },
-                            Some(Err((code, _))) => LastMirroredOffsetPartition {
+                            Some(Err(e)) => LastMirroredOffsetPartition {
                                 partition_index: p,
                                 last_mirrored_offset: -1,
-                                error_code: *code,
+                                error_code: e.code(),
                             },
                             None => unknown(p),
                         })
@@ -809,10 +803,7 @@ impl MirrorManager {
             let mut partitions = Vec::new();
             for p in &t.partitions {
                 let result = match image.topic(&t.name) {
-                    None => Err((
-                        ResponseError::UnknownTopicOrPartition.code(),
-                        format!("Topic {} does not exist", t.name),
-                    )),
+                    None => Err(CoordinationError::UnknownTopic(t.name.clone())),
                     Some(topic) => {
                         let key = MirrorPartitionKey {
                             mirror: req.mirror_name.clone(),
@@ -828,8 +819,8 @@ impl MirrorManager {
                 };
                 partitions.push(WriteMirrorStatePartitionResult {
                     partition_index: p.partition_index,
-                    error_code: result.as_ref().err().map(|e| e.0).unwrap_or(0),
-                    error_message: result.err().map(|e| e.1),
+                    error_code: result.as_ref().err().map_or(0, CoordinationError::code),
+                    error_message: result.err().map(|e| e.to_string()),
                 });
             }
             topics.push(WriteMirrorStateTopicResult {

@@ -23,13 +23,13 @@ use uuid::Uuid;
 
 use crate::config::BrokerMirrorConfig;
 pub use crate::coordinator::DesiredState;
-use crate::coordinator::PartitionStates;
 use crate::coordinator::{
     Action, LocalLog, Observed, Outcome, PartitionMachine, RemoteOffset, RetryPolicy,
 };
-use crate::fetcher::runtime::{Fetchers, MirrorRuntime};
+use crate::coordinator::{CoordinationError, PartitionStates};
+use crate::fetcher::runtime::{Fetchers, MirrorRuntime, SourceUnavailable};
 use crate::fetcher::{FetcherEvent, MirrorFetcher, PartitionFetchState, TopicPartition};
-use crate::host::MirrorHost;
+use crate::host::{MirrorHost, RaiseEpochError};
 use crate::peers::Peers;
 use crate::state::{
     metadata_coordinator_partition, MirrorPartitionKey, MirrorPartitionState, PartitionStateRecord,
@@ -43,6 +43,57 @@ const TICK: Duration = Duration::from_millis(500);
 const METADATA_MAX_AGE: Duration = Duration::from_secs(5);
 /// Actions one partition may take in one pass (a step that keeps failing waits for the next).
 const MAX_STEPS_PER_PASS: usize = 8;
+
+/// Why a step of a partition's state machine failed: the reason its machine is given (and that
+/// a FAILED partition is described with).
+#[derive(Debug, thiserror::Error)]
+enum StepError {
+    /// This broker no longer leads the mirror partition.
+    #[error("{topic}-{partition} is no longer led here")]
+    NotLed { topic: String, partition: i32 },
+    /// The partition's coordinator did not record its new state.
+    #[error("the mirror coordinator refused the state (error {code}): {0}", code = .0.code())]
+    Persist(CoordinationError),
+    /// Failback: truncating the local log to the last mirrored offset failed.
+    #[error("truncating to {offset}: {error}")]
+    Truncate {
+        offset: i64,
+        error: tern_storage::StorageError,
+    },
+    /// Failover: the partition's leader epoch could not be raised.
+    #[error("raising the leader epoch for the failover: {0}")]
+    RaiseEpoch(RaiseEpochError),
+    /// Failback: the source could not be connected to.
+    #[error("connecting to the source: {0}")]
+    Connect(SourceUnavailable),
+    /// Failback: the source did not answer LastMirroredOffsets.
+    #[error("asking the source for last mirrored offsets: {0}")]
+    LastMirroredOffsets(crate::source::SourceError),
+    /// The source's metadata could not be read.
+    #[error("{0}")]
+    SourceMetadata(SourceUnavailable),
+    /// The source topic has fewer partitions.
+    #[error("partition {partition} missing on the source")]
+    MissingOnSource { partition: i32 },
+    /// The source partition has no leader to fetch from.
+    #[error("source partition {topic}-{partition} has no leader")]
+    NoSourceLeader { topic: String, partition: i32 },
+}
+
+impl StepError {
+    fn not_led(tp: &TopicPartition) -> Self {
+        StepError::NotLed {
+            topic: tp.0.clone(),
+            partition: tp.1,
+        }
+    }
+}
+
+impl From<StepError> for Outcome {
+    fn from(e: StepError) -> Self {
+        Outcome::Failed(e.to_string())
+    }
+}
 
 /// Splits a `mirror.name` value into the mirror and what it asks for.
 pub fn parse_mirror_name(value: &str) -> Option<(&str, DesiredState)> {
@@ -351,9 +402,12 @@ impl MirrorManager {
         topic: &str,
         record: &PartitionStateRecord,
         last_mirrored_offset: Option<i64>,
-    ) -> Result<(), String> {
+    ) -> Result<(), StepError> {
         let Some(replica) = self.host.leader_replica(topic, key.partition) else {
-            return Err(format!("{topic}-{} is no longer led here", key.partition));
+            return Err(StepError::NotLed {
+                topic: topic.to_string(),
+                partition: key.partition,
+            });
         };
         // The metadata image may already hold a raised epoch the partition has not taken yet;
         // the coordinator fences writers by the image's epoch.
@@ -378,9 +432,7 @@ impl MirrorManager {
         self.states
             .write(key, topic, write)
             .await
-            .map_err(|(code, message)| {
-                format!("the mirror coordinator refused the state (error {code}): {message}")
-            })
+            .map_err(StepError::Persist)
     }
 
     /// Moves a led partition towards what its `mirror.name` asks: its state machine decides,
@@ -448,7 +500,7 @@ impl MirrorManager {
         tp: &TopicPartition,
         action: &Action,
     ) -> Outcome {
-        let done = |r: Result<(), String>| r.map_or_else(Outcome::Failed, |()| Outcome::Done);
+        let done = |r: Result<(), StepError>| r.map_or_else(Outcome::from, |()| Outcome::Done);
         match action {
             Action::Persist {
                 record,
@@ -496,7 +548,7 @@ impl MirrorManager {
                 conn.last_mirrored_offsets(&key.mirror, &tp.0, &[tp.1])
                     .await
             }
-            Err(e) => return Outcome::Failed(format!("connecting to the source: {e}")),
+            Err(e) => return StepError::Connect(e).into(),
         };
         let not_stopped = tern_protocol::mirror::errors::MIRROR_TOPIC_NOT_STOPPED.code();
         let remote = match answer {
@@ -510,20 +562,18 @@ impl MirrorManager {
             Ok(None) | Err(crate::source::SourceError::Kafka { .. }) => RemoteOffset::Unknown,
             Err(e) => {
                 rt.source = None;
-                return Outcome::Failed(format!(
-                    "asking the source for last mirrored offsets: {e}"
-                ));
+                return StepError::LastMirroredOffsets(e).into();
             }
         };
         Outcome::RemoteOffset(remote)
     }
 
     /// Truncates the local log to `to` (restarting it there if that is at or below its start).
-    fn truncate(&self, tp: &TopicPartition, to: i64) -> Result<(), String> {
+    fn truncate(&self, tp: &TopicPartition, to: i64) -> Result<(), StepError> {
         let replica = self
             .host
             .leader_replica(&tp.0, tp.1)
-            .ok_or_else(|| format!("{}-{} is no longer led here", tp.0, tp.1))?;
+            .ok_or_else(|| StepError::not_led(tp))?;
         let log = &replica.log;
         tracing::info!(topic = %tp.0, partition = tp.1, local_end = log.log_end_offset(), truncate_to = to, "failback: truncating to the last mirrored offset");
         let result = if to <= log.log_start_offset() {
@@ -531,7 +581,7 @@ impl MirrorManager {
         } else {
             log.truncate_to(to)
         };
-        result.map_err(|e| format!("truncating to {to}: {e}"))?;
+        result.map_err(|error| StepError::Truncate { offset: to, error })?;
         self.host.on_log_reset(&tp.0, tp.1);
         Ok(())
     }
@@ -738,8 +788,8 @@ impl MirrorManager {
                             },
                         );
                     }
-                    Err((code, message)) => {
-                        tracing::debug!(%mirror, %topic, partition, code, %message, "mirror partition state not readable yet");
+                    Err(e) => {
+                        tracing::debug!(%mirror, %topic, partition, code = e.code(), message = %e, "mirror partition state not readable yet");
                     }
                 }
             }
@@ -822,7 +872,7 @@ impl MirrorManager {
         };
         let metadata = match rt.metadata(&key.mirror, max_age).await {
             Ok(m) => m.clone(),
-            Err(e) => return Outcome::Failed(e),
+            Err(e) => return StepError::SourceMetadata(e).into(),
         };
         // A source topic recreated under the same name (another topic id) is not this topic:
         // treat it as the deletion of the mirrored one.
@@ -840,10 +890,14 @@ impl MirrorManager {
             return Outcome::Skipped;
         };
         let Some(p) = topic.partitions.get(&tp.1).copied() else {
-            return Outcome::Failed(format!("partition {} missing on the source", tp.1));
+            return StepError::MissingOnSource { partition: tp.1 }.into();
         };
         let Some(addr) = metadata.brokers.get(&p.leader).cloned() else {
-            return Outcome::Failed(format!("source partition {}-{} has no leader", tp.0, tp.1));
+            return StepError::NoSourceLeader {
+                topic: tp.0.clone(),
+                partition: tp.1,
+            }
+            .into();
         };
         let Some(replica) = self.host.leader_replica(&tp.0, tp.1) else {
             return Outcome::Skipped;
@@ -918,7 +972,7 @@ impl MirrorManager {
     /// Before STOPPED: keep producer ids apart and start an epoch of this cluster's own.
     fn prepare_stop(&self, tp: &TopicPartition) -> Outcome {
         let Some(replica) = self.host.leader_replica(&tp.0, tp.1) else {
-            return Outcome::Failed(format!("{}-{} is no longer led here", tp.0, tp.1));
+            return StepError::not_led(tp).into();
         };
         let last_mirrored_offset = replica.log.log_end_offset();
         if let Some(max) = replica.log.max_producer_id() {
@@ -931,7 +985,7 @@ impl MirrorManager {
         if let Some(latest) = replica.log.latest_epoch() {
             let next = latest.max(replica.leader_epoch) + 1;
             if let Err(e) = self.host.raise_leader_epoch(&tp.0, tp.1, next) {
-                return Outcome::Failed(format!("raising the leader epoch for the failover: {e}"));
+                return StepError::RaiseEpoch(e).into();
             }
         }
         tracing::info!(topic = %tp.0, partition = tp.1, last_mirrored_offset, "mirror partition stopping at its log end");
@@ -1011,6 +1065,16 @@ mod tests {
         assert_eq!(
             parse_mirror_name("eu.west.removed"),
             Some(("eu.west", DesiredState::Stopped))
+        );
+    }
+
+    #[test]
+    fn a_refused_state_names_the_coordinators_error() {
+        let e = StepError::Persist(CoordinationError::NotAvailable { partition: 3 });
+        assert_eq!(
+            e.to_string(),
+            "the mirror coordinator refused the state (error 15): \
+             __mirror_state partition 3 has no leader"
         );
     }
 }

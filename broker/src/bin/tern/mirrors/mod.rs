@@ -296,8 +296,7 @@ pub(crate) async fn run(args: MirrorsArgs) -> Result<i32> {
                     ))
                     .await?;
                 if let MirrorResponse::ListClusterMirrors(l) = r {
-                    let set = tern_mirror::config::PatternSet::compile(&patterns)
-                        .map_err(|e| anyhow!(e))?;
+                    let set = tern_mirror::config::PatternSet::compile(&patterns)?;
                     for m in l.mirrors.into_iter().filter(|m| m.mirror_name == mirror) {
                         names.extend(m.topic_names.into_iter().filter(|t| set.matches(t)));
                     }
