@@ -87,6 +87,8 @@ pub struct ConsumerMember {
     pub subscribed_topic_names: Vec<String>,
     /// Subscribed topic regex.
     pub subscribed_topic_regex: Option<String>,
+    /// That regex, compiled once when it changes (heartbeats and assignments match with it).
+    compiled_regex: Option<regex::Regex>,
     /// The server assignor it asks for.
     pub server_assignor: Option<String>,
     /// Its epoch (-2 while a static member is away).
@@ -114,6 +116,7 @@ impl ConsumerMember {
             rebalance_timeout_ms: 300_000,
             subscribed_topic_names: Vec::new(),
             subscribed_topic_regex: None,
+            compiled_regex: None,
             server_assignor: None,
             member_epoch: 0,
             previous_member_epoch: 0,
@@ -255,7 +258,7 @@ impl ConsumerGroup {
         }
     }
 
-    /// Every topic some member subscribes to by name.
+    /// Every topic some member subscribes to, by name (existing or not) or by regex.
     pub fn subscribed_topic_names(&self) -> BTreeSet<String> {
         self.members
             .values()
@@ -318,7 +321,14 @@ impl ConsumerGroup {
             member.subscribed_topic_names = names;
         }
         if let Some(regex) = &hb.subscribed_topic_regex {
-            member.subscribed_topic_regex = (!regex.is_empty()).then(|| regex.clone());
+            if member.subscribed_topic_regex.as_ref() != Some(regex) {
+                member.subscribed_topic_regex = (!regex.is_empty()).then(|| regex.clone());
+                // `validate` refused a regex that does not compile.
+                member.compiled_regex = member
+                    .subscribed_topic_regex
+                    .as_deref()
+                    .and_then(|r| anchored(r).ok());
+            }
         }
         member.client_id = hb.client_id.clone();
         member.client_host = hb.client_host.clone();
@@ -382,81 +392,73 @@ impl ConsumerGroup {
                 ),
             };
         };
-        let previous = self
+        if !joining {
+            let old = self.static_member(instance, member_id)?;
+            check_epoch(old, hb.member_epoch, hb.owned.as_ref())?;
+            return Ok(Some(old.clone()));
+        }
+        let Some(old) = self
             .members
             .values()
             .find(|m| m.instance_id.as_deref() == Some(instance))
-            .cloned();
-        match previous {
-            None if joining => Ok(None),
-            None => refuse(
+            .cloned()
+        else {
+            return Ok(None);
+        };
+        if old.member_epoch != LEAVE_STATIC_EPOCH && old.member_id != member_id {
+            return refuse(
+                ResponseError::UnreleasedInstanceId,
+                format!(
+                    "Static member {member_id} with instance id {instance} cannot join the \
+                     group because the instance id is owned by {} member.",
+                    old.member_id
+                ),
+            );
+        }
+        self.members.remove(&old.member_id);
+        if let Some(t) = self.target.remove(&old.member_id) {
+            self.target.insert(member_id.to_string(), t);
+        }
+        let mut m = old;
+        m.member_id = member_id.to_string();
+        m.member_epoch = 0;
+        m.previous_member_epoch = 0;
+        Ok(Some(m))
+    }
+
+    /// The static member of `instance`, which must be `member_id` (Kafka: UNKNOWN_MEMBER_ID for
+    /// an instance id nobody has, FENCED_INSTANCE_ID when another member holds it).
+    fn static_member(&self, instance: &str, member_id: &str) -> Result<&ConsumerMember, Refusal> {
+        let Some(m) = self
+            .members
+            .values()
+            .find(|m| m.instance_id.as_deref() == Some(instance))
+        else {
+            return refuse(
                 ResponseError::UnknownMemberId,
                 format!("Instance id {instance} is unknown."),
-            ),
-            Some(old) if joining => {
-                if old.member_epoch != LEAVE_STATIC_EPOCH && old.member_id != member_id {
-                    return refuse(
-                        ResponseError::UnreleasedInstanceId,
-                        format!(
-                            "Static member {member_id} with instance id {instance} cannot join the \
-                             group because the instance id is owned by {} member.",
-                            old.member_id
-                        ),
-                    );
-                }
-                let mut m = old.clone();
-                self.members.remove(&old.member_id);
-                if let Some(t) = self.target.remove(&old.member_id) {
-                    self.target.insert(member_id.to_string(), t);
-                }
-                m.member_id = member_id.to_string();
-                m.member_epoch = 0;
-                m.previous_member_epoch = 0;
-                Ok(Some(m))
-            }
-            Some(old) => {
-                if old.member_id != member_id {
-                    return refuse(
-                        ResponseError::FencedInstanceId,
-                        format!(
-                            "Static member {member_id} with instance id {instance} was fenced by \
-                             member {}.",
-                            old.member_id
-                        ),
-                    );
-                }
-                check_epoch(&old, hb.member_epoch, hb.owned.as_ref())?;
-                Ok(Some(old))
-            }
+            );
+        };
+        if m.member_id != member_id {
+            return refuse(
+                ResponseError::FencedInstanceId,
+                format!(
+                    "Static member {member_id} with instance id {instance} was fenced by member {}.",
+                    m.member_id
+                ),
+            );
         }
+        Ok(m)
     }
 
     /// A member leaves: a static one leaving for a while (-2) keeps its partitions until its
     /// session expires; any other is removed and the group rebalances.
     fn leave(&mut self, hb: &Heartbeat, now_ms: i64) -> Result<HeartbeatAnswer, Refusal> {
         let id = match hb.instance_id.as_deref() {
-            Some(instance) => {
-                let Some(m) = self
-                    .members
-                    .values()
-                    .find(|m| m.instance_id.as_deref() == Some(instance))
-                else {
-                    return refuse(
-                        ResponseError::UnknownMemberId,
-                        format!("Instance id {instance} is unknown."),
-                    );
-                };
-                if m.member_id != hb.member_id {
-                    return refuse(
-                        ResponseError::FencedInstanceId,
-                        format!(
-                            "Static member {} with instance id {instance} was fenced by member {}.",
-                            hb.member_id, m.member_id
-                        ),
-                    );
-                }
-                m.member_id.clone()
-            }
+            Some(instance) => self
+                .static_member(instance, &hb.member_id)?
+                .member_id
+                .clone(),
             None if self.members.contains_key(&hb.member_id) => hb.member_id.clone(),
             None => {
                 return refuse(
@@ -509,24 +511,22 @@ impl ConsumerGroup {
     /// Partition counts of every existing topic some member subscribes to, by name or regex.
     fn subscribed_partitions(&self, topics: &dyn TopicView) -> BTreeMap<String, i32> {
         let mut out = BTreeMap::new();
-        let mut regexes = Vec::new();
+        let mut regexes: Vec<&regex::Regex> = Vec::new();
         for m in self.members.values() {
             for t in &m.subscribed_topic_names {
                 if let Some(n) = topics.partition_count(t) {
                     out.insert(t.clone(), n);
                 }
             }
-            if let Some(r) = &m.subscribed_topic_regex {
-                regexes.push(r.as_str());
+            if let Some(r) = &m.compiled_regex {
+                if !regexes.iter().any(|seen| seen.as_str() == r.as_str()) {
+                    regexes.push(r);
+                }
             }
         }
         if !regexes.is_empty() {
-            regexes.sort_unstable();
-            regexes.dedup();
-            let compiled: Vec<regex::Regex> =
-                regexes.iter().filter_map(|r| anchored(r).ok()).collect();
             for t in topics.topic_names() {
-                if compiled.iter().any(|r| r.is_match(&t)) {
+                if regexes.iter().any(|r| r.is_match(&t)) {
                     if let Some(n) = topics.partition_count(&t) {
                         out.insert(t, n);
                     }
@@ -538,15 +538,11 @@ impl ConsumerGroup {
 
     /// The topics (of those subscribed) a member subscribes to.
     fn member_topics<'a>(&'a self, m: &'a ConsumerMember) -> BTreeSet<&'a str> {
-        let regex = m
-            .subscribed_topic_regex
-            .as_deref()
-            .and_then(|r| anchored(r).ok());
         self.subscribed_topics
             .keys()
             .filter(|t| {
                 m.subscribed_topic_names.binary_search(t).is_ok()
-                    || regex.as_ref().is_some_and(|r| r.is_match(t))
+                    || m.compiled_regex.as_ref().is_some_and(|r| r.is_match(t))
             })
             .map(String::as_str)
             .collect()

@@ -262,13 +262,6 @@ impl Group {
             && self.consumer.as_ref().is_none_or(|c| c.members.is_empty())
     }
 
-    /// Marks the moment the group became empty (offset retention counts from it).
-    pub fn emptied(&mut self, now_ms: i64) {
-        if self.is_empty() {
-            self.state_since_ms = now_ms;
-        }
-    }
-
     /// Moves to `state` if Kafka allows it from the current one; a refused transition is a
     /// bug, logged, and leaves the state as it was.
     fn transition(&mut self, state: GroupState, now_ms: i64) -> bool {
@@ -301,11 +294,6 @@ impl Group {
         self.state_since_ms
     }
 
-    /// Generation.
-    pub fn generation(&self) -> i32 {
-        self.generation
-    }
-
     /// Protocol type of the classic members.
     pub fn protocol_type(&self) -> Option<&str> {
         self.protocol_type.as_deref()
@@ -314,11 +302,6 @@ impl Group {
     /// The chosen protocol.
     pub fn protocol(&self) -> Option<&str> {
         self.protocol.as_deref()
-    }
-
-    /// The leader's member id.
-    pub fn leader(&self) -> Option<&str> {
-        self.leader.as_deref()
     }
 
     /// Classic members by id.
@@ -336,22 +319,26 @@ impl Group {
         self.consumer.as_ref()
     }
 
-    /// The KIP-848 membership, to drive it.
-    pub fn consumer_mut(&mut self) -> Option<&mut ConsumerGroup> {
-        self.consumer.as_mut()
-    }
-
-    /// Makes an empty classic group a consumer group (Kafka converts an empty group when a
-    /// consumer-protocol member joins it); false when classic members are in it.
-    pub fn become_consumer_group(&mut self) -> bool {
-        if self.consumer.is_some() {
-            return true;
+    /// Runs `f` on the KIP-848 membership; None when the group is not a consumer group. With
+    /// `convert`, an empty classic group becomes one first (Kafka converts an empty group when
+    /// a consumer-protocol member joins it). When its last member goes, offset retention starts
+    /// counting.
+    pub fn drive_consumer<T>(
+        &mut self,
+        now_ms: i64,
+        convert: bool,
+        f: impl FnOnce(&mut ConsumerGroup) -> T,
+    ) -> Option<T> {
+        if self.consumer.is_none() && convert && self.state == GroupState::Empty {
+            self.consumer = Some(ConsumerGroup::default());
         }
-        if self.state != GroupState::Empty {
-            return false;
+        let c = self.consumer.as_mut()?;
+        let had_members = !c.members.is_empty();
+        let out = f(c);
+        if had_members && c.members.is_empty() {
+            self.state_since_ms = now_ms;
         }
-        self.consumer = Some(ConsumerGroup::default());
-        true
+        Some(out)
     }
 
     /// Whether an open transaction holds an offset for `key`.

@@ -187,6 +187,15 @@ impl GroupCoordinator {
         if epoch == 0 && !groups.contains_key(group_id) {
             groups.insert(group_id.to_string(), Group::new(group_id, now));
         }
+        let unknown_member = || {
+            refuse(
+                ResponseError::UnknownMemberId,
+                format!(
+                    "Member {} is not a member of group {group_id}.",
+                    hb.member_id
+                ),
+            )
+        };
         let Some(g) = groups.get_mut(group_id) else {
             return Err(if epoch < 0 {
                 refuse(
@@ -194,41 +203,22 @@ impl GroupCoordinator {
                     format!("Consumer group {group_id} not found."),
                 )
             } else {
-                refuse(
-                    ResponseError::UnknownMemberId,
-                    format!(
-                        "Member {} is not a member of group {group_id}.",
-                        hb.member_id
-                    ),
-                )
+                unknown_member()
             });
         };
-        if g.consumer().is_none() {
-            if epoch != 0 && g.state() == GroupState::Empty {
-                return Err(refuse(
-                    ResponseError::UnknownMemberId,
-                    format!(
-                        "Member {} is not a member of group {group_id}.",
-                        hb.member_id
-                    ),
-                ));
-            }
-            if !g.become_consumer_group() {
-                return Err(refuse(
-                    ResponseError::GroupIdNotFound,
-                    format!("Group {group_id} is not a consumer group."),
-                ));
-            }
+        if g.consumer().is_none() && epoch != 0 && g.state() == GroupState::Empty {
+            return Err(unknown_member());
         }
-        let Some(consumer) = g.consumer_mut() else {
-            return Err(refuse(
-                ResponseError::CoordinatorNotAvailable,
-                String::new(),
-            ));
-        };
-        let answer = consumer.heartbeat(hb, topics, &self.config.consumer, now);
-        g.emptied(now);
-        answer
+        // Only a joining member turns an empty classic group into a consumer group.
+        g.drive_consumer(now, epoch == 0, |c| {
+            c.heartbeat(hb, topics, &self.config.consumer, now)
+        })
+        .unwrap_or_else(|| {
+            Err(refuse(
+                ResponseError::GroupIdNotFound,
+                format!("Group {group_id} is not a consumer group."),
+            ))
+        })
     }
 
     /// Appends records (key, value-or-tombstone) to the group's partition.
@@ -517,12 +507,11 @@ impl GroupCoordinator {
                 if g.tick(&self.config.group, now) {
                     to_store.push(g.id().to_string());
                 }
-                if let Some(c) = g.consumer_mut() {
-                    let expired = c.expire(&self.config.consumer, now);
-                    if !expired.is_empty() {
-                        tracing::info!(group = %g.id(), members = ?expired, "consumer group members expired");
-                        g.emptied(now);
-                    }
+                let expired = g
+                    .drive_consumer(now, false, |c| c.expire(&self.config.consumer, now))
+                    .unwrap_or_default();
+                if !expired.is_empty() {
+                    tracing::info!(group = %g.id(), members = ?expired, "consumer group members expired");
                 }
                 if g.is_empty() && now - g.state_since_ms() > self.config.offsets_retention_ms {
                     let keys = g.expired_offsets(now, self.config.offsets_retention_ms);
