@@ -20,10 +20,8 @@ import tempfile
 import time
 
 import pytest
-from confluent_kafka import Consumer
-from confluent_kafka.admin import AdminClient, NewTopic
-
 import kafka_peer
+from group_util import consumer, create_topic
 
 TOLERANCE_S = 2.5
 PEER_VERSION = os.environ.get("TERN_COMPAT_PEER", "4.4.0")
@@ -45,23 +43,9 @@ def brokers(tern_module):
             kafka.stop()
 
 
-def create_topic(bootstrap, name, partitions):
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(name, partitions, 1)])[name].result(timeout=30)
-
-
 def member(bootstrap, group, **extra):
-    conf = {
-        "bootstrap.servers": bootstrap,
-        "group.id": group,
-        "auto.offset.reset": "earliest",
-        "enable.auto.commit": False,
-        "session.timeout.ms": 6000,
-        "heartbeat.interval.ms": 500,
-        "max.poll.interval.ms": 30000,
-    }
-    conf.update(extra)
-    return Consumer(conf)
+    """A classic-protocol member that may go 30 s between polls unless told otherwise."""
+    return consumer(bootstrap, group, **{"max.poll.interval.ms": 30000, **extra})
 
 
 class Watched:

@@ -5,15 +5,17 @@ import time
 
 import pytest
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+import group_util
+from group_util import consumer
 
 PARTITIONS = 6
 
 
 def create_topic(bootstrap, name, partitions=PARTITIONS):
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(name, partitions, 1)])[name].result(timeout=30)
+    group_util.create_topic(bootstrap, name, partitions)
 
 
 def produce(bootstrap, topic, start, n):
@@ -22,23 +24,6 @@ def produce(bootstrap, topic, start, n):
         p.produce(topic, key=str(i).encode(), value=f"v{i}".encode(), partition=i % PARTITIONS)
         p.poll(0)
     assert p.flush(30) == 0
-
-
-def consumer(bootstrap, group, protocol="classic", **extra):
-    """A confluent-kafka consumer of the classic group protocol, or of KIP-848's (`consumer`:
-    the broker sets session and heartbeat timing then, so the client may not)."""
-    conf = {
-        "bootstrap.servers": bootstrap,
-        "group.id": group,
-        "auto.offset.reset": "earliest",
-        "enable.auto.commit": False,
-    }
-    if protocol == "consumer":
-        conf["group.protocol"] = "consumer"
-    else:
-        conf.update({"session.timeout.ms": 6000, "heartbeat.interval.ms": 500})
-    conf.update(extra)
-    return Consumer(conf)
 
 
 def poll_once(consumers, seen):

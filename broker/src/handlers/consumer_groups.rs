@@ -126,7 +126,13 @@ fn described_assignment(image: &MetadataImage, a: &Assignment) -> DescribedAssig
     )
 }
 
-fn describe_one(image: &MetadataImage, group: DescribedGroup, c: &ConsumerGroup) -> DescribedGroup {
+/// `member_type`: 1 (a consumer-protocol member) from v1; v0 has no member type (-1).
+fn describe_one(
+    image: &MetadataImage,
+    group: DescribedGroup,
+    c: &ConsumerGroup,
+    member_type: i8,
+) -> DescribedGroup {
     let empty = Assignment::new();
     let members = c
         .members
@@ -151,7 +157,7 @@ fn describe_one(image: &MetadataImage, group: DescribedGroup, c: &ConsumerGroup)
                     image,
                     c.target.get(&m.member_id).unwrap_or(&empty),
                 ))
-                .with_member_type(1)
+                .with_member_type(member_type)
         })
         .collect();
     group
@@ -172,6 +178,7 @@ pub fn describe(
 ) -> ConsumerGroupDescribeResponse {
     let authz = ctx.authz(broker);
     let image = broker.controller.image();
+    let member_type = if version >= 1 { 1 } else { -1 };
     let groups = req
         .group_ids
         .into_iter()
@@ -198,18 +205,10 @@ pub fn describe(
             let found = broker.groups.with_group(&id, false, |group| {
                 group
                     .consumer()
-                    .map(|c| describe_one(&image, described.clone(), c))
+                    .map(|c| describe_one(&image, described.clone(), c, member_type))
             });
             match found {
-                Some(Some(mut d)) => {
-                    if version < 1 {
-                        // v0 has no member type.
-                        for m in &mut d.members {
-                            m.member_type = -1;
-                        }
-                    }
-                    d
-                }
+                Some(Some(d)) => d,
                 Some(None) => error(
                     ResponseError::GroupIdNotFound,
                     Some(format!("Group {id} is not a consumer group.")),

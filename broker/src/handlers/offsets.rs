@@ -34,10 +34,10 @@ pub async fn offset_commit(
     version: i16,
 ) -> OffsetCommitResponse {
     let mut req = req;
+    let image = broker.controller.image();
     // v10 names topics by id (KIP-848): resolve them; an id the cluster lacks answers
     // UNKNOWN_TOPIC_ID for its partitions.
     let unknown_ids: Vec<bool> = if version >= 10 {
-        let image = broker.controller.image();
         req.topics
             .iter_mut()
             .map(|t| match image.topic_by_id(&t.topic_id) {
@@ -62,19 +62,17 @@ pub async fn offset_commit(
         .collect();
     // As Kafka: a partition the cluster does not have answers UNKNOWN_TOPIC_OR_PARTITION and
     // is not committed; the others are.
-    let known: Vec<Vec<bool>> = {
-        let image = broker.controller.image();
-        req.topics
-            .iter()
-            .map(|t| {
-                let topic = image.topic(t.name.0.as_str());
-                t.partitions
-                    .iter()
-                    .map(|p| topic.is_some_and(|ti| ti.partitions.contains_key(&p.partition_index)))
-                    .collect()
-            })
-            .collect()
-    };
+    let known: Vec<Vec<bool>> = req
+        .topics
+        .iter()
+        .map(|t| {
+            let topic = image.topic(t.name.0.as_str());
+            t.partitions
+                .iter()
+                .map(|p| topic.is_some_and(|ti| ti.partitions.contains_key(&p.partition_index)))
+                .collect()
+        })
+        .collect();
     let mut offsets = Vec::new();
     for ((t, _), known) in req
         .topics
