@@ -6,46 +6,48 @@ use std::time::{Duration, Instant};
 
 use kafka_protocol::messages::{ApiKey, RequestKind, ResponseKind};
 use tern_protocol::api::{decode_request, encode_response, peek_prefix, RequestError};
-use tern_protocol::frame::{read_frame, write_frame};
+use tern_protocol::fetch_response::encode_fetch_response;
+use tern_protocol::frame::read_frame;
 use tern_protocol::mirror::{
     api_keys as mirror_keys, decode_mirror_request, encode_mirror_response,
 };
-use tokio::io::{AsyncRead, AsyncWrite, BufWriter};
+use tokio::io::AsyncRead;
 use tokio::sync::watch;
 use tracing::Instrument;
 
 use crate::broker::Broker;
-use crate::handlers::{self, api_versions};
+use crate::handlers::{self, api_versions, Response};
+use crate::response_writer::{ResponseFrame, ResponseWriter};
 use crate::security::authenticator::{Admission, AfterReply, Authenticator};
 use crate::security::listener::ListenerSecurity;
 use crate::security::ListenerCredentials;
 
 /// What one frame turned into.
 enum Outcome {
-    /// Send these bytes (a response frame body), then go on or close.
-    Reply(bytes::BytesMut, AfterReply),
+    /// Send this response frame, then go on or close.
+    Reply(ResponseFrame, AfterReply),
     /// Nothing to send (acks=0 produce, or a request without a handler).
     Silent,
     /// Close without an answer.
     Close,
 }
 
-/// Serves one connection until the peer closes it, it misbehaves, or the server shuts down.
-/// `tls_principal` is the principal of the client's TLS certificate, if it showed one.
-pub async fn serve_connection<S>(
-    stream: S,
+/// Serves one connection, read from `reader` and answered through `writer`, until the peer
+/// closes it, it misbehaves, or the server shuts down. `tls_principal` is the principal of the
+/// client's TLS certificate, if it showed one.
+pub(crate) async fn serve_connection<R>(
+    mut reader: R,
+    mut writer: ResponseWriter,
     peer: SocketAddr,
     security: Arc<ListenerSecurity>,
     tls_principal: Option<String>,
     broker: Arc<Broker>,
     mut shutdown: watch::Receiver<bool>,
 ) where
-    S: AsyncRead + AsyncWrite + Send + Unpin,
+    R: AsyncRead + Send + Unpin,
 {
     let span = tracing::debug_span!("connection", %peer, listener = %security.name);
     async move {
-        let (mut reader, writer) = tokio::io::split(stream);
-        let mut writer = BufWriter::new(writer);
         let max = broker.config.socket_request_max_bytes;
         let idle = Duration::from_millis(broker.config.connections_max_idle_ms);
         let _open = broker.metrics.connection_opened(&security.name);
@@ -76,18 +78,19 @@ pub async fn serve_connection<S>(
             } else {
                 request(&broker, peer, &mut auth, frame).await
             };
-            let (bytes, after) = match outcome {
-                Outcome::Reply(bytes, after) => (bytes, after),
+            let (frame, after) = match outcome {
+                Outcome::Reply(frame, after) => (frame, after),
                 Outcome::Silent => continue,
                 Outcome::Close => return,
             };
             // A client that stops reading its responses is idle too: its write times out.
-            let written = tokio::time::timeout(idle, async {
-                write_frame(&mut writer, &[&bytes]).await?;
-                tokio::io::AsyncWriteExt::flush(&mut writer).await
-            });
-            if !matches!(written.await, Ok(Ok(()))) {
-                return;
+            match tokio::time::timeout(idle, writer.write(&frame)).await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => {
+                    tracing::debug!(error = %e, "closing connection: response not written");
+                    return;
+                }
+                Err(_) => return,
             }
             if let Some(k) = api_key {
                 broker.metrics.request_done(k, started.elapsed());
@@ -111,7 +114,10 @@ fn raw_token(broker: &Broker, auth: &mut Authenticator, token: &[u8]) -> Outcome
         image: broker.controller.image(),
     };
     match auth.step(token, &store, Instant::now()) {
-        Ok(reply) => Outcome::Reply(bytes::BytesMut::from(&reply[..]), AfterReply::Continue),
+        Ok(reply) => Outcome::Reply(
+            ResponseFrame::bytes(bytes::BytesMut::from(&reply[..])),
+            AfterReply::Continue,
+        ),
         Err(e) => {
             tracing::info!(error = %e, "SASL authentication failed");
             Outcome::Close
@@ -145,7 +151,7 @@ async fn request(
                 );
                 let response = handlers::mirror::handle(broker, &ctx, request).await;
                 Outcome::Reply(
-                    encode_mirror_response(header.correlation_id, &response),
+                    ResponseFrame::bytes(encode_mirror_response(header.correlation_id, &response)),
                     AfterReply::Continue,
                 )
             }
@@ -207,7 +213,25 @@ async fn request(
             let response =
                 handlers::handle(broker, peer, auth.listener_name(), auth.principal(), req).await;
             match response {
-                Some(r) if !no_response => (r, AfterReply::Continue),
+                Some(Response::Message(r)) if !no_response => (r, AfterReply::Continue),
+                Some(Response::Fetch(reply)) => {
+                    let lens: Vec<usize> = reply.slices.iter().map(|s| s.len()).collect();
+                    return match encode_fetch_response(
+                        correlation_id,
+                        version,
+                        &reply.response,
+                        &lens,
+                    ) {
+                        Ok(body) => Outcome::Reply(
+                            ResponseFrame::spliced(body, reply.slices),
+                            AfterReply::Continue,
+                        ),
+                        Err(e) => {
+                            tracing::error!(error = %e, "cannot encode a Fetch response");
+                            Outcome::Close
+                        }
+                    };
+                }
                 _ => return Outcome::Silent,
             }
         }
@@ -223,7 +247,7 @@ fn reply(
     after: AfterReply,
 ) -> Outcome {
     match encode_response(correlation_id, version, response) {
-        Ok(bytes) => Outcome::Reply(bytes, after),
+        Ok(bytes) => Outcome::Reply(ResponseFrame::bytes(bytes), after),
         Err(e) => {
             tracing::error!(?api_key, error = %e, "cannot encode response");
             Outcome::Close

@@ -17,6 +17,7 @@ pub mod mirror_host;
 pub mod produce_validation;
 pub mod replica_manager;
 pub mod replication;
+pub mod response_writer;
 pub mod security;
 pub mod server;
 pub mod txn_coordinator;

@@ -9,6 +9,7 @@ use tokio::sync::{watch, Semaphore};
 
 use crate::broker::Broker;
 use crate::connection::serve_connection;
+use crate::response_writer::ResponseWriter;
 use crate::security::listener::ListenerSecurity;
 use crate::security::ssl_principal::subject_dn;
 use crate::security::tls::TlsAcceptorSource;
@@ -169,12 +170,17 @@ async fn accept_loop(
                 conns.spawn(async move {
                     match security.tls.clone() {
                         None => {
-                            serve_connection(stream, peer, security, None, broker, shutdown).await
+                            let (reader, writer) = stream.into_split();
+                            let writer = ResponseWriter::plain(writer);
+                            serve_connection(reader, writer, peer, security, None, broker, shutdown)
+                                .await
                         }
                         Some(tls) => {
                             if let Some((stream, principal)) = tls_handshake(&tls, stream).await {
+                                let (reader, writer) = tokio::io::split(stream);
+                                let writer = ResponseWriter::copying(writer);
                                 serve_connection(
-                                    stream, peer, security, principal, broker, shutdown,
+                                    reader, writer, peer, security, principal, broker, shutdown,
                                 )
                                 .await;
                             }

@@ -524,3 +524,112 @@ async fn timestamps_beyond_message_timestamp_after_max_ms_are_refused_per_record
     let resp = produce(&mut c, "lenient", 0, b.build().unwrap()).await;
     assert_eq!(resp.responses[0].partition_responses[0].error_code, 0);
 }
+
+/// Fetches `partitions` of `topic` from offset 0, each with `partition_max_bytes`.
+async fn fetch_records(
+    conn: &mut tern_protocol::client::KafkaConnection,
+    topic: &str,
+    partitions: &[i32],
+    partition_max_bytes: i32,
+    version: i16,
+) -> Vec<bytes::Bytes> {
+    use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+    let mut t = FetchTopic::default().with_partitions(
+        partitions
+            .iter()
+            .map(|&p| {
+                FetchPartition::default()
+                    .with_partition(p)
+                    .with_fetch_offset(0)
+                    .with_partition_max_bytes(partition_max_bytes)
+            })
+            .collect(),
+    );
+    if version >= 13 {
+        let meta = conn
+            .send(
+                &MetadataRequest::default().with_topics(Some(vec![
+                    kafka_protocol::messages::metadata_request::MetadataRequestTopic::default()
+                        .with_name(Some(name(topic))),
+                ])),
+                12,
+            )
+            .await
+            .unwrap();
+        t = t.with_topic_id(meta.topics[0].topic_id);
+    } else {
+        t = t.with_topic(name(topic));
+    }
+    let req = kafka_protocol::messages::FetchRequest::default()
+        .with_replica_id(kafka_protocol::messages::BrokerId(-1))
+        .with_max_wait_ms(0)
+        .with_max_bytes(i32::MAX)
+        .with_session_epoch(-1)
+        .with_topics(vec![t]);
+    let resp = conn.send(&req, version).await.unwrap();
+    assert_eq!(resp.error_code, 0);
+    resp.responses[0]
+        .partitions
+        .iter()
+        .map(|p| {
+            assert_eq!(p.error_code, 0);
+            p.records.clone().unwrap_or_default()
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn fetch_sends_the_stored_bytes_at_every_record_framing() {
+    use tern_protocol::record_batch::BatchIter;
+    let s = TestServer::start().await;
+    let mut c = s.connect().await;
+    create_topic(&mut c, "zc", 3, &[]).await;
+    // Batches of growing size on three partitions, so records cross the varint length steps.
+    for p in 0..3 {
+        for n in [1, 10, 100, 400] {
+            let resp = produce(&mut c, "zc", p, batch(n + p as usize)).await;
+            assert_eq!(resp.responses[0].partition_responses[0].error_code, 0);
+        }
+    }
+    // Fetch v4 (int32 lengths), v12 (varint lengths) and v13+ (topic ids) agree.
+    let whole = fetch_records(&mut c, "zc", &[0, 1, 2], 1 << 20, 12).await;
+    for version in [4, 11, 13, 16, 18] {
+        assert_eq!(
+            fetch_records(&mut c, "zc", &[0, 1, 2], 1 << 20, version).await,
+            whole,
+            "v{version}"
+        );
+    }
+    for (p, records) in whole.iter().enumerate() {
+        let batches: Vec<(i64, i32)> = BatchIter::new(records)
+            .map(|b| b.map(|(h, _)| (h.base_offset, h.records_count)).unwrap())
+            .collect();
+        let p = p as i32;
+        let q = p as i64;
+        assert_eq!(
+            batches,
+            vec![
+                (0, 1 + p),
+                (1 + q, 10 + p),
+                (11 + 2 * q, 100 + p),
+                (111 + 3 * q, 400 + p)
+            ]
+        );
+        // One partition alone: the same bytes.
+        assert_eq!(
+            &fetch_records(&mut c, "zc", &[p], 1 << 20, 12).await[0],
+            records
+        );
+    }
+    // A byte limit inside a batch: exactly that many bytes, a prefix of the whole (the
+    // partial batch at the end is the client's to drop, as with Kafka).
+    let cut = whole[0].len() as i32 - 10;
+    let limited = fetch_records(&mut c, "zc", &[0], cut, 12).await;
+    assert_eq!(limited[0].len(), cut as usize);
+    assert_eq!(limited[0][..], whole[0][..cut as usize]);
+    assert_eq!(BatchIter::new(&limited[0]).filter(Result::is_ok).count(), 3);
+    // A limit below the first batch still returns that batch whole (the first partition).
+    let first = fetch_records(&mut c, "zc", &[2], 1, 12).await;
+    let first_len = BatchIter::new(&whole[2]).next().unwrap().unwrap().1.len();
+    assert_eq!(first[0][..], whole[2][..first_len]);
+}

@@ -21,6 +21,7 @@ use crate::checkpoint::{
 use crate::config::{LogConfig, TimestampType};
 use crate::epoch::LeaderEpochFileCache;
 use crate::error::{IoContext, Result, StorageError};
+use crate::file_slice::FileSlice;
 use crate::producer_state::{ProducerStateEntry, ProducerStateManager, Staged};
 use crate::segment::{
     control_of, file_name, now_ms, LogSegment, SegmentRead, CLEANED_SUFFIX, DELETED_SUFFIX,
@@ -717,6 +718,51 @@ impl Log {
         max_offset: Option<i64>,
         min_one_batch: bool,
     ) -> Result<FetchDataInfo> {
+        let (records, first_offset, log_start_offset, log_end_offset) =
+            self.read_with(start_offset, max_offset, Bytes::new(), |s| {
+                s.read(start_offset, max_bytes, max_offset, min_one_batch)
+            })?;
+        Ok(FetchDataInfo {
+            records,
+            first_offset,
+            log_start_offset,
+            log_end_offset,
+        })
+    }
+
+    /// What a fetch sends: the range of one segment file starting at `start_offset`, bounded
+    /// as [`LogSegment::read_slice`] bounds it (it may end inside a batch). The bytes are not
+    /// read; the slice keeps the file open until it is sent.
+    pub fn read_slice(
+        &self,
+        start_offset: i64,
+        max_bytes: usize,
+        max_offset: Option<i64>,
+        min_one_batch: bool,
+    ) -> Result<Option<FileSlice>> {
+        let (slice, ..) = self.read_with(start_offset, max_offset, None, |s| {
+            Ok(
+                match s.read_slice(start_offset, max_bytes, max_offset, min_one_batch)? {
+                    SegmentRead::Data(slice, first) => {
+                        SegmentRead::Data((!slice.is_empty()).then_some(slice), first)
+                    }
+                    SegmentRead::NotHere => SegmentRead::NotHere,
+                },
+            )
+        })?;
+        Ok(slice)
+    }
+
+    /// The common part of the reads: checks `start_offset` against the log's range, finds the
+    /// segment holding it (or the next one past a gap) and reads it with `read_segment`.
+    /// Returns what was read, its first offset, and the log start and end offsets.
+    fn read_with<T>(
+        &self,
+        start_offset: i64,
+        max_offset: Option<i64>,
+        empty: T,
+        read_segment: impl Fn(&LogSegment) -> Result<SegmentRead<T>>,
+    ) -> Result<(T, i64, i64, i64)> {
         self.check_readable()?;
         let leo = self.log_end_offset();
         let log_start = self.log_start_offset();
@@ -727,14 +773,8 @@ impl Log {
                 log_end_offset: leo,
             });
         }
-        let empty = |first_offset| FetchDataInfo {
-            records: Bytes::new(),
-            first_offset,
-            log_start_offset: log_start,
-            log_end_offset: leo,
-        };
         if start_offset == leo || max_offset.is_some_and(|m| start_offset >= m) {
-            return Ok(empty(start_offset));
+            return Ok((empty, start_offset, log_start, leo));
         }
         let mut seg = {
             let segs = self.segments.read();
@@ -744,14 +784,9 @@ impl Log {
                 .map(|(_, s)| s.clone())
         };
         while let Some(s) = seg {
-            match self.io_guard(s.read(start_offset, max_bytes, max_offset, min_one_batch))? {
-                SegmentRead::Data(records, first_offset) => {
-                    return Ok(FetchDataInfo {
-                        records,
-                        first_offset,
-                        log_start_offset: log_start,
-                        log_end_offset: leo,
-                    });
+            match self.io_guard(read_segment(&s))? {
+                SegmentRead::Data(data, first_offset) => {
+                    return Ok((data, first_offset, log_start, leo));
                 }
                 SegmentRead::NotHere => {
                     // Past the end of this segment's data (e.g. a gap): try the next one.
@@ -763,7 +798,7 @@ impl Log {
                 }
             }
         }
-        Ok(empty(start_offset))
+        Ok((empty, start_offset, log_start, leo))
     }
 
     /// First offset of the log.

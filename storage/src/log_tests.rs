@@ -195,6 +195,78 @@ fn replicated_append_keeps_offsets_and_allows_gaps() {
     assert_eq!(log.latest_epoch(), Some(9));
 }
 
+fn slice_bytes(log: &Log, offset: i64, max: usize, upper: Option<i64>, one: bool) -> Vec<u8> {
+    log.read_slice(offset, max, upper, one)
+        .unwrap()
+        .map(|s| s.to_bytes().unwrap().to_vec())
+        .unwrap_or_default()
+}
+
+#[test]
+fn read_slice_bounds_as_kafka_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = Log::open(dir.path(), LogConfig::default()).unwrap();
+    let one = batch(2, 0).len();
+    for _ in 0..4 {
+        log.append_as_leader(batch(2, 0), 0).unwrap();
+    }
+    let all = log.read(0, 1 << 20, None, true).unwrap().records;
+    assert_eq!(all.len(), one * 4);
+    // Unbounded: the same bytes a whole-batch read gives.
+    assert_eq!(slice_bytes(&log, 0, 1 << 20, None, true), all.to_vec());
+    // An offset inside a batch starts at that batch.
+    assert_eq!(
+        slice_bytes(&log, 3, 1 << 20, None, true),
+        all[one..].to_vec()
+    );
+    // A byte limit may cut a batch: the range ends there, as Kafka's does.
+    assert_eq!(
+        slice_bytes(&log, 0, one * 2 + 10, None, false),
+        all[..one * 2 + 10].to_vec()
+    );
+    // A first batch larger than the limit: nothing, or that batch whole with min_one_batch.
+    assert!(log.read_slice(0, one - 1, None, false).unwrap().is_none());
+    assert_eq!(
+        slice_bytes(&log, 0, one - 1, None, true),
+        all[..one].to_vec()
+    );
+    // The upper bound (high watermark) ends the range before the batch that reaches it,
+    // whatever the byte limit.
+    assert_eq!(
+        slice_bytes(&log, 0, 1 << 20, Some(4), true),
+        all[..one * 2].to_vec()
+    );
+    assert_eq!(
+        slice_bytes(&log, 2, 1 << 20, Some(5), true),
+        all[one..one * 2].to_vec()
+    );
+    assert!(log.read_slice(2, 1 << 20, Some(3), true).unwrap().is_none());
+    assert!(log.read_slice(8, 1 << 20, None, true).unwrap().is_none());
+    assert!(matches!(
+        log.read_slice(9, 100, None, true),
+        Err(StorageError::OffsetOutOfRange { offset: 9, .. })
+    ));
+}
+
+#[test]
+fn a_slice_outlives_its_deleted_segment() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = Log::open(dir.path(), small_segments()).unwrap();
+    for i in 0..30 {
+        log.append_as_leader(batch(2, i), 0).unwrap();
+    }
+    let slice = log.read_slice(0, 1 << 20, None, true).unwrap().unwrap();
+    let before = slice.to_bytes().unwrap();
+    assert_eq!(offsets(&before)[0], (0, 1));
+    log.delete_records_before(log.log_end_offset() - 2).unwrap();
+    assert!(
+        log.segment_base_offsets()[0] > 0,
+        "the first segment is gone"
+    );
+    // The slice holds the file open: its bytes are still what the read saw.
+    assert_eq!(slice.to_bytes().unwrap(), before);
+}
+
 #[test]
 fn rolls_and_reads_across_segments() {
     let dir = tempfile::tempdir().unwrap();

@@ -5,6 +5,7 @@ use std::fs::{File, OpenOptions};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::Arc;
 
 use bytes::Bytes;
 use parking_lot::{Mutex, RwLock};
@@ -13,6 +14,7 @@ use tern_protocol::record_batch::{
 };
 
 use crate::error::{IoContext, Result, StorageError};
+use crate::file_slice::FileSlice;
 use crate::index::{OffsetIndex, TimeIndex};
 use crate::record::{control_marker, parse_records};
 use crate::txn_index::{AbortedTxn, TransactionIndex};
@@ -52,7 +54,9 @@ struct Indexes {
 pub struct LogSegment {
     base_offset: i64,
     dir: PathBuf,
-    file: File,
+    /// Shared with the [`FileSlice`]s reads hand out, which keep it open while a response is
+    /// being sent.
+    file: Arc<File>,
     size: AtomicU64,
     indexes: RwLock<Indexes>,
     txn: Mutex<TransactionIndex>,
@@ -80,13 +84,14 @@ pub struct ScanEnd {
     pub error: Option<BatchError>,
 }
 
-/// Outcome of reading from one segment.
+/// Outcome of reading from one segment: batches in memory (`Bytes`) or as a range of the
+/// file (`FileSlice`).
 #[derive(Debug)]
-pub(crate) enum SegmentRead {
+pub(crate) enum SegmentRead<T> {
     /// No batch at or past the requested offset in this segment.
     NotHere,
     /// Batches (possibly none when bounded), with the base offset of the first one.
-    Data(Bytes, i64),
+    Data(T, i64),
 }
 
 pub(crate) fn now_ms() -> i64 {
@@ -143,7 +148,7 @@ impl LogSegment {
         Ok(LogSegment {
             base_offset,
             dir: dir.to_path_buf(),
-            file,
+            file: Arc::new(file),
             size: AtomicU64::new(size),
             indexes: RwLock::new(Indexes {
                 offset,
@@ -293,7 +298,7 @@ impl LogSegment {
         max_bytes: usize,
         max_offset: Option<i64>,
         min_one_batch: bool,
-    ) -> Result<SegmentRead> {
+    ) -> Result<SegmentRead<Bytes>> {
         let end = self.size();
         let Some((pos, first)) = self.translate_offset(offset, end)? else {
             return Ok(SegmentRead::NotHere);
@@ -341,6 +346,48 @@ impl LogSegment {
         }
         buf.truncate(cut);
         Ok(SegmentRead::Data(Bytes::from(buf), first.base_offset))
+    }
+
+    /// The file range a fetch sends, as Kafka's `LogSegment.read` bounds it: from the batch
+    /// holding `offset`, at most `max_bytes` (the first batch whole if `min_one_batch`), and
+    /// nothing from the first batch that reaches `max_offset` on. Unlike [`Self::read`] the
+    /// range may end inside a batch (clients drop a partial batch at the end); in return the
+    /// bytes are never read here.
+    pub(crate) fn read_slice(
+        &self,
+        offset: i64,
+        max_bytes: usize,
+        max_offset: Option<i64>,
+        min_one_batch: bool,
+    ) -> Result<SegmentRead<FileSlice>> {
+        crate::fault::before_read(&self.dir).ctx(&self.log_path())?;
+        let end = self.size();
+        let Some((pos, first)) = self.translate_offset(offset, end)? else {
+            return Ok(SegmentRead::NotHere);
+        };
+        let empty = Ok(SegmentRead::Data(
+            FileSlice::new(self.file.clone(), pos, 0),
+            first.base_offset,
+        ));
+        let stop = match max_offset {
+            Some(m) if first.last_offset() >= m => return empty,
+            // The first batch reaching max_offset starts where the readable range ends; the
+            // high watermark and last stable offset fall between batches.
+            Some(m) => self.translate_offset(m, end)?.map_or(end, |(p, _)| p),
+            None => end,
+        };
+        let available = (stop - pos) as usize;
+        let mut len = max_bytes.min(available);
+        if first.size() > len {
+            if !min_one_batch {
+                return empty;
+            }
+            len = first.size();
+        }
+        Ok(SegmentRead::Data(
+            FileSlice::new(self.file.clone(), pos, len),
+            first.base_offset,
+        ))
     }
 
     /// Reads `len` bytes at `pos` into a fresh buffer without zero-filling it first (on warm

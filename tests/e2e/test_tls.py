@@ -122,6 +122,39 @@ def test_ssl_with_a_client_certificate_produces_and_consumes(tls_tern, pki):
     assert got == {i: f"tls-{i}".encode() * 20 for i in range(2000)}
 
 
+def test_large_fetches_over_tls_arrive_whole(tls_tern, pki):
+    """Fetch responses of megabytes through TLS: the broker copies each log range through a
+    bounded buffer (tens of 64 KiB chunks per partition here), and every byte arrives."""
+    conf = ssl_conf(tls_tern.port, pki)
+    admin = AdminClient(conf)
+    admin.create_topics([NewTopic("tls-big", 2, 1)])["tls-big"].result(30)
+    p = Producer({**conf, "linger.ms": 20, "batch.size": 1_000_000})
+    value = lambda i: bytes((i * 31 + j) % 251 for j in range(256)) * 20  # noqa: E731
+    n = 1500
+    for i in range(n):
+        p.produce("tls-big", key=str(i).encode(), value=value(i), partition=i % 2)
+        p.poll(0)
+    assert p.flush(30) == 0
+    c = Consumer({
+        **conf,
+        "group.id": "tls-big-g",
+        "auto.offset.reset": "earliest",
+        "fetch.max.bytes": 50_000_000,
+        "max.partition.fetch.bytes": 20_000_000,
+        "fetch.wait.max.ms": 10,
+    })
+    c.subscribe(["tls-big"])
+    got = {}
+    deadline = time.time() + 60
+    while len(got) < n and time.time() < deadline:
+        for m in c.consume(500, 0.5):
+            assert not m.error(), m.error()
+            got[int(m.key())] = m.value()
+    c.close()
+    assert sorted(got) == list(range(n))
+    assert all(got[i] == value(i) for i in range(n))
+
+
 def test_kafka_python_and_java_with_client_certificates(tls_tern, pki, tmp_path):
     """kafka-python and Apache Kafka's Java console tools on the SSL listener (client
     certificates required, CN=alice,O=Tern mapped to alice): kafka-python writes 200 keyed records

@@ -22,14 +22,24 @@ use crate::errors::storage_error_code;
 use crate::fetch_session::{FetchItem, RequestedPartitions, SentState};
 use crate::replica_manager::Partition;
 use crate::replication::delayed_produce::first_of;
+use tern_protocol::fetch_response::records_hole;
+use tern_storage::FileSlice;
 
 const READ_COMMITTED: i8 = 1;
 
 struct Pass {
-    data: Vec<PartitionData>,
+    /// One answer per item, with the file range of its records when it has any.
+    data: Vec<(PartitionData, Option<FileSlice>)>,
     bytes: usize,
     has_error: bool,
     watchers: Vec<watch::Receiver<i64>>,
+}
+
+impl Pass {
+    /// An answer without records.
+    fn push(&mut self, data: PartitionData) {
+        self.data.push((data, None));
+    }
 }
 
 fn error_data(index: i32, code: ResponseError) -> PartitionData {
@@ -89,13 +99,12 @@ fn read_pass(
     for item in items {
         if item.topic.is_empty() {
             pass.has_error = true;
-            pass.data
-                .push(error_data(item.partition, ResponseError::UnknownTopicId));
+            pass.push(error_data(item.partition, ResponseError::UnknownTopicId));
             continue;
         }
         if denied.contains(&item.topic) {
             pass.has_error = true;
-            pass.data.push(error_data(
+            pass.push(error_data(
                 item.partition,
                 ResponseError::TopicAuthorizationFailed,
             ));
@@ -105,7 +114,7 @@ fn read_pass(
             Some(p) if p.is_leader() => p,
             Some(_) => {
                 pass.has_error = true;
-                pass.data.push(error_data(
+                pass.push(error_data(
                     item.partition,
                     ResponseError::NotLeaderOrFollower,
                 ));
@@ -113,7 +122,7 @@ fn read_pass(
             }
             None => {
                 pass.has_error = true;
-                pass.data.push(error_data(
+                pass.push(error_data(
                     item.partition,
                     broker.unhosted_partition_error(&item.topic, item.partition),
                 ));
@@ -127,14 +136,14 @@ fn read_pass(
             } else {
                 ResponseError::UnknownLeaderEpoch
             };
-            pass.data.push(error_data(item.partition, code));
+            pass.push(error_data(item.partition, code));
             continue;
         }
         if follower {
             if let Some(diverging) = diverging_epoch(&partition, item) {
                 // Nothing to read until the follower truncated; it answers at once.
                 pass.has_error = true;
-                pass.data.push(
+                pass.push(
                     PartitionData::default()
                         .with_partition_index(item.partition)
                         .with_high_watermark(partition.high_watermark())
@@ -147,7 +156,7 @@ fn read_pass(
             }
             if !partition.follower_fetched(fetcher.replica_id, item.fetch_offset) {
                 pass.has_error = true;
-                pass.data.push(error_data(
+                pass.push(error_data(
                     item.partition,
                     ResponseError::NotLeaderOrFollower,
                 ));
@@ -176,12 +185,14 @@ fn read_pass(
             .with_log_start_offset(partition.log.log_start_offset());
         let remaining = max_bytes.saturating_sub(pass.bytes);
         let limit = (item.max_bytes.max(0) as usize).min(remaining);
+        let mut slice = None;
         match partition
             .log
-            .read(item.fetch_offset, limit, upper, pass.bytes == 0)
+            .read_slice(item.fetch_offset, limit, upper, pass.bytes == 0)
         {
-            Ok(info) => {
-                pass.bytes += info.records.len();
+            Ok(read) => {
+                let len = read.as_ref().map_or(0, FileSlice::len);
+                pass.bytes += len;
                 if let (READ_COMMITTED, Some(upper)) = (isolation_level, upper) {
                     let aborted = partition
                         .log
@@ -196,18 +207,22 @@ fn read_pass(
                     data = data.with_aborted_transactions(Some(aborted));
                 }
                 if !follower {
-                    broker
-                        .metrics
-                        .fetched(&item.topic, info.records.len() as u64);
+                    broker.metrics.fetched(&item.topic, len as u64);
                 }
-                data = data.with_records(Some(info.records));
+                // The records stay in the file; the writer splices them in.
+                data = data.with_records(Some(if read.is_some() {
+                    records_hole()
+                } else {
+                    bytes::Bytes::new()
+                }));
+                slice = read;
             }
             Err(e) => {
                 pass.has_error = true;
                 data = data.with_error_code(storage_error_code(&e).code());
             }
         }
-        pass.data.push(data);
+        pass.data.push((data, slice));
     }
     pass
 }
@@ -256,16 +271,26 @@ fn requested_partitions(
     RequestedPartitions { items, forgotten }
 }
 
+/// A Fetch answer whose records are still ranges of log files, one per records hole, in the
+/// order the response encodes its partitions.
+pub struct FetchReply {
+    /// The response, with [`records_hole`] for each partition's records that are in `slices`.
+    pub response: FetchResponse,
+    /// The ranges that fill the holes, in order.
+    pub slices: Vec<FileSlice>,
+}
+
 /// Groups per-partition results by topic, in item order.
 fn build_response(
     items: &[FetchItem],
-    data: Vec<PartitionData>,
+    data: Vec<(PartitionData, Option<FileSlice>)>,
     keep: &[bool],
     version: i16,
     session_id: i32,
-) -> FetchResponse {
+) -> FetchReply {
     let mut responses: Vec<FetchableTopicResponse> = Vec::new();
-    for ((item, d), keep) in items.iter().zip(data).zip(keep) {
+    let mut slices = Vec::new();
+    for ((item, (d, slice)), keep) in items.iter().zip(data).zip(keep) {
         if !keep {
             continue;
         }
@@ -287,11 +312,15 @@ fn build_response(
         }
         if let Some(r) = responses.last_mut() {
             r.partitions.push(d);
+            slices.extend(slice);
         }
     }
-    FetchResponse::default()
-        .with_session_id(session_id)
-        .with_responses(responses)
+    FetchReply {
+        response: FetchResponse::default()
+            .with_session_id(session_id)
+            .with_responses(responses),
+        slices,
+    }
 }
 
 /// The fetching follower's broker id (-1 for consumers).
@@ -341,7 +370,7 @@ pub async fn handle(
     ctx: &RequestContext,
     req: FetchRequest,
     version: i16,
-) -> FetchResponse {
+) -> FetchReply {
     let max_bytes = if req.max_bytes <= 0 {
         usize::MAX
     } else {
@@ -360,7 +389,12 @@ pub async fn handle(
         crate::group_coordinator::now_ms(),
     ) {
         Ok(ctx) => ctx,
-        Err(e) => return FetchResponse::default().with_error_code(e.code()),
+        Err(e) => {
+            return FetchReply {
+                response: FetchResponse::default().with_error_code(e.code()),
+                slices: Vec::new(),
+            }
+        }
     };
     let denied = denied_topics(broker, request_ctx, &req, version, &ctx.items);
     let fetcher = Fetcher {
@@ -393,7 +427,7 @@ pub async fn handle(
             .items
             .iter()
             .zip(&pass.data)
-            .map(|(item, d)| {
+            .map(|(item, (d, _))| {
                 let has = d.error_code != 0 || d.records.as_ref().is_some_and(|r| !r.is_empty());
                 (
                     item.topic.clone(),

@@ -206,6 +206,14 @@ pub fn is_supported(key: ApiKey, version: i16) -> bool {
         .any(|(k, min, max)| *k == key && (*min..=*max).contains(&version))
 }
 
+/// What a handler answers.
+pub enum Response {
+    /// A response message, encoded whole.
+    Message(ResponseKind),
+    /// A Fetch response whose records are still in log files until the writer sends them.
+    Fetch(fetch::FetchReply),
+}
+
 /// Handles one request from `principal` (None: not authenticated); `None` means no response
 /// is sent.
 pub async fn handle(
@@ -214,7 +222,7 @@ pub async fn handle(
     listener: &str,
     principal: Option<&str>,
     req: DecodedRequest,
-) -> Option<ResponseKind> {
+) -> Option<Response> {
     let version = req.header.request_api_version;
     let client_id = req
         .header
@@ -231,7 +239,11 @@ pub async fn handle(
         RequestKind::Produce(r) => {
             ResponseKind::Produce(produce::handle(broker, &ctx, r, version).await)
         }
-        RequestKind::Fetch(r) => ResponseKind::Fetch(fetch::handle(broker, &ctx, r, version).await),
+        RequestKind::Fetch(r) => {
+            return Some(Response::Fetch(
+                fetch::handle(broker, &ctx, r, version).await,
+            ))
+        }
         RequestKind::ListOffsets(r) => {
             ResponseKind::ListOffsets(list_offsets::handle(broker, &ctx, r, version))
         }
@@ -373,7 +385,7 @@ pub async fn handle(
             return None;
         }
     };
-    Some(response)
+    Some(Response::Message(response))
 }
 
 /// A `StrBytes` from an owned string.
