@@ -16,7 +16,7 @@ use std::time::Duration;
 use bytes::BytesMut;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::fetch_response::PartitionData;
-use kafka_protocol::messages::{BrokerId, FetchRequest, TopicName};
+use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use parking_lot::Mutex;
 use tern_protocol::record_batch::BatchIter;
@@ -239,6 +239,8 @@ impl MirrorFetcher {
         events: mpsc::UnboundedSender<FetcherEvent>,
     ) {
         let mut conn: Option<SourceConnection> = None;
+        // The response to a fetch sent while the one before it was being appended.
+        let mut ahead: Option<Response> = None;
         loop {
             let now = now_ms();
             let (targets, wakeup) = {
@@ -248,7 +250,7 @@ impl MirrorFetcher {
                     core.next_wakeup_ms(now),
                 )
             };
-            if targets.is_empty() {
+            if targets.is_empty() && ahead.is_none() {
                 let wait = wakeup.map_or(Duration::from_secs(1), |t| {
                     Duration::from_millis((t - now).max(1) as u64)
                 });
@@ -289,18 +291,24 @@ impl MirrorFetcher {
                 }
             }
             let Some(c) = conn.as_mut() else { continue };
-            let Some(version) = c.fetch_version() else {
-                self.fail_all(
-                    &events,
-                    "the source broker offers no Fetch version between 4 and 12",
-                );
-                conn = None;
-                continue;
-            };
-            let request = build_request(&targets, &settings);
-            let response = tokio::select! {
-                r = c.fetch(&request, version) => r,
-                _ = self.shutdown.notified() => return,
+            let (targets, version, response) = match ahead.take() {
+                Some(sent) => sent,
+                None => {
+                    let Some(version) = c.fetch_version() else {
+                        self.fail_all(
+                            &events,
+                            "the source broker offers no Fetch version between 4 and 12",
+                        );
+                        conn = None;
+                        continue;
+                    };
+                    let request = build_request(&targets, &settings);
+                    let response = tokio::select! {
+                        r = c.fetch(&request, version) => r,
+                        _ = self.shutdown.notified() => return,
+                    };
+                    (targets, version, response)
+                }
             };
             // Under a byte-rate limit the response is applied at once and the next fetch waits.
             let throttle = match (settings.fetch_rate.as_ref(), response.as_ref()) {
@@ -331,18 +339,36 @@ impl MirrorFetcher {
                         self.broker_id,
                         std::time::Instant::now(),
                     );
-                    let by_tp: BTreeMap<&TopicPartition, &FetchTarget> =
-                        targets.iter().map(|(t, _)| (&t.tp, t)).collect();
-                    for topic in response.responses {
-                        let name = topic.topic.to_string();
-                        for p in topic.partitions {
-                            let tp = (name.clone(), p.partition_index);
-                            let Some(target) = by_tp.get(&tp) else {
-                                continue;
-                            };
-                            self.handle_partition(target, p, version, c, &*host, &events)
-                                .await;
-                        }
+                    // Without a rate limit the next fetch goes out now, at the offsets this
+                    // response will leave, and this response is appended while the source
+                    // answers it (off the async workers: appends write to disk).
+                    let next = if throttle.is_zero() {
+                        let current = self.partitions.lock().targets(now_ms(), |o| (*o, -1));
+                        next_targets(current, &targets, &response)
+                    } else {
+                        Vec::new()
+                    };
+                    let applying = {
+                        let fetcher = self.clone();
+                        let host = host.clone();
+                        let events = events.clone();
+                        tokio::task::spawn_blocking(move || {
+                            fetcher.apply_response(&targets, response, version, &*host, &events)
+                        })
+                    };
+                    let out_of_range = if next.is_empty() {
+                        applying.await
+                    } else {
+                        let request = build_request(&next, &settings);
+                        let (fetched, applied) = tokio::select! {
+                            both = async { tokio::join!(c.fetch(&request, version), applying) } => both,
+                            _ = self.shutdown.notified() => return,
+                        };
+                        ahead = Some((next, version, fetched));
+                        applied
+                    };
+                    for tp in out_of_range.unwrap_or_default() {
+                        self.reset_out_of_range(&tp, c, &*host, &events).await;
                     }
                     if !throttle.is_zero() {
                         tokio::select! {
@@ -380,40 +406,65 @@ impl MirrorFetcher {
     }
 
     /// Handles one partition of a fetch response to a request made for `target`.
-    async fn handle_partition(
+    /// Appends what a response brought (under the partitions lock, so a partition removed by
+    /// the manager never sees a late append); returns the partitions fetched out of range.
+    fn apply_response(
         &self,
-        target: &FetchTarget,
-        data: PartitionData,
+        targets: &[(FetchTarget, i64)],
+        response: FetchResponse,
         version: i16,
+        host: &dyn MirrorHost,
+        events: &mpsc::UnboundedSender<FetcherEvent>,
+    ) -> Vec<TopicPartition> {
+        let by_tp: BTreeMap<&TopicPartition, &FetchTarget> =
+            targets.iter().map(|(t, _)| (&t.tp, t)).collect();
+        let mut out_of_range = Vec::new();
+        let mut core = self.partitions.lock();
+        for topic in response.responses {
+            let name = topic.topic.to_string();
+            for data in topic.partitions {
+                let tp = (name.clone(), data.partition_index);
+                let Some(target) = by_tp.get(&tp) else {
+                    continue;
+                };
+                // A response to a fetch sent ahead is stale for a partition whose append before
+                // it did not end where that fetch began (an epoch raise, a failure): it is
+                // fetched again from where the log ends.
+                if core.payload_mut(&tp).map(|o| *o) != Some(target.fetch_offset) {
+                    continue;
+                }
+                let fetched = FetchedPartition {
+                    error_code: data.error_code,
+                    high_watermark: data.high_watermark,
+                    // No last fetched epoch is sent (the local epochs are this cluster's own),
+                    // so the source never answers with a diverging epoch.
+                    diverging: None,
+                    records: data.records.clone().unwrap_or_default(),
+                };
+                if self.apply_outcome(&mut core, target, &fetched, &data, version, host, events) {
+                    out_of_range.push(tp);
+                }
+            }
+        }
+        out_of_range
+    }
+
+    /// Brings a partition fetched out of range back in range, or fails it.
+    async fn reset_out_of_range(
+        &self,
+        tp: &TopicPartition,
         conn: &mut SourceConnection,
         host: &dyn MirrorHost,
         events: &mpsc::UnboundedSender<FetcherEvent>,
     ) {
-        let tp = &target.tp;
-        let fetched = FetchedPartition {
-            error_code: data.error_code,
-            high_watermark: data.high_watermark,
-            // No last fetched epoch is sent (the local epochs are this cluster's own), so the
-            // source never answers with a diverging epoch.
-            diverging: None,
-            records: data.records.clone().unwrap_or_default(),
-        };
-        // Appending under the partitions lock: a partition removed by the manager (stop,
-        // pause) never sees a late append, nor a re-added one an answer meant for before.
-        let out_of_range = {
-            let mut core = self.partitions.lock();
-            self.apply_outcome(&mut core, target, &fetched, &data, version, host, events)
-        };
-        if out_of_range {
-            if let Err(e) = self.handle_out_of_range(tp, conn, host).await {
-                self.stats.fetch_failed(&self.mirror);
-                if self.take_out(tp) {
-                    let _ = events.send(FetcherEvent::Failed {
-                        mirror: self.mirror.clone(),
-                        tp: tp.clone(),
-                        reason: e.to_string(),
-                    });
-                }
+        if let Err(e) = self.handle_out_of_range(tp, conn, host).await {
+            self.stats.fetch_failed(&self.mirror);
+            if self.take_out(tp) {
+                let _ = events.send(FetcherEvent::Failed {
+                    mirror: self.mirror.clone(),
+                    tp: tp.clone(),
+                    reason: e.to_string(),
+                });
             }
         }
     }
@@ -571,6 +622,59 @@ impl LocalLog for NoLocalEpochs {
     fn high_watermark(&self) -> i64 {
         -1
     }
+}
+
+/// The targets a fetch was made for, the version, and its response.
+type Response = (
+    Vec<(FetchTarget, i64)>,
+    i16,
+    Result<FetchResponse, SourceError>,
+);
+
+/// The fetch to send while `response` (to a fetch for `sent`) is appended: the fetcher's
+/// `current` targets, each partition that answered without an error at the offset after its
+/// last whole batch (where the append leaves the log). Those that answered with an error are
+/// left out until the append step has dealt with them.
+fn next_targets(
+    current: Vec<(FetchTarget, i64)>,
+    sent: &[(FetchTarget, i64)],
+    response: &FetchResponse,
+) -> Vec<(FetchTarget, i64)> {
+    let mut answers: BTreeMap<(&str, i32), &PartitionData> = BTreeMap::new();
+    for t in &response.responses {
+        for p in &t.partitions {
+            answers.insert((t.topic.as_str(), p.partition_index), p);
+        }
+    }
+    let sent: BTreeMap<&TopicPartition, &FetchTarget> =
+        sent.iter().map(|(t, _)| (&t.tp, t)).collect();
+    let empty = bytes::Bytes::new();
+    current
+        .into_iter()
+        .filter_map(|(mut target, payload)| {
+            // Only an answer to a fetch made where the log ends now gets appended (others are
+            // stale: added or re-added since, or an append that stopped short before it);
+            // the rest are fetched from where the log ends.
+            let Some(asked) = sent.get(&target.tp).filter(|a| {
+                a.generation == target.generation && a.fetch_offset == target.fetch_offset
+            }) else {
+                return Some((target, payload));
+            };
+            let Some(data) = answers.get(&(target.tp.0.as_str(), target.tp.1)) else {
+                return Some((target, payload));
+            };
+            if data.error_code != 0 {
+                return None;
+            }
+            let records = data.records.as_ref().unwrap_or(&empty);
+            let (batches, _) = whole_batches_from(records, asked.fetch_offset).ok()?;
+            target.fetch_offset = BatchIter::new(&batches)
+                .map_while(Result::ok)
+                .last()
+                .map_or(asked.fetch_offset, |(h, _)| h.next_offset());
+            Some((target, payload))
+        })
+        .collect()
 }
 
 /// A consumer Fetch (read_committed) for `targets`, grouped by topic.
@@ -874,6 +978,63 @@ mod tests {
         assert_eq!(host.log.log_end_offset(), 12);
         let read = host.log.read(3, 1 << 20, None, true).unwrap();
         assert_eq!(read.first_offset, 10);
+    }
+
+    fn target(
+        topic: &str,
+        partition: i32,
+        fetch_offset: i64,
+        generation: u64,
+    ) -> (FetchTarget, i64) {
+        let t = FetchTarget {
+            tp: (topic.to_string(), partition),
+            fetch_offset,
+            last_fetched_epoch: -1,
+            current_leader_epoch: 0,
+            generation,
+        };
+        (t, fetch_offset)
+    }
+
+    #[test]
+    fn the_fetch_sent_ahead_starts_where_each_append_will_end() {
+        use kafka_protocol::messages::fetch_response::FetchableTopicResponse;
+        // p0 answered two whole batches and a partial one; p1 an error; p2 nothing new; p3
+        // was asked at an offset its log no longer ends at; p4 was re-added since; p5 is new.
+        let partial = batch(20, 4).slice(..30);
+        let answers = vec![
+            data(concat(&[batch(10, 5), batch(15, 5), partial]), 0, 30).with_partition_index(0),
+            data(Bytes::new(), 0, 0)
+                .with_partition_index(1)
+                .with_error_code(NOT_LEADER_OR_FOLLOWER),
+            data(Bytes::new(), 0, 7).with_partition_index(2),
+            data(batch(3, 2), 0, 9).with_partition_index(3),
+            data(batch(50, 2), 0, 60).with_partition_index(4),
+        ];
+        let response =
+            FetchResponse::default().with_responses(vec![FetchableTopicResponse::default()
+                .with_topic(TopicName(StrBytes::from_static_str("t")))
+                .with_partitions(answers)]);
+        let sent = vec![
+            target("t", 0, 10, 1),
+            target("t", 1, 4, 1),
+            target("t", 2, 7, 1),
+            target("t", 3, 3, 1),
+            target("t", 4, 50, 1),
+        ];
+        let current = vec![
+            target("t", 0, 10, 1),
+            target("t", 1, 4, 1),
+            target("t", 2, 7, 1),
+            target("t", 3, 1, 1),
+            target("t", 4, 0, 2),
+            target("t", 5, 0, 1),
+        ];
+        let next: Vec<(i32, i64)> = next_targets(current, &sent, &response)
+            .into_iter()
+            .map(|(t, _)| (t.tp.1, t.fetch_offset))
+            .collect();
+        assert_eq!(next, vec![(0, 20), (2, 7), (3, 1), (4, 0), (5, 0)]);
     }
 
     fn batch(base: i64, n: usize) -> Bytes {
