@@ -1481,3 +1481,39 @@ async fn the_byte_rate_limit_holds_an_initial_copy_to_its_rate() {
     );
     dst.assert_same_logs_as(&mut src, "bulk").await;
 }
+
+/// `mirror.fetch.connections` spreads a source broker's partitions over several fetchers, each
+/// with its own connection; the copy is the same, byte for byte. Out of range is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn several_connections_per_source_broker_copy_the_same_bytes() {
+    let mut src = Cluster::start(&[]).await;
+    let mut dst = Cluster::start(&[]).await;
+    src.create_topic("wide", 6, &[]).await;
+    for i in 0..24 {
+        src.produce("wide", i % 6, big_batch(20, 500, i as u64))
+            .await;
+    }
+    let r = create_mirror(
+        dst.conn(),
+        "bad",
+        &[
+            ("bootstrap.servers", Some(src.bootstrap().as_str())),
+            ("mirror.fetch.connections", Some("0")),
+        ],
+    )
+    .await;
+    assert_ne!(r.error_code, 0, "zero connections must be refused: {r:?}");
+    let r = create_mirror(
+        dst.conn(),
+        "wide3",
+        &[
+            ("bootstrap.servers", Some(src.bootstrap().as_str())),
+            ("mirror.fetch.connections", Some("3")),
+        ],
+    )
+    .await;
+    assert_eq!(r.error_code, 0, "{r:?}");
+    dst.start_mirror_topics("wide3", &["wide"]).await;
+    wait_mirrored(dst.conn(), "wide3", "wide", &[80; 6]).await;
+    dst.assert_same_logs_as(&mut src, "wide").await;
+}

@@ -76,6 +76,7 @@ const MIRROR_KEYS: &[(&str, Kind, &str)] = &[
     ("mirror.fetch.response.max.bytes", Kind::Int, "10485760"),
     ("mirror.fetch.max.bytes", Kind::Int, "1048576"),
     ("mirror.fetch.rate.max.bytes", Kind::Int, "0"),
+    ("mirror.fetch.connections", Kind::Int, "1"),
     ("mirror.socket.timeout.ms", Kind::Int, "30000"),
     ("mirror.socket.receive.buffer.bytes", Kind::Int, "65536"),
     (
@@ -114,7 +115,10 @@ pub fn validate_mirror_configs(
         };
         let known = MIRROR_KEYS.iter().find(|(k, _, _)| k == key);
         match known {
-            Some((_, kind, _)) => check_value(key, *kind, value)?,
+            Some((_, kind, _)) => {
+                check_value(key, *kind, value)?;
+                check_range(key, value)?;
+            }
             None if key.starts_with("sasl.") || key.starts_with("ssl.") => {}
             None => return Err(InvalidMirrorConfig(format!("Unknown mirror config {key}"))),
         }
@@ -168,6 +172,25 @@ fn check_value(key: &str, kind: Kind, value: &str) -> Result<(), InvalidMirrorCo
         }
     }
 }
+
+/// The narrower ranges some integer configs have.
+fn check_range(key: &str, value: &str) -> Result<(), InvalidMirrorConfig> {
+    let range = match key {
+        "mirror.fetch.connections" => 1..=MAX_FETCH_CONNECTIONS,
+        _ => return Ok(()),
+    };
+    match value.trim().parse::<i64>() {
+        Ok(n) if range.contains(&n) => Ok(()),
+        _ => Err(InvalidMirrorConfig(format!(
+            "Invalid value {value} for mirror config {key}: expected an integer between {} and {}",
+            range.start(),
+            range.end()
+        ))),
+    }
+}
+
+/// The most connections a mirror opens to one source broker.
+const MAX_FETCH_CONNECTIONS: i64 = 16;
 
 /// Splits a comma-separated list, trimming and dropping empty items.
 pub fn split_list(value: &str) -> impl Iterator<Item = &str> {
@@ -283,6 +306,9 @@ pub struct MirrorSettings {
     /// `mirror.fetch.rate.max.bytes` (bytes per second, 0: none), shared by the fetchers that
     /// are given these settings.
     pub fetch_rate: Option<std::sync::Arc<crate::fetcher::rate::ByteRate>>,
+    /// `mirror.fetch.connections`: fetchers (each with its connection) per source broker, the
+    /// broker's partitions spread over them.
+    pub fetch_connections: usize,
     /// How long a source request may take.
     pub request_timeout: Duration,
     /// Topic configs not copied from the source.
@@ -325,6 +351,8 @@ impl MirrorSettings {
             fetch_response_max_bytes: int("mirror.fetch.response.max.bytes") as i32,
             fetch_partition_max_bytes: int("mirror.fetch.max.bytes") as i32,
             fetch_backoff: Duration::from_millis(int("mirror.fetch.backoff.ms") as u64),
+            fetch_connections: int("mirror.fetch.connections").clamp(1, MAX_FETCH_CONNECTIONS)
+                as usize,
             fetch_rate: (int("mirror.fetch.rate.max.bytes") > 0).then(|| {
                 std::sync::Arc::new(crate::fetcher::rate::ByteRate::new(int(
                     "mirror.fetch.rate.max.bytes",
@@ -451,6 +479,25 @@ mod tests {
         assert!(s.topics_exclude.matches("__consumer_offsets"));
         assert!(!s.topics_exclude.matches("orders"));
         assert!(s.groups_include.matches("anything"));
+        assert_eq!(s.fetch_connections, 1);
+        let c = validate_mirror_configs(&cfg(&[
+            ("bootstrap.servers", "localhost:9092"),
+            ("mirror.fetch.connections", "4"),
+        ]))
+        .unwrap();
+        assert_eq!(MirrorSettings::from_configs(&c).fetch_connections, 4);
+    }
+
+    #[test]
+    fn fetch_connections_are_one_to_sixteen() {
+        for bad in ["0", "17", "-1", "many"] {
+            let e = validate_mirror_configs(&cfg(&[
+                ("bootstrap.servers", "h:1"),
+                ("mirror.fetch.connections", bad),
+            ]))
+            .unwrap_err();
+            assert!(e.to_string().contains("mirror.fetch.connections"), "{e}");
+        }
     }
 
     #[test]

@@ -28,9 +28,9 @@ pub(crate) enum SourceUnavailable {
     Metadata(SourceError),
 }
 
-/// A mirror's fetchers by source broker id.
+/// A mirror's fetchers by source broker id and slot (`mirror.fetch.connections` per broker).
 #[derive(Clone, Default)]
-pub(crate) struct Fetchers(Arc<Mutex<HashMap<i32, Arc<MirrorFetcher>>>>);
+pub(crate) struct Fetchers(Arc<Mutex<HashMap<(i32, usize), Arc<MirrorFetcher>>>>);
 
 impl Fetchers {
     /// Stops every fetcher.
@@ -52,13 +52,21 @@ impl Fetchers {
         self.0.lock().values().any(|f| f.contains(tp))
     }
 
-    /// The fetcher of source broker `leader`, made by `spawn` if there is none.
+    /// The fetcher of `tp` on source broker `leader`, one of `connections`, made by `spawn`
+    /// if there is none. A partition always lands on the same one of a broker's fetchers.
     pub(crate) fn get_or_spawn(
         &self,
         leader: i32,
+        tp: &TopicPartition,
+        connections: usize,
         spawn: impl FnOnce() -> Arc<MirrorFetcher>,
     ) -> Arc<MirrorFetcher> {
-        self.0.lock().entry(leader).or_insert_with(spawn).clone()
+        let slot = fetcher_slot(tp, connections);
+        self.0
+            .lock()
+            .entry((leader, slot))
+            .or_insert_with(spawn)
+            .clone()
     }
 
     /// Stops and drops fetchers left without partitions.
@@ -71,6 +79,15 @@ impl Fetchers {
             keep
         });
     }
+}
+
+/// Which of `connections` fetchers of a broker takes `tp`: the partitions of a topic go round
+/// the fetchers in turn, starting at a place its name picks.
+fn fetcher_slot(tp: &TopicPartition, connections: usize) -> usize {
+    let start =
+        tp.0.bytes()
+            .fold(0usize, |h, b| h.wrapping_mul(31).wrapping_add(b as usize));
+    start.wrapping_add(tp.1.max(0) as usize) % connections.max(1)
 }
 
 /// One mirror's source side.
@@ -160,5 +177,24 @@ impl MirrorRuntime {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fetcher_slot;
+
+    #[test]
+    fn partitions_spread_over_the_connections() {
+        let mut counts = [0; 3];
+        for p in 0..12 {
+            counts[fetcher_slot(&("orders".to_string(), p), 3)] += 1;
+        }
+        assert_eq!(counts, [4, 4, 4]);
+        assert!((0..12).all(|p| fetcher_slot(&("orders".to_string(), p), 1) == 0));
+        assert_eq!(
+            fetcher_slot(&("t".into(), 5), 4),
+            fetcher_slot(&("t".into(), 5), 4)
+        );
     }
 }

@@ -903,7 +903,8 @@ impl MirrorManager {
             return Outcome::Skipped;
         };
         rt.fetchers.remove_partition(tp);
-        let fetcher = rt.fetchers.get_or_spawn(p.leader, || {
+        let connections = rt.settings.fetch_connections;
+        let fetcher = rt.fetchers.get_or_spawn(p.leader, tp, connections, || {
             MirrorFetcher::spawn(
                 &key.mirror,
                 p.leader,
