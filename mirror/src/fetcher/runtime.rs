@@ -28,9 +28,13 @@ pub(crate) enum SourceUnavailable {
     Metadata(SourceError),
 }
 
-/// A mirror's fetchers by source broker id and slot (`mirror.fetch.connections` per broker).
+/// A fetcher's key: the source broker id and its slot among that broker's
+/// `mirror.fetch.connections` fetchers.
+type FetcherKey = (i32, usize);
+
+/// A mirror's fetchers.
 #[derive(Clone, Default)]
-pub(crate) struct Fetchers(Arc<Mutex<HashMap<(i32, usize), Arc<MirrorFetcher>>>>);
+pub(crate) struct Fetchers(Arc<Mutex<HashMap<FetcherKey, Arc<MirrorFetcher>>>>);
 
 impl Fetchers {
     /// Stops every fetcher.
