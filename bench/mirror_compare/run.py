@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Mirroring: Tern's built-in cluster mirroring against MirrorMaker 2 (issue 6's benchmark).
+"""Mirroring: Tern's built-in cluster mirroring against MirrorMaker 2 and plain consumers (issues 6, 16).
 
 One run of this script:
 
@@ -7,30 +7,50 @@ One run of this script:
    source and fills it once: two topics of 8 partitions, `mm-lz4` and `mm-zstd`, 1 KiB records,
    written by Kafka's ProducerPerformance with compression.type=lz4 / zstd (acks=all, producer
    defaults otherwise); together --gb GiB of record payload;
-2. (consumer) the plain-consumer baseline: Kafka's ConsumerPerformance reads both source topics
-   (`--include`) from the start, one consumer, fresh group; its fetch.MB.sec is the rate;
-3. (tern) a fresh `tern server` mirrors both topics: `tern mirrors --create` (bootstrap.servers =
-   the source), then the clock starts and `tern mirrors --start --topics mm-lz4,mm-zstd`; it stops
-   at the first `tern mirrors --describe --json` (polled every 0.5 s) where every partition's
-   destinationOffset has reached the source's end offset (known from ListOffsets on the source);
-   CPU: the tern process's utime+stime (/proc/<pid>/stat) over that interval;
-4. (mm2) MirrorMaker 2 (the harness's MirrorMaker2: dedicated mode, connect-mirror 4.3.1, its
-   defaults, topics = the two) from the same source into a fresh Apache Kafka target; the clock
-   starts at the MM2 JVM's launch and stops at the first poll (ListOffsets on the target every
-   0.5 s) where the target's `source.mm-lz4` / `source.mm-zstd` hold as many records as the
-   source topics (sum of end offsets); CPU: the MM2 JVM's utime+stime from its launch.
+2. runs the measurements of --order, in that order, on that same data:
+   - `rdk-consumer`: librdkafka's rdkafka_performance as one balanced consumer (-G, fresh group)
+     subscribed to both source topics (-t mm-lz4 -t mm-zstd), auto.offset.reset=earliest, -c all the
+     records, librdkafka defaults otherwise; it keeps nothing (reads each message into memory and
+     drops it).  Rate: the payload bytes it reports (sum of the messages' value lengths) / its own
+     time from the first message to the last (rdkafka_performance's "consumed in N ms": rd_clock()
+     at the first message to rd_clock() after the -c-th, group join and close excluded).  CPU: the
+     process's rusage (utime+stime, whole life: start, group join, consume, close);
+   - `consumer`: Kafka's ConsumerPerformance reads both source topics (`--include`) from the start,
+     one consumer, fresh group; its fetch.MB.sec is the rate (group join excluded); CPU: the JVM's
+     rusage (JVM start included);
+   - `tern` / `tern:NAME`: a fresh `tern server` (--tern, or the binary of --tern-variant NAME=...)
+     mirrors both topics: `tern mirrors --create` (mirror config: bootstrap.servers = the source,
+     plus the variant's settings), then the clock starts and `tern mirrors --start --topics
+     mm-lz4,mm-zstd`; it stops at the first poll (ListOffsets on tern every --poll s) where every
+     partition's end offset has reached the source's (`tern mirrors --describe --json` every 2 s
+     watches for failed partitions); CPU: the tern process's utime+stime (/proc/<pid>/stat) over
+     that interval;
+   - `mm2`: MirrorMaker 2 (the harness's MirrorMaker2: dedicated mode, connect-mirror 4.3.1, its
+     defaults, topics = the two) from the same source into a fresh Apache Kafka target; the clock
+     starts at the MM2 JVM's launch and stops at the first poll (ListOffsets on the target every
+     --poll s) where the target's `source.mm-lz4` / `source.mm-zstd` hold as many records as the
+     source topics (sum of end offsets); CPU: the MM2 JVM's utime+stime from its launch.
+
+A measurement may appear more than once in --order (results `NAME#2`, ...).  --tern-variant
+NAME=PATH[,KEY=VALUE...] (repeatable) names a tern binary and extra mirror configs (written into the
+--mirror-config file after bootstrap.servers), e.g.
+
+    --tern-variant base=/tmp/tern-old --tern-variant new2=/tmp/tern-new,mirror.fetch.connections=2
+    --order rdk-consumer,consumer,tern:base,tern:new2,mm2
 
 Every process runs on loopback, with fresh data dirs; all are stopped at the end (also on failure
 or Ctrl-C).  MB = 2^20 B and GB = 2^30 B of record payload (records x 1024 B, the unit of Kafka's
 perf tools), whatever the compressed size on disk.
 
     ~/.cache/tern/venv/bin/python bench/mirror_compare/run.py [--gb 1] [--wait-load 1.5]
+        [--wait-procs cargo rustc ...] [--tern-variant NAME=PATH[,K=V...]] [--order ...]
         [--write-results] [--perf-tern]
 
 Needs: java 17, mvn (first run resolves the jars), confluent-kafka (topic creation and
 ListOffsets), the tern binary (default ~/.cache/tern/target/release/tern; built with
-`CARGO_TARGET_DIR=~/.cache/tern/target cargo build --release -p tern-broker` if missing), and for
---perf-tern, `perf`.  Not a test: nothing here asserts.
+`CARGO_TARGET_DIR=~/.cache/tern/target cargo build --release -p tern-broker` if missing and plain
+`tern` is in --order), for rdk-consumer rdkafka_performance (bench/fetch_cpu/build_rdkafka_perf.sh;
+--rdkafka-perf), and for --perf-tern, `perf`.  Not a test: nothing here asserts.
 """
 
 import argparse
@@ -65,7 +85,10 @@ GB = 1 << 30
 TOPICS = {"mm-lz4": "lz4", "mm-zstd": "zstd"}
 MIRROR_NAME = "bench"
 MM2_ALIAS = "source"  # MirrorMaker2's source cluster alias: target topics are `source.<topic>`
-POLL_S = 0.5
+DESCRIBE_EVERY_S = 2.0  # tern mirrors --describe (failed partitions, progress) while tern mirrors
+CACHE = Path(os.environ.get("TERN_CACHE") or Path.home() / ".cache" / "tern")
+RDK_DEFAULT = CACHE / "librdkafka-src" / "examples" / "rdkafka_performance"
+RDK_CONSUMED = re.compile(r"% (\d+) messages \((\d+) bytes\) consumed in (\d+)ms: (\d+) msgs/s")
 CLK = os.sysconf("SC_CLK_TCK")
 LOG = []  # progress lines, for RESULTS.md
 STARTED = time.time()
@@ -128,6 +151,51 @@ def wait_for_load(limit, max_minutes):
             say(f"load average {' '.join(loadavg())}: still not below {limit} after {max_minutes} min, running anyway")
             return False
         say(f"load average {' '.join(loadavg())}: waiting for < {limit}", keep=first)
+        first = False
+        time.sleep(30)
+
+
+def busy_processes(patterns):
+    """Processes (other than this one and its ancestors) one of whose first three argv words matches
+    one of the regexes (re.search): `cargo`, `pytest` match `cargo test`, `python -m pytest`, and not
+    a process that merely mentions the word deep in its arguments or environment."""
+    mine, pid = set(), os.getpid()
+    while pid > 1 and pid not in mine:
+        mine.add(pid)
+        try:
+            pid = int(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            break
+    regexes = [re.compile(p) for p in patterns]
+    found = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit() or int(d.name) in mine:
+            continue
+        try:
+            argv = (d / "cmdline").read_bytes().split(b"\0")[:3]
+        except OSError:
+            continue
+        words = [a.decode(errors="replace") for a in argv if a]
+        if any(r.search(w) for r in regexes for w in words):
+            found.append(f"{d.name} {' '.join(words)[:80]}")
+    return found
+
+
+def wait_for_quiet(patterns, max_minutes):
+    """Waits (checking every 30 s, at most max_minutes) until no process matches busy_processes()."""
+    deadline = time.time() + max_minutes * 60
+    t0 = time.time()
+    first = True
+    while True:
+        busy = busy_processes(patterns)
+        if not busy:
+            say(f"no {' / '.join(patterns)} process running after {(time.time() - t0) / 60:.1f} min of waiting "
+                f"(load average {' '.join(loadavg())}), starting")
+            return True
+        if time.time() >= deadline:
+            say(f"still busy after {max_minutes} min, running anyway: {'; '.join(busy[:6])}")
+            return False
+        say(f"waiting: {len(busy)} busy processes, e.g. {'; '.join(busy[:3])}", keep=first)
         first = False
         time.sleep(30)
 
@@ -239,9 +307,11 @@ class Stoppable:
 
 # -- Kafka clients ---------------------------------------------------------------------------------
 
-def admin(bootstrap):
+def admin(bootstrap, quiet=False):
     from confluent_kafka.admin import AdminClient
-    return AdminClient({"bootstrap.servers": bootstrap})
+    # quiet: no librdkafka log lines (a poller's client may outlive the broker it polled and would
+    # log every reconnect attempt until it is collected).
+    return AdminClient({"bootstrap.servers": bootstrap, **({"log_level": 0} if quiet else {})})
 
 
 def create_topic(bootstrap, topic, partitions):
@@ -262,7 +332,7 @@ class EndOffsets:
     """Latest offsets of topics' partitions through one AdminClient (one ListOffsets per poll)."""
 
     def __init__(self, bootstrap):
-        self.admin = admin(bootstrap)
+        self.admin = admin(bootstrap, quiet=True)
 
     def get(self, topic_partitions):
         """{(topic, partition): end offset}; partitions that do not exist (yet) are left out."""
@@ -329,7 +399,90 @@ def run_consumer(jars, source, total_records):
     say(f"consumer: {n} records {r['mb']:.0f} MB in {fetch_s:.1f} s fetch time: {r['mb_s']:.1f} MB/s "
         f"{r['rec_s']:.0f} rec/s (with group join {r['total_mb_s']:.1f} MB/s); JVM CPU {tool_cpu:.1f} s "
         f"(JVM start included), source broker CPU {src_cpu:.1f} s")
+    r["cpu_per_gb"] = tool_cpu / (r["records"] * RECORD_SIZE / GB)
     return r
+
+
+def run_rdk_consumer(args, work, source, total_records, key):
+    """rdkafka_performance as one balanced consumer of both source topics (see the module doc)."""
+    group = f"bench-rdk-{os.getpid()}-{re.sub(r'[^A-Za-z0-9]', '-', key)}"
+    argv = [str(args.rdkafka_perf), "-G", group, *[a for t in TOPICS for a in ("-t", t)], "-b", source.bootstrap,
+            "-c", str(total_records), "-X", "auto.offset.reset=earliest",
+            *[a for p in args.rdk_consume_props for a in ("-X", p)]]
+    log_path = work / f"{re.sub(r'[^A-Za-z0-9_.-]', '_', key)}.log"
+    samples = []  # (monotonic s, CPU s)
+    peak_rss = 0.0
+    with open(log_path, "wb") as log:
+        src0, t0 = cpu_s(source.pid), time.monotonic()
+        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                start_new_session=True)
+        RUNNING.append(Killable(proc, "rdkafka_performance"))
+        deadline = t0 + args.phase_timeout
+        while True:
+            # WNOWAIT: an exited process stays a zombie (its pid not reused) until wait4 below
+            if os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None:
+                break
+            samples.append((time.monotonic(), cpu_s(proc.pid)))
+            peak_rss = max(peak_rss, rss_mib(proc.pid))
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"rdkafka_performance did not finish in {args.phase_timeout} s:\n"
+                                   f"{log_path.read_text(errors='replace')[-3000:]}")
+            time.sleep(0.02)
+        _, status, ru = os.wait4(proc.pid, 0)
+        t_exit = time.monotonic()
+        proc.returncode = os.waitstatus_to_exitcode(status)
+    src_cpu = cpu_s(source.pid) - src0
+    cpu = ru.ru_utime + ru.ru_stime
+    out = log_path.read_text(errors="replace")
+    m = None
+    for line in out.splitlines():
+        m = RDK_CONSUMED.search(line) or m
+    if proc.returncode != 0 or not m or int(m.group(1)) < total_records:
+        raise RuntimeError(f"rdkafka_performance exited {proc.returncode}, read {m.group(1) if m else 0} of "
+                           f"{total_records}: {' '.join(argv)}\n{out[-3000:]}")
+    n, nbytes, active_s = int(m.group(1)), int(m.group(2)), int(m.group(3)) / 1000
+    wall = t_exit - t0
+    # CPU over the consuming span: the last active_s seconds before the exit (its close included),
+    # from the /proc samples, linear between them.
+    t_from = t_exit - active_s
+    samples.append((t_exit, cpu))
+    cpu_from = 0.0
+    for (t1, c1), (t2, c2) in zip(samples, samples[1:]):
+        if t1 <= t_from <= t2:
+            cpu_from = c1 + (c2 - c1) * ((t_from - t1) / (t2 - t1) if t2 > t1 else 1.0)
+            break
+    r = {"records": n, "bytes": nbytes, "mb": nbytes / MB, "secs": active_s, "rec_s": n / active_s,
+         "mb_s": nbytes / MB / active_s, "wall_s": wall, "wall_mb_s": nbytes / MB / wall,
+         "cpu_s": cpu, "cpu_per_gb": cpu / (nbytes / GB), "busy_cpu_pct": 100 * (cpu - cpu_from) / active_s,
+         "source_cpu_s": src_cpu, "peak_rss_mib": peak_rss,
+         "cmd": " ".join(map(shlex.quote, argv)).replace(source.bootstrap, "<source>"),
+         "summary": m.group(0)}
+    say(f"{key}: {n} records {r['mb']:.0f} MB in {active_s:.2f} s first to last message: {r['mb_s']:.1f} MB/s "
+        f"{r['rec_s']:.0f} rec/s (process wall {wall:.2f} s: {r['wall_mb_s']:.1f} MB/s); CPU {cpu:.2f} s "
+        f"({r['cpu_per_gb']:.2f} s/GB, {r['busy_cpu_pct']:.0f} % of a core while consuming), source broker CPU "
+        f"{src_cpu:.1f} s, peak RSS {peak_rss:.0f} MiB")
+    return r
+
+
+class Killable:
+    """A Popen for cleanup(): SIGKILL to its process group if it still runs."""
+
+    def __init__(self, proc, name):
+        self.proc, self.name = proc, name
+
+    def stop(self):
+        if self.proc.returncode is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            try:
+                self.proc.wait(timeout=10)
+            except (subprocess.TimeoutExpired, ChildProcessError):
+                pass
+
+    def __str__(self):
+        return self.name
 
 
 class Progress:
@@ -345,13 +498,20 @@ class Progress:
             self.first_data = (t, cpus)
 
 
-def run_tern(args, work, source, source_ends, total_records, payload_bytes):
-    tern = MirroringTern(args.tern, work / "tern").start()
-    cfg = work / "tern-mirror.properties"
-    cfg.write_text(f"bootstrap.servers={source.bootstrap}\n")
+def safe(name):
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", name)
+
+
+def run_tern(args, work, source, source_ends, total_records, payload_bytes, key, variant):
+    """One tern mirror of both topics; `variant`: {"bin": path, "configs": [(k, v)...]}."""
+    d = work / safe(key)
+    tern = MirroringTern(variant["bin"], d).start()
+    cfg = work / f"{safe(key)}-mirror.properties"
+    cfg.write_text(f"bootstrap.servers={source.bootstrap}\n" + "".join(f"{k}={v}\n" for k, v in variant["configs"]))
     tern.mirrors("--create", "--mirror", MIRROR_NAME, "--mirror-config", cfg)
+    ends = EndOffsets(tern.bootstrap)
     time.sleep(args.settle)
-    perf = Perf(tern.pid, work / "tern-perf.data") if args.perf_tern else None
+    perf = Perf(tern.pid, work / f"{safe(key)}-perf.data") if args.perf_tern else None
     if perf:
         time.sleep(1)
     threads0 = threads_cpu(tern.pid)
@@ -363,33 +523,33 @@ def run_tern(args, work, source, source_ends, total_records, payload_bytes):
     done_t = None
     peak_rss = 0.0
     last_rows = []
-    polls = 0
     next_poll = t0
+    next_describe = t0 + DESCRIBE_EVERY_S
+    got = {}
     while time.time() < deadline:
-        out = tern.mirrors("--describe", "--mirror", MIRROR_NAME, "--json", check=False)
-        polls += 1
+        got = ends.get(list(source_ends))
         now = time.time() - t0
         peak_rss = max(peak_rss, rss_mib(tern.pid))
         if tern.proc.poll() is not None:
             raise RuntimeError(f"tern exited {tern.proc.returncode}: {tern.log_path.read_text()[-3000:]}")
-        try:
-            rows = json.loads(out.stdout) if out.returncode == 0 else []
-        except json.JSONDecodeError:
-            rows = []
-        if rows:
-            last_rows = rows
-        dest = {(r["topic"], r["partition"]): r["destinationOffset"] for r in rows}
-        mirrored = sum(max(0, v) for v in dest.values())
+        mirrored = sum(max(0, v) for v in got.values())
         prog.add(now, mirrored, tern=cpu_s(tern.pid) - cpu0, source=cpu_s(source.pid) - src0)
-        failed = [r for r in rows if r["state"] == "FAILED"]
-        if failed:
-            raise RuntimeError(f"mirror partitions failed: {failed}")
-        if len(dest) == len(source_ends) and all(dest.get(tp, -1) >= end for tp, end in source_ends.items()):
+        if len(got) == len(source_ends) and all(got.get(tp, -1) >= end for tp, end in source_ends.items()):
             done_t = now
             break
-        if polls % 10 == 0:
-            say(f"tern: {now:5.1f} s {mirrored}/{total_records} records, tern CPU {cpu_s(tern.pid) - cpu0:.1f} s")
-        next_poll += POLL_S
+        if time.time() >= next_describe:
+            next_describe += DESCRIBE_EVERY_S
+            out = tern.mirrors("--describe", "--mirror", MIRROR_NAME, "--json", check=False)
+            try:
+                rows = json.loads(out.stdout) if out.returncode == 0 else []
+            except json.JSONDecodeError:
+                rows = []
+            last_rows = rows or last_rows
+            failed = [r for r in rows if r["state"] == "FAILED"]
+            if failed:
+                raise RuntimeError(f"mirror partitions failed: {failed}")
+            say(f"{key}: {now:5.1f} s {mirrored}/{total_records} records, tern CPU {cpu_s(tern.pid) - cpu0:.1f} s")
+        next_poll += args.poll
         time.sleep(max(0.0, next_poll - time.time()))
     cpu = cpu_s(tern.pid) - cpu0
     src_cpu = cpu_s(source.pid) - src0
@@ -397,26 +557,44 @@ def run_tern(args, work, source, source_ends, total_records, payload_bytes):
     if perf:
         perf.stop()
     if done_t is None:
-        raise RuntimeError(f"tern did not catch up in {args.phase_timeout} s: {last_rows}")
-    # Cross-check through ListOffsets on tern: its high watermarks equal the source's.
-    ends = EndOffsets(tern.bootstrap).get(list(source_ends))
-    mismatched = {tp: (ends.get(tp), e) for tp, e in source_ends.items() if ends.get(tp) != e}
+        raise RuntimeError(f"{key} did not catch up in {args.phase_timeout} s: {got} {last_rows}")
+    # Cross-check through `tern mirrors --describe`: every partition's destinationOffset is the source's.
+    out = tern.mirrors("--describe", "--mirror", MIRROR_NAME, "--json", check=False)
+    try:
+        last_rows = json.loads(out.stdout) if out.returncode == 0 else last_rows
+    except json.JSONDecodeError:
+        pass
+    dest = {(r["topic"], r["partition"]): r["destinationOffset"] for r in last_rows}
+    mismatched = {tp: (dest.get(tp), e) for tp, e in source_ends.items() if dest.get(tp) != e}
     thread_delta = sorted(((n, threads1.get(n, 0) - threads0.get(n, 0)) for n in threads1), key=lambda x: -x[1])
-    r = result("tern", done_t, cpu, prog, "tern", total_records, payload_bytes)
+    r = result(key, done_t, cpu, prog, "tern", total_records, payload_bytes)
     r.update(source_cpu_s=src_cpu, peak_rss_mib=peak_rss, threads=[t for t in thread_delta if t[1] >= 0.05],
-             hw_mismatch=mismatched, describe=last_rows,
+             dest_mismatch=mismatched, describe=last_rows, binary=variant["bin"], configs=variant["configs"],
              command=" ".join(map(shlex.quote, tern.command())),
-             disk_bytes=du(work / "tern" / "logs", TOPICS))
+             disk_bytes=du(d / "logs", TOPICS))
     if perf:
         r["perf"] = perf.report()
-    say(f"tern: caught up in {done_t:.1f} s, {r['mb_s']:.1f} MB/s {r['rec_s']:.0f} rec/s, CPU {cpu:.1f} s "
+    say(f"{key}: caught up in {done_t:.2f} s, {r['mb_s']:.1f} MB/s {r['rec_s']:.0f} rec/s, CPU {cpu:.2f} s "
         f"({r['cpu_per_gb']:.2f} s/GB), source broker CPU {src_cpu:.1f} s, peak RSS {peak_rss:.0f} MiB"
-        + (f"; HW MISMATCH {mismatched}" if mismatched else "; high watermarks equal the source's"))
-    say("tern threads (CPU s during the mirror): " + ", ".join(f"{n} {c:.1f}" for n, c in r["threads"][:8]))
-    say("tern progress (s: records mirrored, tern CPU s): " + ", ".join(
-        f"{t:.1f}: {n} ({c['tern']:.2f})" for t, n, c in prog.samples))
+        + (f"; DESTINATION OFFSETS DIFFER {mismatched}" if mismatched else
+           "; high watermarks and destinationOffsets equal the source's"))
+    say(f"{key} threads (CPU s during the mirror): " + ", ".join(f"{n} {c:.1f}" for n, c in r["threads"][:8]))
+    say(f"{key} progress (s: records mirrored, tern CPU s): " + ", ".join(
+        f"{t:.2f}: {n} ({c['tern']:.2f})" for t, n, c in thin(prog.samples, 0.25)))
     tern.stop()
     return r
+
+
+def thin(samples, step):
+    """The samples at least `step` s apart, and the last one."""
+    out, last = [], None
+    for smp in samples:
+        if last is None or smp[0] - last >= step - 1e-9:
+            out.append(smp)
+            last = smp[0]
+    if samples and out[-1] is not samples[-1]:
+        out.append(samples[-1])
+    return out
 
 
 def run_mm2(args, work, source, source_ends, total_records, payload_bytes):
@@ -441,12 +619,11 @@ def run_mm2(args, work, source, source_ends, total_records, payload_bytes):
     deadline = t0 + args.phase_timeout
     done_t = None
     peak_rss = 0.0
-    polls = 0
     got = {}
     next_poll = t0
+    next_say = t0 + 5
     while time.time() < deadline:
         got = ends.get(list(target_parts))
-        polls += 1
         now = time.time() - t0
         peak_rss = max(peak_rss, rss_mib(pid))
         if mm.proc.poll() is not None:
@@ -457,9 +634,10 @@ def run_mm2(args, work, source, source_ends, total_records, payload_bytes):
         if all(sums[t] >= per_topic[t] for t in TOPICS):
             done_t = now
             break
-        if polls % 10 == 0:
+        if time.time() >= next_say:
+            next_say += 5
             say(f"mm2: {now:5.1f} s {mirrored}/{total_records} records, MM2 CPU {cpu_s(pid):.1f} s")
-        next_poll += POLL_S
+        next_poll += args.poll
         time.sleep(max(0.0, next_poll - time.time()))
     cpu, tgt_cpu, src_cpu = cpu_s(pid), cpu_s(target.pid) - tgt0, cpu_s(source.pid) - src0
     if done_t is None:
@@ -523,56 +701,122 @@ def machine():
     return f"{os.cpu_count()} cores ({model}), {mem:.0f} GiB memory, {platform.system()} {platform.release()}"
 
 
-def table(res, total_records, payload_bytes):
-    c, t, m = res.get("consumer"), res.get("tern"), res.get("mm2")
+def kind(key):
+    base = key.split("#")[0]
+    if base == "rdk-consumer":
+        return "rdk"
+    if base == "consumer":
+        return "java"
+    if base == "mm2":
+        return "mm2"
+    return "tern"
 
-    def f(v, fmt):
+
+def label(key):
+    base, _, rep = key.partition("#")
+    name = {"rdk-consumer": "librdkafka consumer (`rdkafka_performance -G`)",
+            "consumer": "Java consumer (ConsumerPerformance)", "mm2": "MirrorMaker 2",
+            "tern": "Tern mirror"}.get(base) or f"Tern mirror `{base.split(':', 1)[1]}`"
+    return name + (f" (run {rep})" if rep else "")
+
+
+def refs(res):
+    """The first result of each reference kind: (rdk consumer, Java consumer, MM2)."""
+    first = {}
+    for k, r in res.items():
+        first.setdefault(kind(k), r)
+    return first.get("rdk"), first.get("java"), first.get("mm2")
+
+
+def table(res, total_records, payload_bytes):
+    rdk, java, mm = refs(res)
+
+    def f(v, fmt="{:.1f}"):
         return fmt.format(v) if v is not None else "-"
 
-    rows = ["| | time s | records/s | MB/s | CPU s | CPU s per GB | data phase: time s / MB/s / CPU s per GB | "
-            "other CPU s (not counted) |",
-            "|---|---:|---:|---:|---:|---:|---:|---|"]
-    if t:
-        rows.append(f"| Tern mirror | {t['secs']:.1f} | {t['rec_s']:.0f} | {t['mb_s']:.1f} | {t['cpu_s']:.1f} | "
-                    f"{t['cpu_per_gb']:.2f} | {f(t.get('data_secs'), '{:.1f}')} / {f(t.get('data_mb_s'), '{:.1f}')} / "
-                    f"{f(t.get('data_cpu_per_gb'), '{:.2f}')} | source broker {t['source_cpu_s']:.1f} |")
-    if m:
-        rows.append(f"| MirrorMaker 2 | {m['secs']:.1f} | {m['rec_s']:.0f} | {m['mb_s']:.1f} | {m['cpu_s']:.1f} | "
-                    f"{m['cpu_per_gb']:.2f} | {f(m.get('data_secs'), '{:.1f}')} / {f(m.get('data_mb_s'), '{:.1f}')} / "
-                    f"{f(m.get('data_cpu_per_gb'), '{:.2f}')} | target broker {m['target_cpu_s']:.1f}, "
-                    f"source broker {m['source_cpu_s']:.1f} |")
-    if c:
-        rows.append(f"| plain consumer (ConsumerPerformance) | {c['secs']:.1f} | {c['rec_s']:.0f} | {c['mb_s']:.1f} | "
-                    f"{c['cpu_s']:.1f} | {c['cpu_s'] / (payload_bytes / GB):.2f} | - | source broker "
-                    f"{c['source_cpu_s']:.1f} |")
+    def ratio(a, b, fmt="{:.2f}x"):
+        return fmt.format(a / b) if a is not None and b else "-"
+
+    rows = ["| | MB/s | vs rdk consumer | vs Java consumer | time s | CPU s | CPU s per GB | CPU per GB vs MM2 | "
+            "data phase: time s / MB/s / CPU s per GB | peak RSS MiB | other CPU s (not counted) |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+    for k, r in res.items():
+        kd = kind(k)
+        if kd == "mm2":
+            other = f"target broker {r['target_cpu_s']:.1f}, source broker {r['source_cpu_s']:.1f}"
+        else:
+            other = f"source broker {r['source_cpu_s']:.1f}"
+        data = "-" if kd in ("rdk", "java") else (
+            f"{f(r.get('data_secs'), '{:.2f}')} / {f(r.get('data_mb_s'))} / {f(r.get('data_cpu_per_gb'), '{:.2f}')}")
+        rows.append(f"| {label(k)} | {r['mb_s']:.1f} | {ratio(r['mb_s'], rdk and rdk['mb_s'])} | "
+                    f"{ratio(r['mb_s'], java and java['mb_s'])} | {r['secs']:.2f} | {r['cpu_s']:.2f} | "
+                    f"{r['cpu_per_gb']:.2f} | {ratio(r['cpu_per_gb'], mm and mm['cpu_per_gb'], '{:.3f}')} | {data} | "
+                    f"{f(r.get('peak_rss_mib'), '{:.0f}')} | {other} |")
     lines = ["\n".join(rows), ""]
-    if t and m:
-        lines.append(f"- Tern / MM2 throughput: **{t['mb_s'] / m['mb_s']:.2f}x** (goal >= 3x); data phases only "
-                     f"{t['data_mb_s'] / m['data_mb_s']:.2f}x." if t.get("data_mb_s") and m.get("data_mb_s") else
-                     f"- Tern / MM2 throughput: **{t['mb_s'] / m['mb_s']:.2f}x** (goal >= 3x).")
-        lines.append(f"- Tern / MM2 CPU per GB: **{t['cpu_per_gb'] / m['cpu_per_gb']:.2f}** (goal <= 0.20); "
-                     f"against MM2 + the target broker (which does the appends Tern's figure includes): "
-                     f"{t['cpu_per_gb'] / ((m['cpu_s'] + m['target_cpu_s']) / (payload_bytes / GB)):.2f}"
-                     + (f"; data phases only {t['data_cpu_per_gb'] / m['data_cpu_per_gb']:.2f}."
-                        if t.get("data_cpu_per_gb") and m.get("data_cpu_per_gb") else "."))
-    if t and c:
-        lines.append(f"- Tern / plain consumer rate: **{100 * t['mb_s'] / c['mb_s']:.0f} %** (goal >= 80 %)"
-                     + (f"; data phase {100 * t['data_mb_s'] / c['mb_s']:.0f} %." if t.get("data_mb_s") else "."))
+    terns = [(k, r) for k, r in res.items() if kind(k) == "tern"]
+    first_tern = terns[0] if terns else None
+    for k, r in terns:
+        parts = []
+        if rdk:
+            parts.append(f"**{r['mb_s'] / rdk['mb_s']:.2f}x** the librdkafka consumer's rate (goal >= 1.5x: "
+                         f"{'met' if r['mb_s'] / rdk['mb_s'] >= 1.5 else 'NOT met'}"
+                         + (f"; data phase {r['data_mb_s'] / rdk['mb_s']:.2f}x" if r.get("data_mb_s") else "") + ")")
+        if mm:
+            q = r["cpu_per_gb"] / mm["cpu_per_gb"]
+            parts.append(f"CPU per GB **{q:.3f}** of MM2's (goal <= 0.2: {'met' if q <= 0.2 else 'NOT met'}; "
+                         f"against MM2 + its target broker "
+                         f"{r['cpu_per_gb'] / ((mm['cpu_s'] + mm['target_cpu_s']) / (payload_bytes / GB)):.3f})")
+            parts.append(f"{r['mb_s'] / mm['mb_s']:.1f}x MM2's rate")
+        if java:
+            parts.append(f"{100 * r['mb_s'] / java['mb_s']:.0f} % of the Java consumer's rate")
+        if first_tern and first_tern[0] != k:
+            b = first_tern[1]
+            parts.append(f"against `{first_tern[0]}`: {r['mb_s'] / b['mb_s']:.2f}x the rate, "
+                         f"{r['cpu_per_gb'] / b['cpu_per_gb']:.2f}x the CPU per GB"
+                         + (f" (data phases {r['data_mb_s'] / b['data_mb_s']:.2f}x / "
+                            f"{r['data_cpu_per_gb'] / b['data_cpu_per_gb']:.2f}x)"
+                            if r.get("data_mb_s") and b.get("data_mb_s") and b.get("data_cpu_per_gb") else ""))
+        lines.append(f"- {label(k)}: " + "; ".join(parts) + ".")
     return "\n".join(lines)
 
 
 def verdict(res):
-    t, m, c = res.get("tern"), res.get("mm2"), res.get("consumer")
-    if not (t and m and c):
-        return "incomplete run"
-    def judge(mb, cpu, label):
-        if not (t.get(mb) and m.get(mb) and t.get(cpu) and m.get(cpu)):
-            return f"{label}: not measured"
-        goals = [(f"throughput {t[mb] / m[mb]:.1f}x MM2 (>= 3x)", t[mb] / m[mb] >= 3),
-                 (f"CPU per GB {t[cpu] / m[cpu]:.3f} of MM2's (<= 0.2)", t[cpu] / m[cpu] <= 0.2),
-                 (f"{100 * t[mb] / c['mb_s']:.0f} % of the plain consumer's rate (>= 80 %)", t[mb] / c["mb_s"] >= 0.8)]
-        return f"{label}: " + ", ".join(f"{g} {'met' if ok else 'NOT met'}" for g, ok in goals)
-    return judge("mb_s", "cpu_per_gb", "end to end") + "; " + judge("data_mb_s", "data_cpu_per_gb", "data phases only")
+    rdk, _, mm = refs(res)
+    out = []
+    for k, r in res.items():
+        if kind(k) != "tern":
+            continue
+        goals = []
+        if rdk:
+            goals.append(f"{r['mb_s'] / rdk['mb_s']:.2f}x the librdkafka consumer (>= 1.5x) "
+                         + ("met" if r["mb_s"] / rdk["mb_s"] >= 1.5 else "NOT met"))
+        if mm:
+            goals.append(f"CPU per GB {r['cpu_per_gb'] / mm['cpu_per_gb']:.3f} of MM2's (<= 0.2) "
+                         + ("met" if r["cpu_per_gb"] / mm["cpu_per_gb"] <= 0.2 else "NOT met"))
+        out.append(f"{k}: " + (", ".join(goals) if goals else "no reference measured"))
+    return "; ".join(out) if out else "no tern measurement"
+
+
+def parse_variant(spec):
+    """NAME=PATH[,KEY=VALUE...] -> (NAME, {"bin": PATH, "configs": [(KEY, VALUE)...]})."""
+    name, sep, rest = spec.partition("=")
+    if not sep or not name or not rest:
+        raise SystemExit(f"--tern-variant {spec!r}: expected NAME=PATH[,KEY=VALUE...]")
+    path, *kvs = rest.split(",")
+    configs = []
+    for kv in kvs:
+        k, sep, v = kv.partition("=")
+        if not sep or not k:
+            raise SystemExit(f"--tern-variant {spec!r}: {kv!r} is not KEY=VALUE")
+        configs.append((k.strip(), v.strip()))
+    return name, {"bin": path, "configs": configs}
+
+
+def git_out(*args):
+    try:
+        return subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=True, timeout=60).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
 
 
 def main(argv):
@@ -583,12 +827,22 @@ def main(argv):
     ap.add_argument("--mirror-version", default=kafka_peer.MIRROR_VERSION, help="connect-mirror version for MM2")
     ap.add_argument("--mm2-property", action="append", default=[], metavar="K=V",
                     help="extra mm2.properties setting (default: the harness's MirrorMaker2 config)")
-    ap.add_argument("--tern", default=str(Path.home() / ".cache/tern/target/release/tern"))
-    ap.add_argument("--order", default="consumer,tern,mm2", help="which measurements, in which order")
-    ap.add_argument("--phase-timeout", type=float, default=None, help="seconds per mirror (default 600 per GB, min 300)")
+    ap.add_argument("--tern", default=str(Path.home() / ".cache/tern/target/release/tern"),
+                    help="the binary of the plain `tern` measurement")
+    ap.add_argument("--tern-variant", action="append", default=[], metavar="NAME=PATH[,KEY=VALUE...]",
+                    help="a tern binary and extra mirror configs, measured by `tern:NAME` in --order (repeatable)")
+    ap.add_argument("--rdkafka-perf", type=Path, default=RDK_DEFAULT, help="rdkafka_performance (rdk-consumer)")
+    ap.add_argument("--rdk-consume-props", nargs="*", default=[], metavar="PROP=VALUE",
+                    help="librdkafka properties (-X) for the rdk-consumer (default: librdkafka's defaults)")
+    ap.add_argument("--order", default="consumer,tern,mm2",
+                    help="which measurements, in which order: rdk-consumer, consumer, tern, tern:NAME, mm2")
+    ap.add_argument("--poll", type=float, default=0.05, help="seconds between the end-offset polls of tern and MM2")
+    ap.add_argument("--phase-timeout", type=float, default=None, help="seconds per measurement (default 600 per GB, min 300)")
     ap.add_argument("--settle", type=float, default=2.0, help="seconds of quiet before each measurement")
     ap.add_argument("--wait-load", type=float, default=0, help="first wait until the 1-min load average is below this")
-    ap.add_argument("--wait-max-min", type=float, default=45)
+    ap.add_argument("--wait-procs", nargs="*", default=[], metavar="REGEX",
+                    help="first wait until no process has one of these in its first three argv words")
+    ap.add_argument("--wait-max-min", type=float, default=45, help="at most this long for each wait")
     ap.add_argument("--perf-tern", action="store_true", help="perf record the tern process while it mirrors")
     ap.add_argument("--keep", action="store_true", help="keep the work dir")
     ap.add_argument("--write-results", action="store_true", help="append a section to bench/RESULTS.md")
@@ -599,19 +853,46 @@ def main(argv):
     if args.phase_timeout is None:
         args.phase_timeout = max(300.0, 600.0 * args.gb)
     order = [x.strip() for x in args.order.split(",") if x.strip()]
-
-    if not Path(args.tern).is_file():
+    variants = dict(parse_variant(v) for v in args.tern_variant)
+    if "tern" in order:
+        variants["tern"] = {"bin": args.tern, "configs": []}
+    for what in order:
+        if what.startswith("tern:") and what[5:] not in variants:
+            raise SystemExit(f"{what} in --order but no --tern-variant {what[5:]}=PATH")
+        if what not in ("rdk-consumer", "consumer", "tern", "mm2") and not what.startswith("tern:"):
+            raise SystemExit(f"unknown measurement {what}")
+    used = {("tern" if w == "tern" else w[5:]) for w in order if w == "tern" or w.startswith("tern:")}
+    variants = {n: v for n, v in variants.items() if n in used}
+    if "rdk-consumer" in order:
+        if not os.access(args.rdkafka_perf, os.X_OK):
+            raise SystemExit(f"{args.rdkafka_perf} missing: run bench/fetch_cpu/build_rdkafka_perf.sh")
+        # mm-zstd needs a librdkafka built with zstd (configure finds libzstd through pkg-config).
+        dump = subprocess.run([str(args.rdkafka_perf), "-C", "-t", "x", "-X", "dump"], capture_output=True,
+                              text=True, timeout=30, stdin=subprocess.DEVNULL).stdout
+        features = next((l.split("=", 1)[1].strip() for l in dump.splitlines() if l.startswith("builtin.features")), "")
+        if "zstd" not in features.split(","):
+            raise SystemExit(f"{args.rdkafka_perf} has no zstd (builtin.features = {features}): install libzstd-dev "
+                             f"and build it again (bench/fetch_cpu/build_rdkafka_perf.sh --rebuild)")
+    if "tern" in variants and not Path(args.tern).is_file():
         say(f"{args.tern} missing: building it")
-        subprocess.run(["cargo", "build", "--release", "-p", "tern-broker"], cwd=ROOT, check=True,
+        subprocess.run(["cargo", "build", "--release", "-p", "tern-broker"], cwd=ROOT, check=True, timeout=7200,
                        env={**os.environ, "CARGO_TARGET_DIR": str(Path(args.tern).parents[1])})
+    for n, v in variants.items():
+        if not Path(v["bin"]).is_file():
+            raise SystemExit(f"tern variant {n}: {v['bin']} missing")
 
     def on_signal(signum, _frame):
         raise KeyboardInterrupt(f"signal {signum}")
     signal.signal(signal.SIGTERM, on_signal)
 
-    load_waited = None
+    waits = []
+    if args.wait_procs:
+        quiet = wait_for_quiet(args.wait_procs, args.wait_max_min)
+        waits.append(f"waited until no {' / '.join(f'`{p}`' for p in args.wait_procs)} process ran: "
+                     f"{'reached' if quiet else f'not within {args.wait_max_min:.0f} min, ran anyway'}")
     if args.wait_load:
-        load_waited = wait_for_load(args.wait_load, args.wait_max_min)
+        low = wait_for_load(args.wait_load, args.wait_max_min)
+        waits.append(f"waited for a 1-minute load below {args.wait_load}: {'reached' if low else 'not reached, ran anyway'}")
     load_before = loadavg()
     when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     total_records = int(args.gb * GB / RECORD_SIZE)
@@ -619,19 +900,23 @@ def main(argv):
     total_records = per_topic * len(TOPICS)
     payload_bytes = total_records * RECORD_SIZE
     work = Path(tempfile.mkdtemp(prefix="tern-mirror-bench-"))
-    # A private copy of the binary: a rebuild of the shared target dir during the run cannot
-    # change what is measured.
-    tern_src = Path(args.tern)
-    tern_built = datetime.datetime.fromtimestamp(tern_src.stat().st_mtime, datetime.timezone.utc)
     res, cmds = {}, {}
     t_start = time.time()
+    busy_during = []
     try:
+        # Private copies of the binaries: a rebuild elsewhere during the run cannot change what is measured.
         (work / "bin").mkdir()
-        args.tern = str(work / "bin" / "tern")
-        shutil.copy2(tern_src, args.tern)
-        tern_sha = hashlib.sha256(Path(args.tern).read_bytes()).hexdigest()[:16]
+        for n, v in variants.items():
+            src = Path(v["bin"])
+            v["source"] = str(src)
+            v["built"] = datetime.datetime.fromtimestamp(src.stat().st_mtime, datetime.timezone.utc)
+            (work / "bin" / safe(n)).mkdir()
+            v["bin"] = str(work / "bin" / safe(n) / "tern")
+            shutil.copy2(src, v["bin"])
+            v["sha"] = hashlib.sha256(Path(v["bin"]).read_bytes()).hexdigest()[:16]
         jars = kafka_peer.KafkaJars(args.kafka_version).ensure()
-        kafka_peer.KafkaJars(args.mirror_version, mirror=True).ensure()
+        if "mm2" in order:
+            kafka_peer.KafkaJars(args.mirror_version, mirror=True).ensure()
         source = kafka_peer.KafkaPeer(args.kafka_version, work / "source")
         RUNNING.append(Stoppable(source, "kafka source"))
         source.start()
@@ -650,15 +935,24 @@ def main(argv):
         cmds["source-props"] = (work / "source" / "server.properties").read_text()
         for what in order:
             time.sleep(args.settle)
-            say(f"-- {what} (load average {' '.join(loadavg())})")
-            if what == "consumer":
-                res["consumer"] = run_consumer(jars, source, total_records)
-            elif what == "tern":
-                res["tern"] = run_tern(args, work, source, source_ends, total_records, payload_bytes)
+            key, i = what, 1
+            while key in res:
+                i += 1
+                key = f"{what}#{i}"
+            busy = busy_processes(args.wait_procs) if args.wait_procs else []
+            if busy:
+                busy_during.append(f"{key}: {'; '.join(busy[:4])}")
+            say(f"-- {key} (load average {' '.join(loadavg())}"
+                + (f"; busy: {'; '.join(busy[:3])}" if busy else "") + ")")
+            if what == "rdk-consumer":
+                res[key] = run_rdk_consumer(args, work, source, total_records, key)
+            elif what == "consumer":
+                res[key] = run_consumer(jars, source, total_records)
             elif what == "mm2":
-                res["mm2"] = run_mm2(args, work, source, source_ends, total_records, payload_bytes)
+                res[key] = run_mm2(args, work, source, source_ends, total_records, payload_bytes)
             else:
-                raise SystemExit(f"unknown measurement {what}")
+                name = "tern" if what == "tern" else what[5:]
+                res[key] = run_tern(args, work, source, source_ends, total_records, payload_bytes, key, variants[name])
     finally:
         cleanup()
         if args.keep:
@@ -674,78 +968,111 @@ def main(argv):
     print()
     print("verdict:", verdict(res))
     if args.json_out:
-        Path(args.json_out).write_text(json.dumps({"results": res, "commands": cmds, "log": LOG}, indent=1, default=str))
-    if "tern" in res and "perf" in res["tern"]:
-        print("\nperf (tern while mirroring):\n" + res["tern"]["perf"])
+        Path(args.json_out).write_text(json.dumps({"results": res, "commands": cmds, "log": LOG,
+                                                   "variants": variants}, indent=1, default=str))
+    for k, r in res.items():
+        if "perf" in r:
+            print(f"\nperf ({k} while mirroring):\n" + r["perf"])
 
-    java = subprocess.run(["java", "-version"], capture_output=True, text=True).stderr.splitlines()[0]
-    head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
-                          text=True).stdout.strip()
-    dirty = [l[3:] for l in subprocess.run(["git", "-C", str(ROOT), "status", "--short", "--untracked-files=no"],
-                                           capture_output=True, text=True).stdout.splitlines()]
+    try:
+        java = subprocess.run(["java", "-version"], capture_output=True, text=True, timeout=60).stderr.splitlines()[0]
+    except (OSError, subprocess.TimeoutExpired, IndexError):
+        java = "java ?"
+    rdk_version = ""
+    if "rdk-consumer" in order:
+        try:
+            rdk_version = next((l.strip() for l in subprocess.run(
+                [str(args.rdkafka_perf)], capture_output=True, text=True, timeout=30).stdout.splitlines()
+                if "librdkafka version" in l), "")
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+    head = git_out("rev-parse", "--short", "HEAD").strip()
+    dirty = [l[3:] for l in git_out("status", "--short", "--untracked-files=no").splitlines()]
     if dirty:
         head += f" with uncommitted changes to {', '.join(dirty)}"
-    t, m = res.get("tern", {}), res.get("mm2", {})
-    load_note = "" if load_waited is None else (
-        f" (waited for a 1-minute load below {args.wait_load}: {'reached' if load_waited else 'not reached, ran anyway'})")
+    rdk, java_c, mm = refs(res)
+    terns = [(k, r) for k, r in res.items() if kind(k) == "tern"]
+    wait_note = f" ({'; '.join(waits)})" if waits else ""
+    busy_note = ("\nProcesses matching --wait-procs seen at the start of a measurement: " + " | ".join(busy_during) + "."
+                 if busy_during else ("\nNo process matching --wait-procs was running at the start of any measurement."
+                                      if args.wait_procs else ""))
+    variant_lines = "\n".join(
+        f"- `{n}`: a copy of {v['source']} (built {v['built']:%Y-%m-%d %H:%M} UTC, sha256 {v['sha']}...)"
+        + (", mirror config " + ", ".join(f"`{k}={val}`" for k, val in v["configs"]) if v["configs"] else
+           ", mirror config: bootstrap.servers only")
+        for n, v in variants.items())
+    tern_facts = "\n".join(
+        f"- {label(k)}: first mirrored record after {r.get('first_data_s', 0):.2f} s; peak RSS "
+        f"{r['peak_rss_mib']:.0f} MiB; {r['disk_bytes'] / MB:.0f} MB on disk; threads (CPU s) "
+        + ", ".join(f"{n} {c:.2f}" for n, c in r["threads"][:4])
+        + ("; DESTINATION OFFSETS DIFFER" if r["dest_mismatch"] else "; destinationOffsets equal the source's")
+        for k, r in terns)
     section = f"""
-## Mirroring: Tern vs MirrorMaker 2, {when}
+## Mirroring: Tern vs MirrorMaker 2 and plain consumers, {when}
 
-Machine: {machine()}; {java}.  Load average before the run {' '.join(load_before)}{load_note},
-after {' '.join(load_after)}; the whole run (start-up, producing, the three measurements) took {secs / 60:.1f} min.
+Machine: {machine()}; {java}{'; ' + rdk_version if rdk_version else ''}.  Load average before the run
+{' '.join(load_before)}{wait_note}, after {' '.join(load_after)}; the whole run (start-up, producing, the
+measurements) took {secs / 60:.1f} min.{busy_note}
 {args.note}
 
 Source: one Apache Kafka {args.kafka_version} (KafkaPeer, KRaft, single node, default 1 GiB heap) with
 {len(TOPICS)} topics of {args.partitions} partitions, `mm-lz4` and `mm-zstd`, filled once by
 ProducerPerformance (acks=all, compression.type lz4 / zstd, producer defaults otherwise):
 {total_records} records of {RECORD_SIZE} B = {payload_bytes / GB:.2f} GB of payload, {source_disk / MB:.0f} MB on disk
-(compressed).  The three measurements read the same data, in this order: {', '.join(order)}; all of it
-is in the page cache (24 GiB memory).  Everything on loopback, one machine, fresh data dirs.
+(compressed).  The measurements read the same data, in this order: {', '.join(order)}; all of it
+is in the page cache.  Everything on loopback, one machine, fresh data dirs.
+
+Tern binaries:
+{variant_lines or '- (none)'}
 
 {out}
 
-Verdict against the issue's goals (throughput >= 3x MM2, CPU per GB <= 1/5 of MM2's, >= 80 % of a
-plain consumer): {verdict(res)}.
+Verdict against issue 16's goals (>= 1.5x a plain librdkafka consumer's rate, CPU per GB <= 0.2x
+MM2's): {verdict(res)}.
 
-- **time**: Tern, from `tern mirrors --start` to the first `--describe --json` (polled every 0.5 s)
-  where every partition's destinationOffset equals the source's end offset; MM2, from launching its
-  JVM to the first poll (ListOffsets on the target every 0.5 s) where `source.mm-lz4` and
-  `source.mm-zstd` hold all the source's records (so MM2's time includes its JVM and Connect start,
-  {m.get('first_data_s', 0):.1f} s to its first mirrored record; Tern's first record came after
-  {t.get('first_data_s', 0):.1f} s).  The "data phase" columns start at the first poll that saw a
-  mirrored record.  The consumer: ConsumerPerformance's fetch.time.ms (group join excluded).
-- **MB** = 2^20 B and **GB** = 2^30 B of record payload (records x {RECORD_SIZE} B, as Kafka's perf tools
-  count), not of compressed bytes.
-- **CPU s**: utime+stime from /proc/<pid>/stat.  Tern: the whole tern process over the interval, so it
-  includes its own appends, index writes and metadata; it excludes the source broker's CPU for serving
-  the fetches (the "other" column) and the `tern mirrors --describe` polling processes.  MM2: its
-  whole JVM from launch (JVM start, Connect start-up, JIT included), excluding the target broker that
-  does the appends (the "other" column; the second ratio counts it) and the source broker.  The
-  consumer: ConsumerPerformance's JVM (getrusage of the child, JVM start included); it decompresses
-  and iterates every record, which Tern never does (it appends the fetched batches as bytes).
-- MM2 runs with the harness's configuration (dedicated mode, `tasks.max` 1, producer defaults: the
-  target topics are written uncompressed, {m.get('disk_bytes', 0) / MB:.0f} MB on disk against Tern's
-  {t.get('disk_bytes', 0) / MB:.0f} MB, which keeps the source's batches).  connect-mirror
-  {args.mirror_version} is the newest the Maven mirror here serves; the target is Apache Kafka {args.kafka_version}.
-- Peak RSS: Tern {t.get('peak_rss_mib', 0):.0f} MiB, MM2 {m.get('peak_rss_mib', 0):.0f} MiB (polled every 0.5 s).
+- **MB/s** = MB of record payload / time; **MB** = 2^20 B and **GB** = 2^30 B of record payload
+  (records x {RECORD_SIZE} B, as Kafka's perf tools count), not of compressed bytes.
+- **librdkafka consumer**: `rdkafka_performance -G <fresh group> -t mm-lz4 -t mm-zstd -c {total_records}
+  -X auto.offset.reset=earliest` (one process, one balanced consumer subscribed to both topics,
+  librdkafka defaults otherwise{(', -X ' + ' -X '.join(args.rdk_consume_props)) if args.rdk_consume_props else ''}).  time = its
+  "consumed in N ms": from rd_clock() when the first message reached the application to rd_clock()
+  after the {total_records}th (group join, start and close excluded); MB = its byte count (the sum of
+  the messages' value lengths = records x {RECORD_SIZE}).  It decompresses every batch and hands each
+  message to the application, which drops it.{f" Its CPU over the consuming span was {rdk['busy_cpu_pct']:.0f} % of a core; process wall time {rdk['wall_s']:.2f} s ({rdk['wall_mb_s']:.1f} MB/s with start, join and close)." if rdk else ''}
+- **Java consumer**: ConsumerPerformance's fetch.time.ms (group join excluded); it decompresses and
+  iterates every record.
+- **Tern**: from `tern mirrors --start` (the command launched) to the first ListOffsets poll of the
+  tern (every {args.poll} s) where every partition's end offset equals the source's; so it includes the
+  `--start` command, the mirror's start-up and its first metadata round trips.  The "data phase"
+  columns start at the first poll that saw a mirrored record.  Tern appends the fetched batches as
+  they are (no decompression).
+- **MM2**: from launching its JVM to the first poll (ListOffsets on the target every {args.poll} s) where
+  `source.mm-lz4` and `source.mm-zstd` hold all the source's records (JVM and Connect start
+  included{f"; {mm.get('first_data_s', 0):.1f} s to its first mirrored record" if mm else ''}).
+- **CPU s**: utime+stime.  Consumers: the client process's rusage over its whole life (the JVM's start
+  included for the Java consumer).  Tern: /proc/<pid>/stat of the tern process over its interval (its
+  own appends, index writes and metadata; not the source broker's CPU for serving the fetches, the
+  "other" column, nor the polling).  MM2: its whole JVM from launch, excluding the target broker that
+  does its appends (the "other" column) and the source broker.  "CPU per GB vs MM2" is CPU s per GB
+  divided by MM2's.
+{tern_facts}
 
-Commands (`{sys.executable} bench/mirror_compare/run.py {' '.join(map(shlex.quote, argv))}`; tern: a copy
-of {tern_src} (built {tern_built:%Y-%m-%d %H:%M} UTC, sha256 {tern_sha}...; HEAD was {head}), by
-`CARGO_TARGET_DIR=~/.cache/tern/target cargo build --release -p tern-broker`):
+Commands (`{sys.executable} bench/mirror_compare/run.py {' '.join(map(shlex.quote, argv))}`; HEAD was {head}):
 
 ```
 source: {cmds.get('kafka')}
 source server.properties (ports vary):
 {cmds.get('source-props', '').rstrip()}
 producer (per topic): java -Xmx512m -cp <kafka {args.kafka_version} jars> org.apache.kafka.tools.{(chr(10) + '  ').join(cmds.get('produce', []))}
-consumer: java -Xmx512m -cp <kafka {args.kafka_version} jars> org.apache.kafka.tools.{re.sub(r'127[.]0[.]0[.]1:[0-9]+', '<source>', res.get('consumer', {}).get('cmd', ''))}
-tern: {t.get('command', '').replace(str(work), '<work>')}
-  tern mirrors --bootstrap-server <tern> --create --mirror {MIRROR_NAME} --mirror-config FILE   (FILE: bootstrap.servers=<source>)
+rdk consumer: {rdk['cmd'] if rdk else '-'}
+java consumer: java -Xmx512m -cp <kafka {args.kafka_version} jars> org.apache.kafka.tools.{re.sub(r'127[.]0[.]0[.]1:[0-9]+', '<source>', java_c['cmd']) if java_c else '-'}
+tern: {terns[0][1]['command'].replace(str(work), '<work>') if terns else '-'}
+  tern mirrors --bootstrap-server <tern> --create --mirror {MIRROR_NAME} --mirror-config FILE   (FILE: bootstrap.servers=<source>, then the variant's configs)
   tern mirrors --bootstrap-server <tern> --start --mirror {MIRROR_NAME} --topics {','.join(TOPICS)}
-  tern mirrors --bootstrap-server <tern> --describe --mirror {MIRROR_NAME} --json   (every 0.5 s)
-mm2: {m.get('command', '')}
+  tern mirrors --bootstrap-server <tern> --describe --mirror {MIRROR_NAME} --json   (every {DESCRIBE_EVERY_S:.0f} s, and at the end)
+mm2: {mm.get('command', '') if mm else '-'}
 mm2.properties:
-{m.get('props', '').rstrip()}
+{mm.get('props', '').rstrip() if mm else '-'}
 target: the same Kafka command and properties as the source (its own ports and dirs)
 ```
 
