@@ -626,8 +626,8 @@ def main(argv):
     load_after = " ".join(open("/proc/loadavg").read().split()[:3])
     out = table(results, all_cells(args))
     java = subprocess.run(["java", "-version"], capture_output=True, text=True, timeout=60).stderr.splitlines()[0]
-    rdk_version = next((l.strip() for l in subprocess.run([str(args.rdkafka_perf)], capture_output=True, text=True,
-                                                          timeout=30).stdout.splitlines() if "version" in l), "?")
+    usage = subprocess.run([str(args.rdkafka_perf)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=30)
+    rdk_version = next((l.strip() for l in usage.stdout.splitlines() if "version" in l), "librdkafka version ?")
     tern_version = args.tern_commit or subprocess.run(
         ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=30).stdout.strip()
     cmd_lines = "\n".join(f"{k}: {v}" for k, v in commands.items() if k not in ("tern", "kafka-props"))
