@@ -22,9 +22,10 @@ One run of this script:
      mirrors both topics: `tern mirrors --create` (mirror config: bootstrap.servers = the source,
      plus the variant's settings), then the clock starts and `tern mirrors --start --topics
      mm-lz4,mm-zstd`; it stops at the first poll (ListOffsets on tern every --poll s) where every
-     partition's end offset has reached the source's (`tern mirrors --describe --json` every 2 s
-     watches for failed partitions); CPU: the tern process's utime+stime (/proc/<pid>/stat) over
-     that interval;
+     partition's end offset has reached the source's (`tern mirrors --describe --json` at the end,
+     and during the mirror only after 5 s without progress, to catch failed partitions: a process of
+     its own, it can block the polling for a second); CPU: the tern process's utime+stime
+     (/proc/<pid>/stat) over that interval;
    - `mm2`: MirrorMaker 2 (the harness's MirrorMaker2: dedicated mode, connect-mirror 4.3.1, its
      defaults, topics = the two) from the same source into a fresh Apache Kafka target; the clock
      starts at the MM2 JVM's launch and stops at the first poll (ListOffsets on the target every
@@ -85,7 +86,8 @@ GB = 1 << 30
 TOPICS = {"mm-lz4": "lz4", "mm-zstd": "zstd"}
 MIRROR_NAME = "bench"
 MM2_ALIAS = "source"  # MirrorMaker2's source cluster alias: target topics are `source.<topic>`
-DESCRIBE_EVERY_S = 2.0  # tern mirrors --describe (failed partitions, progress) while tern mirrors
+STALL_DESCRIBE_S = 5.0  # tern mirrors --describe (failed partitions) once progress stalls this long
+SAY_EVERY_S = 2.0
 CACHE = Path(os.environ.get("TERN_CACHE") or Path.home() / ".cache" / "tern")
 RDK_DEFAULT = CACHE / "librdkafka-src" / "examples" / "rdkafka_performance"
 RDK_CONSUMED = re.compile(r"% (\d+) messages \((\d+) bytes\) consumed in (\d+)ms: (\d+) msgs/s")
@@ -524,7 +526,8 @@ def run_tern(args, work, source, source_ends, total_records, payload_bytes, key,
     peak_rss = 0.0
     last_rows = []
     next_poll = t0
-    next_describe = t0 + DESCRIBE_EVERY_S
+    next_say = t0 + SAY_EVERY_S
+    last_change, last_mirrored = t0, -1
     got = {}
     while time.time() < deadline:
         got = ends.get(list(source_ends))
@@ -537,8 +540,15 @@ def run_tern(args, work, source, source_ends, total_records, payload_bytes, key,
         if len(got) == len(source_ends) and all(got.get(tp, -1) >= end for tp, end in source_ends.items()):
             done_t = now
             break
-        if time.time() >= next_describe:
-            next_describe += DESCRIBE_EVERY_S
+        if mirrored != last_mirrored:
+            last_change, last_mirrored = time.time(), mirrored
+        if time.time() >= next_say:
+            next_say += SAY_EVERY_S
+            say(f"{key}: {now:5.1f} s {mirrored}/{total_records} records, tern CPU {cpu_s(tern.pid) - cpu0:.1f} s")
+        # `tern mirrors --describe` is a process of its own that takes up to a second on a busy
+        # machine: it runs only when the mirror has made no progress for a while (failed partitions?).
+        if time.time() - last_change >= STALL_DESCRIBE_S:
+            last_change = time.time()
             out = tern.mirrors("--describe", "--mirror", MIRROR_NAME, "--json", check=False)
             try:
                 rows = json.loads(out.stdout) if out.returncode == 0 else []
@@ -548,7 +558,8 @@ def run_tern(args, work, source, source_ends, total_records, payload_bytes, key,
             failed = [r for r in rows if r["state"] == "FAILED"]
             if failed:
                 raise RuntimeError(f"mirror partitions failed: {failed}")
-            say(f"{key}: {now:5.1f} s {mirrored}/{total_records} records, tern CPU {cpu_s(tern.pid) - cpu0:.1f} s")
+            say(f"{key}: no progress for {STALL_DESCRIBE_S:.0f} s at {mirrored}/{total_records} records; "
+                f"--describe: {[(r['topic'], r['partition'], r['state'], r['destinationOffset']) for r in rows][:16]}")
         next_poll += args.poll
         time.sleep(max(0.0, next_poll - time.time()))
     cpu = cpu_s(tern.pid) - cpu0
@@ -1069,7 +1080,7 @@ java consumer: java -Xmx512m -cp <kafka {args.kafka_version} jars> org.apache.ka
 tern: {terns[0][1]['command'].replace(str(work), '<work>') if terns else '-'}
   tern mirrors --bootstrap-server <tern> --create --mirror {MIRROR_NAME} --mirror-config FILE   (FILE: bootstrap.servers=<source>, then the variant's configs)
   tern mirrors --bootstrap-server <tern> --start --mirror {MIRROR_NAME} --topics {','.join(TOPICS)}
-  tern mirrors --bootstrap-server <tern> --describe --mirror {MIRROR_NAME} --json   (every {DESCRIBE_EVERY_S:.0f} s, and at the end)
+  tern mirrors --bootstrap-server <tern> --describe --mirror {MIRROR_NAME} --json   (at the end; during the mirror only after {STALL_DESCRIBE_S:.0f} s without progress)
 mm2: {mm.get('command', '') if mm else '-'}
 mm2.properties:
 {mm.get('props', '').rstrip() if mm else '-'}
