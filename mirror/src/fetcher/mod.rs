@@ -342,9 +342,16 @@ impl MirrorFetcher {
                     // Without a rate limit the next fetch goes out now, at the offsets this
                     // response will leave, and this response is appended while the source
                     // answers it (off the async workers: appends write to disk).
+                    // Only while catching up: a fetch sent ahead of a caught-up source would
+                    // wait out its max wait, and hold back partitions added meanwhile.
                     let next = if throttle.is_zero() {
                         let current = self.partitions.lock().targets(now_ms(), |o| (*o, -1));
-                        next_targets(current, &targets, &response)
+                        let next = next_targets(current, &targets, &response);
+                        if source_has_more(&next, &response) {
+                            next
+                        } else {
+                            Vec::new()
+                        }
                     } else {
                         Vec::new()
                     };
@@ -675,6 +682,23 @@ fn next_targets(
             Some((target, payload))
         })
         .collect()
+}
+
+/// Whether the source holds more than `response` brought: some partition's high watermark is
+/// past where the next fetch for it starts, so that fetch is answered at once.
+fn source_has_more(next: &[(FetchTarget, i64)], response: &FetchResponse) -> bool {
+    let starts: BTreeMap<(&str, i32), i64> = next
+        .iter()
+        .map(|(t, _)| ((t.tp.0.as_str(), t.tp.1), t.fetch_offset))
+        .collect();
+    response.responses.iter().any(|t| {
+        t.partitions.iter().any(|p| {
+            p.error_code == 0
+                && starts
+                    .get(&(t.topic.as_str(), p.partition_index))
+                    .is_some_and(|start| p.high_watermark > *start)
+        })
+    })
 }
 
 /// A consumer Fetch (read_committed) for `targets`, grouped by topic.
@@ -1035,6 +1059,20 @@ mod tests {
             .map(|(t, _)| (t.tp.1, t.fetch_offset))
             .collect();
         assert_eq!(next, vec![(0, 20), (2, 7), (3, 1), (4, 0), (5, 0)]);
+        // p0's source holds up to 30, past the 20 it is fetched from next: fetch ahead.
+        let one = |hw: i64, error: i16| {
+            FetchResponse::default().with_responses(vec![FetchableTopicResponse::default()
+                .with_topic(TopicName(StrBytes::from_static_str("t")))
+                .with_partitions(vec![data(Bytes::new(), 0, hw)
+                    .with_partition_index(0)
+                    .with_error_code(error)])])
+        };
+        let from_20 = vec![target("t", 0, 20, 1)];
+        assert!(source_has_more(&from_20, &one(30, 0)));
+        // Caught up (or an error): a fetch sent now would wait, so none is sent ahead.
+        assert!(!source_has_more(&from_20, &one(20, 0)));
+        assert!(!source_has_more(&from_20, &one(30, NOT_LEADER_OR_FOLLOWER)));
+        assert!(!source_has_more(&[], &one(30, 0)));
     }
 
     fn batch(base: i64, n: usize) -> Bytes {
