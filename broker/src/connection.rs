@@ -214,29 +214,29 @@ async fn request(
                 handlers::handle(broker, peer, auth.listener_name(), auth.principal(), req).await;
             match response {
                 Some(Response::Message(r)) if !no_response => (r, AfterReply::Continue),
-                Some(Response::Fetch(reply)) => {
-                    let lens: Vec<usize> = reply.slices.iter().map(|s| s.len()).collect();
-                    return match encode_fetch_response(
-                        correlation_id,
-                        version,
-                        &reply.response,
-                        &lens,
-                    ) {
-                        Ok(body) => Outcome::Reply(
-                            ResponseFrame::spliced(body, reply.slices),
-                            AfterReply::Continue,
-                        ),
-                        Err(e) => {
-                            tracing::error!(error = %e, "cannot encode a Fetch response");
-                            Outcome::Close
-                        }
-                    };
+                Some(Response::Fetch(fetched)) => {
+                    return fetch_reply(correlation_id, version, fetched)
                 }
                 _ => return Outcome::Silent,
             }
         }
     };
     reply(correlation_id, version, api_key, &response, after)
+}
+
+/// A Fetch answer as a frame whose holes the writer fills from the log files.
+fn fetch_reply(correlation_id: i32, version: i16, fetched: handlers::fetch::FetchReply) -> Outcome {
+    let lens: Vec<usize> = fetched.slices.iter().map(|s| s.len()).collect();
+    match encode_fetch_response(correlation_id, version, &fetched.response, &lens) {
+        Ok(body) => Outcome::Reply(
+            ResponseFrame::spliced(body, fetched.slices),
+            AfterReply::Continue,
+        ),
+        Err(e) => {
+            tracing::error!(error = %e, "cannot encode a Fetch response");
+            Outcome::Close
+        }
+    }
 }
 
 fn reply(

@@ -55,11 +55,12 @@ pub struct LogAppendInfo {
     pub duplicate: bool,
 }
 
-/// Result of a read.
+/// Result of a read: the records as bytes ([`Log::read`]: whole batches back to back, possibly
+/// none) or as a range of a segment file.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FetchDataInfo {
-    /// Whole batches back to back (possibly empty).
-    pub records: Bytes,
+pub struct FetchDataInfo<T = Bytes> {
+    /// What was read.
+    pub records: T,
     /// Base offset of the first returned batch, or the requested offset when empty.
     pub first_offset: i64,
     /// Log start offset at the time of the read.
@@ -718,15 +719,8 @@ impl Log {
         max_offset: Option<i64>,
         min_one_batch: bool,
     ) -> Result<FetchDataInfo> {
-        let (records, first_offset, log_start_offset, log_end_offset) =
-            self.read_with(start_offset, max_offset, Bytes::new(), |s| {
-                s.read(start_offset, max_bytes, max_offset, min_one_batch)
-            })?;
-        Ok(FetchDataInfo {
-            records,
-            first_offset,
-            log_start_offset,
-            log_end_offset,
+        self.read_with(start_offset, max_offset, Bytes::new(), |s| {
+            s.read(start_offset, max_bytes, max_offset, min_one_batch)
         })
     }
 
@@ -740,7 +734,7 @@ impl Log {
         max_offset: Option<i64>,
         min_one_batch: bool,
     ) -> Result<Option<FileSlice>> {
-        let (slice, ..) = self.read_with(start_offset, max_offset, None, |s| {
+        let read = self.read_with(start_offset, max_offset, None, |s| {
             Ok(
                 match s.read_slice(start_offset, max_bytes, max_offset, min_one_batch)? {
                     SegmentRead::Data(slice, first) => {
@@ -750,19 +744,18 @@ impl Log {
                 },
             )
         })?;
-        Ok(slice)
+        Ok(read.records)
     }
 
     /// The common part of the reads: checks `start_offset` against the log's range, finds the
     /// segment holding it (or the next one past a gap) and reads it with `read_segment`.
-    /// Returns what was read, its first offset, and the log start and end offsets.
     fn read_with<T>(
         &self,
         start_offset: i64,
         max_offset: Option<i64>,
         empty: T,
         read_segment: impl Fn(&LogSegment) -> Result<SegmentRead<T>>,
-    ) -> Result<(T, i64, i64, i64)> {
+    ) -> Result<FetchDataInfo<T>> {
         self.check_readable()?;
         let leo = self.log_end_offset();
         let log_start = self.log_start_offset();
@@ -773,8 +766,14 @@ impl Log {
                 log_end_offset: leo,
             });
         }
+        let info = |records, first_offset| FetchDataInfo {
+            records,
+            first_offset,
+            log_start_offset: log_start,
+            log_end_offset: leo,
+        };
         if start_offset == leo || max_offset.is_some_and(|m| start_offset >= m) {
-            return Ok((empty, start_offset, log_start, leo));
+            return Ok(info(empty, start_offset));
         }
         let mut seg = {
             let segs = self.segments.read();
@@ -785,9 +784,7 @@ impl Log {
         };
         while let Some(s) = seg {
             match self.io_guard(read_segment(&s))? {
-                SegmentRead::Data(data, first_offset) => {
-                    return Ok((data, first_offset, log_start, leo));
-                }
+                SegmentRead::Data(data, first_offset) => return Ok(info(data, first_offset)),
                 SegmentRead::NotHere => {
                     // Past the end of this segment's data (e.g. a gap): try the next one.
                     let segs = self.segments.read();
@@ -798,7 +795,7 @@ impl Log {
                 }
             }
         }
-        Ok((empty, start_offset, log_start, leo))
+        Ok(info(empty, start_offset))
     }
 
     /// First offset of the log.
