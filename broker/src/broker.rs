@@ -2,13 +2,12 @@
 
 use std::sync::Arc;
 
-use anyhow::{Context, Result};
 use parking_lot::Mutex;
 use tern_controller::{BrokerEndpoint, BrokerRegistration, Controller, ControllerConfig};
 use tern_protocol::error::{ApiError, ResponseError};
 use tern_storage::{LogConfig, LogManager};
 
-use crate::config::BrokerConfig;
+use crate::config::{BrokerConfig, ConfigError};
 use crate::group_coordinator::offsets_topic::OFFSETS_TOPIC;
 use crate::group_coordinator::GroupCoordinator;
 use crate::meta_properties::{load_existing, load_or_format, load_or_format_as};
@@ -16,6 +15,7 @@ use crate::replica_manager::ReplicaManager;
 use crate::replication::fetcher_manager::ReplicaFetcherManager;
 use crate::replication::hw_checkpoint;
 use crate::replication::replica_fetcher::FetcherContext;
+use crate::start_error::{Result, StartError};
 use crate::txn_coordinator::state_log::TXN_STATE_TOPIC;
 use crate::txn_coordinator::{ProducerIdSource, TransactionCoordinator};
 
@@ -67,7 +67,7 @@ pub fn start_controller(config: &BrokerConfig) -> Result<(Arc<Controller>, Strin
     };
     for dir in &config.log_dirs {
         std::fs::create_dir_all(dir)
-            .with_context(|| format!("creating log dir {}", dir.display()))?;
+            .map_err(|e| StartError::io(format!("creating log dir {}", dir.display()), e))?;
     }
     if !config.is_multi_node() {
         let meta = load_or_format(&config.log_dirs, config.node_id)?;
@@ -75,7 +75,10 @@ pub fn start_controller(config: &BrokerConfig) -> Result<(Arc<Controller>, Strin
             &config.quorum_config(Some(meta.cluster_id.clone())),
             controller_config,
         )
-        .context("opening the metadata log")?;
+        .map_err(|source| StartError::Controller {
+            what: "opening the metadata log",
+            source,
+        })?;
         check_cluster_id(&controller, &meta.cluster_id)?;
         return Ok((controller, meta.cluster_id));
     }
@@ -84,7 +87,10 @@ pub fn start_controller(config: &BrokerConfig) -> Result<(Arc<Controller>, Strin
         &config.quorum_config(formatted.as_ref().map(|m| m.cluster_id.clone())),
         controller_config,
     )
-    .context("joining the metadata quorum")?;
+    .map_err(|source| StartError::Controller {
+        what: "joining the metadata quorum",
+        source,
+    })?;
     let deadline = std::time::Instant::now() + QUORUM_STARTUP_TIMEOUT;
     let mut next_note = std::time::Instant::now() + std::time::Duration::from_secs(5);
     let cluster_id = loop {
@@ -92,14 +98,16 @@ pub fn start_controller(config: &BrokerConfig) -> Result<(Arc<Controller>, Strin
             break id;
         }
         if let Some(why) = controller.peer_refusal() {
-            anyhow::bail!("the metadata quorum refused this node: {why}");
+            return Err(StartError::Refused(format!(
+                "the metadata quorum refused this node: {why}"
+            )));
         }
         let now = std::time::Instant::now();
         if now >= deadline {
-            anyhow::bail!(
+            return Err(StartError::Refused(format!(
                 "no active controller in {} s: is a majority of controller.quorum.voters up?",
                 QUORUM_STARTUP_TIMEOUT.as_secs()
-            );
+            )));
         }
         if now >= next_note {
             tracing::info!(voters = ?config.quorum_voters, "waiting for the metadata quorum");
@@ -109,11 +117,11 @@ pub fn start_controller(config: &BrokerConfig) -> Result<(Arc<Controller>, Strin
     };
     if let Some(meta) = &formatted {
         if meta.cluster_id != cluster_id {
-            anyhow::bail!(
+            return Err(StartError::Refused(format!(
                 "this node's log dirs belong to cluster {}, but the metadata quorum's cluster is \
                  {cluster_id}; refusing to join it",
                 meta.cluster_id
-            );
+            )));
         }
     }
     load_or_format_as(&config.log_dirs, config.node_id, Some(&cluster_id))?;
@@ -142,7 +150,7 @@ fn register_at_start(
                 );
                 std::thread::sleep(std::time::Duration::from_millis(500));
             }
-            Err(e) => return Err(anyhow::anyhow!("registering broker: {e}")),
+            Err(e) => return Err(StartError::Refused(format!("registering broker: {e}"))),
         }
     }
 }
@@ -150,9 +158,9 @@ fn register_at_start(
 /// The metadata log must belong to the cluster the log dirs were formatted for.
 fn check_cluster_id(controller: &Controller, cluster_id: &str) -> Result<()> {
     match controller.image().cluster_id.as_deref() {
-        Some(id) if id != cluster_id => anyhow::bail!(
+        Some(id) if id != cluster_id => Err(StartError::Refused(format!(
             "the metadata log belongs to cluster {id}, but meta.properties says {cluster_id}"
-        ),
+        ))),
         _ => Ok(()),
     }
 }
@@ -167,7 +175,7 @@ pub fn default_log_config(config: &BrokerConfig) -> Result<LogConfig> {
         if let Some(value) = config.properties.get(synonym) {
             log_config
                 .set(def.name, value)
-                .with_context(|| format!("broker config {synonym}={value}"))?;
+                .map_err(|e| StartError::storage(format!("broker config {synonym}={value}"), e))?;
         }
     }
     // Kafka also accepts these coarser retention settings.
@@ -180,8 +188,10 @@ pub fn default_log_config(config: &BrokerConfig) -> Result<LogConfig> {
             if let Some(v) = config.properties.get(key) {
                 let n: i64 = v
                     .parse()
-                    .with_context(|| format!("broker config {key}={v}"))?;
-                log_config.set("retention.ms", &(n * unit).to_string())?;
+                    .map_err(|e| ConfigError::Invalid(format!("broker config {key}={v}: {e}")))?;
+                log_config
+                    .set("retention.ms", &(n * unit).to_string())
+                    .map_err(|e| StartError::storage(format!("broker config {key}={v}"), e))?;
                 break;
             }
         }
@@ -196,6 +206,19 @@ fn internal_replication_factor(controller: &Controller, config: &BrokerConfig) -
     config
         .offsets_topic_replication_factor
         .clamp(1, live.min(i16::MAX as usize) as i16)
+}
+
+/// Creates an internal topic; another node of the cluster may have created it first.
+fn create_internal_topic(
+    controller: &Controller,
+    request: &tern_controller::CreateTopic,
+) -> Result<()> {
+    match controller.create_topic(request, false) {
+        Err(e) if e.error != ResponseError::TopicAlreadyExists => Err(StartError::Refused(
+            format!("creating {}: {e}", request.name),
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// Creates `__consumer_offsets` (compacted, `offsets.topic.num.partitions`) if missing.
@@ -214,13 +237,7 @@ fn ensure_offsets_topic(controller: &Controller, config: &BrokerConfig) -> Resul
         ],
         ..Default::default()
     };
-    match controller.create_topic(&request, false) {
-        // Another node of the cluster created it first.
-        Err(e) if e.error != ResponseError::TopicAlreadyExists => {
-            Err(anyhow::anyhow!("creating {OFFSETS_TOPIC}: {e}"))
-        }
-        _ => Ok(()),
-    }
+    create_internal_topic(controller, &request)
 }
 
 /// Creates `__transaction_state` (compacted, `transaction.state.log.*`) if missing.
@@ -249,12 +266,7 @@ fn ensure_txn_state_topic(controller: &Controller, config: &BrokerConfig) -> Res
         ],
         ..Default::default()
     };
-    match controller.create_topic(&request, false) {
-        Err(e) if e.error != ResponseError::TopicAlreadyExists => {
-            Err(anyhow::anyhow!("creating {TXN_STATE_TOPIC}: {e}"))
-        }
-        _ => Ok(()),
-    }
+    create_internal_topic(controller, &request)
 }
 
 /// Creates `__mirror_state` (compacted, `mirror.state.topic.num.partitions`) if missing.
@@ -277,13 +289,7 @@ fn ensure_mirror_state_topic(controller: &Controller, config: &BrokerConfig) -> 
         ],
         ..Default::default()
     };
-    match controller.create_topic(&request, false) {
-        Err(e) if e.error != ResponseError::TopicAlreadyExists => Err(anyhow::anyhow!(
-            "creating {}: {e}",
-            tern_mirror::MIRROR_STATE_TOPIC
-        )),
-        _ => Ok(()),
-    }
+    create_internal_topic(controller, &request)
 }
 
 /// A registration of `config`'s broker with `endpoints` (listener, host, port).
@@ -318,7 +324,7 @@ impl Broker {
                 default_log_config.clone(),
                 config.recovery_threads_per_data_dir,
             )
-            .context("opening partition logs")?,
+            .map_err(|e| StartError::storage("opening partition logs", e))?,
         );
         let incarnation_id = uuid::Uuid::new_v4();
         let config_endpoints: Vec<(String, String, u16)> = config

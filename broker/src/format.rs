@@ -2,12 +2,12 @@
 //! new) cluster id before the first start and, with `--add-scram`, puts SCRAM users into the
 //! metadata log, so that a broker whose every listener needs SASL has a first user to log in as.
 
-use anyhow::{bail, Context, Result};
 use tern_controller::{ControllerConfig, MetadataRecord};
 use tern_protocol::sasl::scram::{ScramCredential, ScramMechanism, MAX_ITERATIONS, MIN_ITERATIONS};
 
-use crate::config::BrokerConfig;
+use crate::config::{BrokerConfig, ConfigError};
 use crate::meta_properties::{is_formatted, load_or_format_as, MetaProperties};
+use crate::start_error::{Result, StartError};
 
 /// Kafka's default SCRAM iteration count for `--add-scram`.
 const DEFAULT_ITERATIONS: i32 = 4096;
@@ -34,25 +34,28 @@ fn unquote(v: &str) -> &str {
 
 /// Parses Kafka's `--add-scram` syntax: `SCRAM-SHA-512=[name=alice,password=alice-secret]`,
 /// optionally with `iterations=8192`; values may be double-quoted.
-pub fn parse_add_scram(text: &str) -> Result<ScramUser> {
+pub fn parse_add_scram(text: &str) -> Result<ScramUser, ConfigError> {
+    let invalid = |what: &str| ConfigError::Invalid(format!("--add-scram{what}"));
     let (mechanism, rest) = text
         .split_once('=')
-        .context("--add-scram takes MECHANISM=[name=...,password=...]")?;
-    let mechanism = ScramMechanism::from_name(mechanism.trim()).with_context(|| {
-        format!("--add-scram: unknown mechanism {mechanism:?} (SCRAM-SHA-256 or SCRAM-SHA-512)")
+        .ok_or_else(|| invalid(" takes MECHANISM=[name=...,password=...]"))?;
+    let mechanism = ScramMechanism::from_name(mechanism.trim()).ok_or_else(|| {
+        invalid(&format!(
+            ": unknown mechanism {mechanism:?} (SCRAM-SHA-256 or SCRAM-SHA-512)"
+        ))
     })?;
     let Some(fields) = rest
         .trim()
         .strip_prefix('[')
         .and_then(|r| r.strip_suffix(']'))
     else {
-        bail!("--add-scram: the user is written [name=...,password=...]");
+        return Err(invalid(": the user is written [name=...,password=...]"));
     };
     let (mut name, mut password, mut iterations) = (None, None, DEFAULT_ITERATIONS);
     for field in fields.split(',') {
         let (k, v) = field
             .split_once('=')
-            .with_context(|| format!("--add-scram: {field:?} is not key=value"))?;
+            .ok_or_else(|| invalid(&format!(": {field:?} is not key=value")))?;
         let v = unquote(v.trim());
         match k.trim() {
             "name" => name = Some(v.to_string()),
@@ -62,14 +65,18 @@ pub fn parse_add_scram(text: &str) -> Result<ScramUser> {
                     .parse()
                     .ok()
                     .filter(|i| (MIN_ITERATIONS..=MAX_ITERATIONS).contains(i))
-                    .with_context(|| {
-                        format!(
-                            "--add-scram: iterations must be {MIN_ITERATIONS}..={MAX_ITERATIONS}"
-                        )
+                    .ok_or_else(|| {
+                        invalid(&format!(
+                            ": iterations must be {MIN_ITERATIONS}..={MAX_ITERATIONS}"
+                        ))
                     })?
             }
             // Never echo the field: it may be a mistyped password.
-            _ => bail!("--add-scram: unknown field (name, password and iterations are known)"),
+            _ => {
+                return Err(invalid(
+                    ": unknown field (name, password and iterations are known)",
+                ))
+            }
         }
     }
     match (name, password) {
@@ -79,7 +86,7 @@ pub fn parse_add_scram(text: &str) -> Result<ScramUser> {
             password,
             iterations,
         }),
-        _ => bail!("--add-scram needs a non-empty name and password"),
+        _ => Err(invalid(" needs a non-empty name and password")),
     }
 }
 
@@ -96,22 +103,23 @@ pub fn format(
     }
     for dir in &config.log_dirs {
         std::fs::create_dir_all(dir)
-            .with_context(|| format!("creating log dir {}", dir.display()))?;
+            .map_err(|e| StartError::io(format!("creating log dir {}", dir.display()), e))?;
         if is_formatted(dir) && !ignore_formatted {
-            bail!(
+            return Err(StartError::Refused(format!(
                 "Log directory {} is already formatted. Use --ignore-formatted to ignore this \
                  directory and format the others.",
                 dir.display()
-            );
+            )));
         }
     }
     let meta = load_or_format_as(&config.log_dirs, config.node_id, cluster_id)?;
     if !users.is_empty() {
         if config.is_multi_node() {
-            bail!(
+            return Err(StartError::Refused(
                 "--add-scram with controller.quorum.voters naming other nodes is not supported \
                  yet: start the cluster, then add users with kafka-configs.sh --alter"
-            );
+                    .to_string(),
+            ));
         }
         let controller = tern_controller::start(
             &config.quorum_config(Some(meta.cluster_id.clone())),
@@ -122,7 +130,10 @@ pub fn format(
                 unclean_leader_election: false,
             },
         )
-        .context("opening the metadata log")?;
+        .map_err(|source| StartError::Controller {
+            what: "opening the metadata log",
+            source,
+        })?;
         let records = users
             .iter()
             .map(|u| {
@@ -139,7 +150,7 @@ pub fn format(
             .collect();
         controller
             .alter_scram_credentials(records)
-            .map_err(|e| anyhow::anyhow!("storing SCRAM users: {e}"))?;
+            .map_err(|e| StartError::Refused(format!("storing SCRAM users: {e}")))?;
     }
     Ok(meta)
 }
@@ -151,10 +162,11 @@ fn validate_cluster_id(id: &str) -> Result<()> {
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
     if !ok {
-        bail!(
+        return Err(ConfigError::Invalid(format!(
             "Cluster ID string {id} does not appear to be a valid UUID: 22 characters of \
              URL-safe base64 (tern random-uuid makes one)"
-        );
+        ))
+        .into());
     }
     Ok(())
 }

@@ -20,4 +20,5 @@ pub mod replication;
 pub mod response_writer;
 pub mod security;
 pub mod server;
+pub mod start_error;
 pub mod txn_coordinator;

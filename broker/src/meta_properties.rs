@@ -3,9 +3,8 @@
 
 use std::path::PathBuf;
 
-use anyhow::{bail, Context, Result};
-
 use crate::config::parse_properties;
+use crate::start_error::{Result, StartError};
 
 /// What meta.properties records.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -57,7 +56,7 @@ pub fn load_existing(
         }
         let props = parse_properties(
             &std::fs::read_to_string(&path)
-                .with_context(|| format!("reading {}", path.display()))?,
+                .map_err(|e| StartError::io(format!("reading {}", path.display()), e))?,
         );
         let meta = MetaProperties {
             cluster_id: props.get("cluster.id").cloned().unwrap_or_default(),
@@ -67,22 +66,24 @@ pub fn load_existing(
                 .unwrap_or(node_id),
         };
         if meta.node_id != node_id {
-            bail!(
+            return Err(StartError::Refused(format!(
                 "{} belongs to node {}, but this is node.id={node_id}",
                 path.display(),
                 meta.node_id
-            );
+            )));
         }
         if let Some(wanted) = cluster_id.filter(|w| *w != meta.cluster_id) {
-            bail!(
+            return Err(StartError::Refused(format!(
                 "{} belongs to cluster {}, not {wanted}",
                 path.display(),
                 meta.cluster_id
-            );
+            )));
         }
         if let Some(prev) = &found {
             if prev.cluster_id != meta.cluster_id {
-                bail!("log dirs belong to different clusters");
+                return Err(StartError::Refused(
+                    "log dirs belong to different clusters".to_string(),
+                ));
             }
         }
         found = Some(meta);
@@ -110,9 +111,10 @@ fn write_missing(
             meta.cluster_id, meta.node_id
         );
         let tmp = dir.join("meta.properties.tmp");
-        std::fs::write(&tmp, text)?;
-        std::fs::File::open(&tmp)?.sync_all()?;
-        std::fs::rename(&tmp, &path)?;
+        std::fs::write(&tmp, text)
+            .and_then(|()| std::fs::File::open(&tmp)?.sync_all())
+            .and_then(|()| std::fs::rename(&tmp, &path))
+            .map_err(|e| StartError::io(format!("writing {}", path.display()), e))?;
     }
     Ok(meta)
 }

@@ -3,7 +3,6 @@
 
 use std::sync::Arc;
 
-use anyhow::{Context, Result};
 use tokio::net::TcpListener;
 use tokio::sync::{watch, Semaphore};
 
@@ -13,6 +12,7 @@ use crate::response_writer::ResponseWriter;
 use crate::security::listener::ListenerSecurity;
 use crate::security::ssl_principal::subject_dn;
 use crate::security::tls::TlsAcceptorSource;
+use crate::start_error::{Result, StartError};
 
 /// A running server.
 pub struct Server {
@@ -41,13 +41,15 @@ impl Server {
             let addr = listener_config.bind_addr();
             let listener = TcpListener::bind(&addr)
                 .await
-                .with_context(|| format!("binding listener {addr}"))?;
-            let local = listener.local_addr()?;
+                .map_err(|e| StartError::io(format!("binding listener {addr}"), e))?;
+            let local = listener
+                .local_addr()
+                .map_err(|e| StartError::io(format!("binding listener {addr}"), e))?;
             tracing::info!(listener = %listener_config.name, %local, "listening");
             local_addrs.push(local);
             broker
                 .set_bound_port(&listener_config.name, local.port())
-                .map_err(|e| anyhow::anyhow!("{e}"))?;
+                .map_err(|e| StartError::Refused(e.to_string()))?;
             tasks.push(tokio::spawn(accept_loop(
                 listener,
                 Arc::new(security.clone()),
@@ -59,7 +61,9 @@ impl Server {
         if let Some((addr, configured)) = broker.config.http_listener.clone() {
             match TcpListener::bind(&addr).await {
                 Ok(listener) => {
-                    tracing::info!(local = %listener.local_addr()?, "serving /metrics and /health");
+                    if let Ok(local) = listener.local_addr() {
+                        tracing::info!(%local, "serving /metrics and /health");
+                    }
                     tasks.push(tokio::spawn(crate::http::serve(
                         listener,
                         broker.clone(),
@@ -67,7 +71,7 @@ impl Server {
                     )));
                 }
                 Err(e) if configured => {
-                    return Err(anyhow::anyhow!("binding http.listeners {addr}: {e}"));
+                    return Err(StartError::io(format!("binding http.listeners {addr}"), e));
                 }
                 Err(e) => {
                     tracing::warn!(%addr, error = %e, "the default http.listeners address is taken: no /metrics (set http.listeners to serve them elsewhere)")
@@ -123,8 +127,8 @@ impl Server {
         let logs = self.broker.logs.clone();
         tokio::task::spawn_blocking(move || logs.shutdown())
             .await
-            .context("joining log shutdown")?
-            .context("closing logs")?;
+            .map_err(|e| StartError::io("joining log shutdown", std::io::Error::other(e)))?
+            .map_err(|e| StartError::storage("closing logs", e))?;
         Ok(())
     }
 }

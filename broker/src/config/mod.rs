@@ -4,13 +4,18 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use anyhow::{anyhow, bail, Context, Result};
+use crate::security::listener::ListenerSecurity;
 
 pub mod catalog;
 pub mod dynamic;
+mod error;
 pub mod policy;
 
-use crate::security::listener::ListenerSecurity;
+pub use error::ConfigError;
+use error::{invalid, refuse};
+
+/// Results of reading configuration.
+pub type Result<T, E = ConfigError> = std::result::Result<T, E>;
 
 /// One `NAME://host:port` listener.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -45,21 +50,21 @@ pub fn parse_listeners(value: &str) -> Result<Vec<Listener>> {
     for item in value.split(',').map(str::trim).filter(|s| !s.is_empty()) {
         let (name, rest) = item
             .split_once("://")
-            .ok_or_else(|| anyhow!("listener '{item}' is not NAME://host:port"))?;
+            .ok_or_else(|| invalid!("listener '{item}' is not NAME://host:port"))?;
         let (host, port) = if let Some(stripped) = rest.strip_prefix('[') {
             let (h, p) = stripped
                 .split_once("]:")
-                .ok_or_else(|| anyhow!("listener '{item}': bad IPv6 literal"))?;
+                .ok_or_else(|| invalid!("listener '{item}': bad IPv6 literal"))?;
             (h.to_string(), p)
         } else {
             let (h, p) = rest
                 .rsplit_once(':')
-                .ok_or_else(|| anyhow!("listener '{item}' has no port"))?;
+                .ok_or_else(|| invalid!("listener '{item}' has no port"))?;
             (h.to_string(), p)
         };
         let port = port
             .parse::<u16>()
-            .with_context(|| format!("listener '{item}': bad port"))?;
+            .map_err(|e| invalid!("listener '{item}': bad port: {e}"))?;
         out.push(Listener {
             name: name.to_ascii_uppercase(),
             host,
@@ -67,7 +72,7 @@ pub fn parse_listeners(value: &str) -> Result<Vec<Listener>> {
         });
     }
     if out.is_empty() {
-        bail!("no listeners in '{value}'");
+        refuse!("no listeners in '{value}'");
     }
     Ok(out)
 }
@@ -82,13 +87,13 @@ fn parse_http_listener(value: Option<&str>) -> Result<Option<(String, bool)>> {
         return Ok(None);
     }
     let addr = value.strip_prefix("http://").ok_or_else(|| {
-        anyhow!("http.listeners: {value} is not http://host:port (https is not supported)")
+        invalid!("http.listeners: {value} is not http://host:port (https is not supported)")
     })?;
     match addr.rsplit_once(':') {
         Some((_, port)) if port.parse::<u16>().is_ok() && !addr.contains(',') => {
             Ok(Some((addr.to_string(), true)))
         }
-        _ => bail!("http.listeners: {value} is not one http://host:port"),
+        _ => refuse!("http.listeners: {value} is not one http://host:port"),
     }
 }
 
@@ -99,7 +104,7 @@ fn consumer_assignors(value: Option<&str>) -> Result<Vec<String>> {
     let mut out = Vec::new();
     for name in value.split(',').map(str::trim).filter(|s| !s.is_empty()) {
         let short = crate::group_coordinator::assignor::short_name(name).ok_or_else(|| {
-            anyhow!(
+            invalid!(
                 "group.consumer.assignors: {name} is not an assignor Tern has (it has {})",
                 crate::group_coordinator::assignor::ASSIGNORS.join(", ")
             )
@@ -107,7 +112,7 @@ fn consumer_assignors(value: Option<&str>) -> Result<Vec<String>> {
         out.push(short.to_string());
     }
     if out.is_empty() {
-        bail!("group.consumer.assignors is empty");
+        refuse!("group.consumer.assignors is empty");
     }
     Ok(out)
 }
@@ -211,16 +216,18 @@ impl BrokerConfig {
     /// Builds the config from a properties file (optional) and overrides, with Kafka's defaults.
     pub fn load(file: Option<&Path>, overrides: &[String]) -> Result<Self> {
         let mut props = match file {
-            Some(path) => parse_properties(
-                &std::fs::read_to_string(path)
-                    .with_context(|| format!("reading {}", path.display()))?,
-            ),
+            Some(path) => parse_properties(&std::fs::read_to_string(path).map_err(|source| {
+                ConfigError::Read {
+                    path: path.to_path_buf(),
+                    source,
+                }
+            })?),
             None => BTreeMap::new(),
         };
         for o in overrides {
             let (k, v) = o
                 .split_once('=')
-                .ok_or_else(|| anyhow!("--override '{o}' is not key=value"))?;
+                .ok_or_else(|| invalid!("--override '{o}' is not key=value"))?;
             props.insert(k.trim().to_string(), v.trim().to_string());
         }
         Self::from_properties(props)
@@ -233,7 +240,7 @@ impl BrokerConfig {
             match props.get(k) {
                 Some(v) => v
                     .parse::<T>()
-                    .map_err(|_| anyhow!("config {k}={v} is not a valid number")),
+                    .map_err(|_| invalid!("config {k}={v} is not a valid number")),
                 None => Ok(d),
             }
         }
@@ -282,7 +289,7 @@ impl BrokerConfig {
             }
         }
         if !refused.is_empty() {
-            bail!(
+            refuse!(
                 "refusing to start with settings Tern does not implement:\n  {}",
                 refused.join("\n  ")
             );
@@ -305,14 +312,14 @@ impl BrokerConfig {
             .cloned();
         let listeners = client_only(all_listeners);
         if listeners.is_empty() && is_broker {
-            bail!("no client listener in 'listeners'");
+            refuse!("no client listener in 'listeners'");
         }
         let advertised_listeners = client_only(all_advertised);
         if advertised_listeners.is_empty() && is_broker {
-            bail!("no client listener in 'advertised.listeners'");
+            refuse!("no client listener in 'advertised.listeners'");
         }
         let quorum_voters = match get("controller.quorum.voters").filter(|v| !v.trim().is_empty()) {
-            Some(v) => policy::parse_voters(v).map_err(|e| anyhow!(e))?,
+            Some(v) => policy::parse_voters(v).map_err(ConfigError::Invalid)?,
             None => Vec::new(),
         };
         let log_dirs: Vec<PathBuf> = get("log.dirs")
@@ -326,7 +333,7 @@ impl BrokerConfig {
                 None => Ok(d),
                 Some(v) => v
                     .parse::<bool>()
-                    .map_err(|_| anyhow!("config {k}={v} is not true/false")),
+                    .map_err(|_| invalid!("config {k}={v} is not true/false")),
             }
         };
         Ok(BrokerConfig {
@@ -479,7 +486,7 @@ impl BrokerConfig {
             },
             // Problems were refused above, so this only builds the authorizer.
             authorizer: crate::security::authorizer::Authorizer::from_properties(&props)
-                .map_err(|problems| anyhow!(problems.join("; ")))?,
+                .map_err(|problems| ConfigError::Invalid(problems.join("; ")))?,
             properties: props,
         })
     }

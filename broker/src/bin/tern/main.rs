@@ -153,7 +153,7 @@ fn main() -> Result<()> {
             let users = add_scram
                 .iter()
                 .map(|u| tern_broker::format::parse_add_scram(u))
-                .collect::<Result<Vec<_>>>()?;
+                .collect::<Result<Vec<_>, _>>()?;
             let meta = tern_broker::format::format(
                 &config,
                 cluster_id.as_deref(),
