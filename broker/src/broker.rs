@@ -526,34 +526,31 @@ impl Broker {
     /// Creates `__consumer_offsets` if it does not exist yet (the first FindCoordinator of a
     /// cluster); true if it exists now.
     pub fn ensure_offsets_topic(&self) -> bool {
-        if self.controller.image().topic(OFFSETS_TOPIC).is_some() {
-            return true;
-        }
-        match ensure_offsets_topic(&self.controller, &self.config) {
-            Ok(()) => {
-                self.replicas.apply_image(&self.controller.image());
-                true
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot create {OFFSETS_TOPIC}");
-                false
-            }
-        }
+        self.ensure_internal_topic(OFFSETS_TOPIC, ensure_offsets_topic)
     }
 
     /// Creates `__transaction_state` if it does not exist yet (the first FindCoordinator for a
     /// transactional id, as in Kafka); true if it exists now.
     pub fn ensure_txn_state_topic(&self) -> bool {
-        if self.controller.image().topic(TXN_STATE_TOPIC).is_some() {
+        self.ensure_internal_topic(TXN_STATE_TOPIC, ensure_txn_state_topic)
+    }
+
+    /// Creates internal topic `name` with `create` unless it exists; true if it exists now.
+    fn ensure_internal_topic(
+        &self,
+        name: &str,
+        create: fn(&Controller, &BrokerConfig) -> Result<()>,
+    ) -> bool {
+        if self.controller.image().topic(name).is_some() {
             return true;
         }
-        match ensure_txn_state_topic(&self.controller, &self.config) {
+        match create(&self.controller, &self.config) {
             Ok(()) => {
                 self.replicas.apply_image(&self.controller.image());
                 true
             }
             Err(e) => {
-                tracing::warn!(error = %e, "cannot create {TXN_STATE_TOPIC}");
+                tracing::warn!(error = %e, "cannot create {name}");
                 false
             }
         }

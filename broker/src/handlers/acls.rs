@@ -19,6 +19,7 @@ use tern_controller::acls::{
     AclBinding, AclBindingFilter, AclOperation, AclPatternType, AclPermissionType, AclResourceType,
 };
 
+use super::api_error_fields::WithApiError;
 use super::{sb, RequestContext};
 use crate::broker::Broker;
 
@@ -91,9 +92,7 @@ pub fn create(
         .into_iter()
         .map(|r| match r {
             Ok(()) => AclCreationResult::default(),
-            Err(e) => AclCreationResult::default()
-                .with_error_code(e.code())
-                .with_error_message(Some(sb(e.message))),
+            Err(e) => AclCreationResult::default().with_api_error(e),
         })
         .collect();
     CreateAclsResponse::default().with_results(results)
@@ -216,9 +215,7 @@ pub fn delete(
                     })
                     .collect(),
             ),
-            Err(e) => DeleteAclsFilterResult::default()
-                .with_error_code(e.code())
-                .with_error_message(Some(sb(e.message))),
+            Err(e) => DeleteAclsFilterResult::default().with_api_error(e),
         })
         .collect();
     DeleteAclsResponse::default().with_filter_results(results)

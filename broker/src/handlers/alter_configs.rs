@@ -9,6 +9,7 @@ use tern_protocol::error::ApiError;
 
 use tern_controller::acls::AclOperation;
 
+use super::api_error_fields::WithApiError;
 use super::describe_configs::{config_authorization, RESOURCE_BROKER, RESOURCE_TOPIC};
 use super::{Authz, RequestContext};
 use crate::broker::Broker;
@@ -150,9 +151,7 @@ pub fn handle_legacy(
                 .with_resource_name(r.resource_name);
             match result {
                 Ok(()) => resp,
-                Err(e) => resp
-                    .with_error_code(e.code())
-                    .with_error_message(Some(super::sb(e.message))),
+                Err(e) => resp.with_api_error(e),
             }
         })
         .collect();
@@ -252,9 +251,7 @@ pub fn handle_incremental(
                 .with_resource_name(r.resource_name);
             match result {
                 Ok(()) => resp,
-                Err(e) => resp
-                    .with_error_code(e.code())
-                    .with_error_message(Some(super::sb(e.message))),
+                Err(e) => resp.with_api_error(e),
             }
         })
         .collect();

@@ -6,6 +6,7 @@ use kafka_protocol::messages::{CreatePartitionsRequest, CreatePartitionsResponse
 use kafka_protocol::ResponseError;
 use tern_controller::acls::AclOperation;
 
+use super::api_error_fields::WithApiError;
 use super::{sb, RequestContext};
 use crate::broker::Broker;
 
@@ -43,9 +44,7 @@ pub fn handle(
                     changed |= !req.validate_only;
                     result
                 }
-                Err(e) => result
-                    .with_error_code(e.code())
-                    .with_error_message(Some(sb(e.message))),
+                Err(e) => result.with_api_error(e),
             }
         })
         .collect();

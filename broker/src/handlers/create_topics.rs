@@ -10,6 +10,7 @@ use tern_controller::CreateTopic;
 use super::describe_configs::topic_config_entries;
 use tern_controller::acls::AclOperation;
 
+use super::api_error_fields::WithApiError;
 use super::{sb, RequestContext};
 use crate::broker::Broker;
 
@@ -145,9 +146,7 @@ pub fn handle(
                     }
                     result
                 }
-                Err(e) => result
-                    .with_error_code(e.code())
-                    .with_error_message(Some(sb(e.message))),
+                Err(e) => result.with_api_error(e),
             }
         })
         .collect();

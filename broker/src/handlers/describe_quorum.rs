@@ -9,7 +9,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::ResponseError;
 use tern_controller::acls::AclOperation;
-use tern_controller::commands::ReplicaDescription;
+use tern_controller::ReplicaDescription;
 
 use super::{sb, RequestContext};
 use crate::broker::Broker;

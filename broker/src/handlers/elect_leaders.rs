@@ -5,7 +5,7 @@ use kafka_protocol::messages::elect_leaders_response::{PartitionResult, ReplicaE
 use kafka_protocol::messages::{ElectLeadersRequest, ElectLeadersResponse, TopicName};
 use kafka_protocol::ResponseError;
 use tern_controller::acls::AclOperation;
-use tern_controller::controller::ElectionType;
+use tern_controller::ElectionType;
 
 use super::{sb, RequestContext};
 use crate::broker::Broker;

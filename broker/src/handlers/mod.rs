@@ -15,6 +15,7 @@ use crate::security::authorizer::Authorizer;
 
 pub mod acls;
 pub mod alter_configs;
+mod api_error_fields;
 pub mod api_versions;
 pub mod consumer_groups;
 pub mod create_partitions;

@@ -15,6 +15,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::ResponseError;
 use tern_controller::acls::AclOperation;
 
+use super::api_error_fields::WithApiError;
 use super::{sb, RequestContext};
 use crate::broker::Broker;
 
@@ -74,11 +75,7 @@ pub fn alter(
                     Err(e) => (tp, e.code(), Some(e.message)),
                 }));
             }
-            Err(e) => {
-                return AlterPartitionReassignmentsResponse::default()
-                    .with_error_code(e.code())
-                    .with_error_message(Some(sb(e.message)))
-            }
+            Err(e) => return AlterPartitionReassignmentsResponse::default().with_api_error(e),
         }
     }
     let mut responses: Vec<ReassignableTopicResponse> = Vec::new();
