@@ -13,7 +13,7 @@ use crate::wire::{from_json, read_frame, to_json, write_frame, FrameKind};
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 /// A command waits for its entry to commit (30 s at most) on the other side.
-pub const COMMAND_READ_TIMEOUT: Duration = Duration::from_secs(35);
+pub(crate) const COMMAND_READ_TIMEOUT: Duration = Duration::from_secs(35);
 
 /// How one request failed.
 enum Failure {

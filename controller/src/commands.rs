@@ -268,7 +268,7 @@ impl From<WireError> for ApiError {
 
 /// A forwarded command.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct CommandRequest {
+pub(crate) struct CommandRequest {
     /// The forwarding node's cluster id, if it knows it.
     pub cluster_id: Option<String>,
     /// The command.

@@ -32,8 +32,9 @@ mod elections;
 mod forward;
 mod partitions;
 
-pub use elections::{ElectionType, LeaderRebalance, PartitionResults, TopicPartition};
-pub use partitions::{AlterPartition, AlteredPartition};
+pub(crate) use elections::TopicPartition;
+pub use elections::{ElectionType, LeaderRebalance};
+pub use partitions::AlterPartition;
 
 use brokers::Liveness;
 
@@ -84,7 +85,7 @@ pub struct ControllerConfig {
 
 /// How long a broker may go without a heartbeat before it is fenced
 /// (`broker.session.timeout.ms`).
-pub const DEFAULT_BROKER_SESSION_TIMEOUT: Duration = Duration::from_millis(9_000);
+pub(crate) const DEFAULT_BROKER_SESSION_TIMEOUT: Duration = Duration::from_millis(9_000);
 
 /// The cluster controller of this node (see the module docs).
 pub struct Controller {

@@ -6,7 +6,7 @@ use uuid::Uuid;
 
 use crate::acls::AclBinding;
 use crate::records::{BrokerEndpoint, ConfigResourceType, MetadataRecord};
-pub use crate::topic_configs::{MIRROR_NAME_CONFIG, MIRROR_PAUSED_SUFFIX};
+pub(crate) use crate::topic_configs::{MIRROR_NAME_CONFIG, MIRROR_PAUSED_SUFFIX};
 
 /// A registered broker.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -6,26 +6,30 @@
 //! ([`server`], [`client`], [`wire`]), nodes without a vote following it ([`start`]).
 
 pub mod acls;
-pub mod client;
-pub mod commands;
-pub mod controller;
-pub mod image;
-pub mod metadata_state;
-pub mod placement;
-pub mod quorum;
-pub mod records;
-pub mod server;
-pub mod start;
+mod client;
+mod commands;
+mod controller;
+mod image;
+mod metadata_state;
+mod placement;
+mod quorum;
+mod records;
+mod server;
+mod start;
 pub mod topic_configs;
 pub mod wire;
 
 pub use acls::{
     AclBinding, AclBindingFilter, AclOperation, AclPatternType, AclPermissionType, AclResourceType,
 };
-pub use commands::BrokerRegistration;
-pub use controller::{validate_topic_name, Controller, ControllerConfig, CreateTopic};
+pub use commands::{BrokerRegistration, ReplicaDescription};
+pub use controller::{
+    validate_topic_name, AlterPartition, Controller, ControllerConfig, CreateTopic, ElectionType,
+    LeaderRebalance,
+};
 pub use image::{BrokerInfo, MetadataImage, PartitionInfo, ScramCredentialImage, TopicImage};
-pub use metadata_state::MetadataState;
+pub use metadata_state::{LogEntry, MetadataState, SnapshotPayload};
+pub use quorum::SnapshotPolicy;
 pub use records::{BrokerEndpoint, ConfigResourceType, MetadataRecord};
 pub use start::{open_single_voter, raft_id, start, QuorumConfig};
 

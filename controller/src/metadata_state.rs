@@ -21,7 +21,7 @@ pub struct LogEntry {
 }
 
 /// What an observer last fetched: (raft index, when, ms since the epoch).
-pub type ObserverProgress = std::collections::BTreeMap<i32, (u64, i64)>;
+pub(crate) type ObserverProgress = std::collections::BTreeMap<i32, (u64, i64)>;
 
 /// The image at one raft index, as a snapshot stores and sends it.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]

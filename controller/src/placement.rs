@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use crate::image::MetadataImage;
 
 /// Replicas for `count` new partitions from index `first` on the live brokers of `image`.
-pub fn place(image: &MetadataImage, first: i32, count: i32, rf: usize) -> Vec<Vec<i32>> {
+pub(crate) fn place(image: &MetadataImage, first: i32, count: i32, rf: usize) -> Vec<Vec<i32>> {
     let live: Vec<(i32, Option<String>)> = image
         .brokers
         .values()
@@ -24,7 +24,7 @@ pub fn place(image: &MetadataImage, first: i32, count: i32, rf: usize) -> Vec<Ve
 
 /// Assigns `count` partitions starting at index `first`, each with `rf` distinct replicas,
 /// round-robin over `brokers` so that leaders (the first replica) spread evenly.
-pub fn assign_replicas(brokers: &[i32], first: i32, count: i32, rf: usize) -> Vec<Vec<i32>> {
+pub(crate) fn assign_replicas(brokers: &[i32], first: i32, count: i32, rf: usize) -> Vec<Vec<i32>> {
     if brokers.is_empty() {
         return Vec::new();
     }
@@ -67,7 +67,7 @@ fn rack_alternated(brokers: &[(i32, Option<String>)]) -> Vec<(i32, String)> {
 /// the rack-alternated brokers, and each further replica is the next broker (shifted per round
 /// of partitions) on a rack without a replica yet, once every rack has one, any broker
 /// without one.
-pub fn assign_replicas_rack_aware(
+pub(crate) fn assign_replicas_rack_aware(
     brokers: &[(i32, Option<String>)],
     first: i32,
     count: i32,

@@ -26,13 +26,13 @@ const FIRST_FRAME_TIMEOUT: Duration = Duration::from_secs(10);
 /// An idle command or fetch connection is closed after this.
 const IDLE_TIMEOUT: Duration = Duration::from_secs(300);
 /// Most records in one fetch answer.
-pub const MAX_FETCH_RECORDS: usize = 10_000;
+pub(crate) const MAX_FETCH_RECORDS: usize = 10_000;
 /// Longest a fetch waits for new entries.
-pub const MAX_FETCH_WAIT: Duration = Duration::from_secs(5);
+pub(crate) const MAX_FETCH_WAIT: Duration = Duration::from_secs(5);
 
 /// A node's request for committed metadata entries.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct FetchRequest {
+pub(crate) struct FetchRequest {
     /// The fetching node's id.
     pub node_id: i32,
     /// The fetching node's cluster id, if it knows it.
@@ -62,7 +62,7 @@ pub struct FetchResponse {
 }
 
 /// What the listener serves from.
-pub struct ServerContext {
+pub(crate) struct ServerContext {
     /// This voter's raft id, if it is one.
     pub raft_id: Option<u64>,
     /// The configured voters (raft ids, sorted).
@@ -80,7 +80,7 @@ pub struct ServerContext {
 
 impl ServerContext {
     /// A context with no controller yet (set it once it is built).
-    pub fn new(
+    pub(crate) fn new(
         raft_id: Option<u64>,
         voters: Vec<u64>,
         quorum: Option<QuorumHandle>,
@@ -126,7 +126,7 @@ impl ServerContext {
 const SHUTDOWN_POLL: Duration = Duration::from_millis(50);
 
 /// Serves `listener` on a thread of its own until the controller is dropped.
-pub fn spawn(listener: TcpListener, ctx: Arc<ServerContext>) -> std::io::Result<()> {
+pub(crate) fn spawn(listener: TcpListener, ctx: Arc<ServerContext>) -> std::io::Result<()> {
     listener.set_nonblocking(true)?;
     std::thread::Builder::new()
         .name("controller-listener".into())

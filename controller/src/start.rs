@@ -32,7 +32,7 @@ pub fn raft_id(node_id: i32) -> Result<u64, ControllerError> {
 }
 
 /// The Kafka `node.id` of a raft id (the inverse of [`raft_id`]).
-pub fn node_id(raft_id: u64) -> i32 {
+pub(crate) fn node_id(raft_id: u64) -> i32 {
     raft_id as i32 - 1
 }
 
@@ -125,7 +125,7 @@ impl StateMachine for ImageMachine {
 }
 
 /// The controller, its threads stopped when the last handle is dropped.
-pub type ControllerHandle = Arc<Controller>;
+pub(crate) type ControllerHandle = Arc<Controller>;
 
 /// Opens a single voter's controller in `dir` (tests, `tern format`).
 pub fn open_single_voter(

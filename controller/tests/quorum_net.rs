@@ -6,9 +6,9 @@ use std::net::TcpStream;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tern_controller::commands::BrokerRegistration;
-use tern_controller::quorum::SnapshotPolicy;
 use tern_controller::wire::{read_frame, to_json, write_frame, FrameKind, Hello};
+use tern_controller::BrokerRegistration;
+use tern_controller::SnapshotPolicy;
 use tern_controller::{
     BrokerEndpoint, Controller, ControllerConfig, CreateTopic, MetadataImage, QuorumConfig,
 };

@@ -12,7 +12,7 @@ use libfuzzer_sys::fuzz_target;
 use tern_controller::acls::{
     AclBinding, AclOperation, AclPatternType, AclPermissionType, AclResourceType,
 };
-use tern_controller::metadata_state::{LogEntry, SnapshotPayload};
+use tern_controller::{LogEntry, SnapshotPayload};
 use tern_controller::{MetadataImage, MetadataRecord, MetadataState};
 use tern_fuzz::seeds::{self, Seed};
 

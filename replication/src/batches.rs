@@ -5,10 +5,7 @@ use tern_protocol::record_batch::RecordBatchHeader;
 
 /// The whole batches of a fetched buffer that end at or after `fetch_offset`: leading batches
 /// wholly below it are skipped, a partial batch at the end is dropped.
-pub fn whole_batches_from(
-    records: &Bytes,
-    fetch_offset: i64,
-) -> Result<(Bytes, Option<i64>), String> {
+pub fn whole_batches_from(records: &Bytes, fetch_offset: i64) -> (Bytes, Option<i64>) {
     let mut pos = 0usize;
     let mut start = None;
     let mut first_base = None;
@@ -29,8 +26,8 @@ pub fn whole_batches_from(
         pos += header.size();
     }
     match start {
-        Some(s) => Ok((records.slice(s..pos), first_base)),
-        None => Ok((Bytes::new(), None)),
+        Some(s) => (records.slice(s..pos), first_base),
+        None => (Bytes::new(), None),
     }
 }
 
@@ -59,15 +56,15 @@ mod tests {
         buf.extend_from_slice(&third);
         let all = buf.clone().freeze();
         // Fetch offset inside the second batch: that batch and the third.
-        let (kept, first) = whole_batches_from(&all, 4).unwrap();
+        let (kept, first) = whole_batches_from(&all, 4);
         assert_eq!(first, Some(3));
         assert_eq!(kept.len(), all.len() - batch(0, 3).len());
         // A cut third batch is dropped.
         let cut = all.slice(..all.len() - 5);
-        let (kept, _) = whole_batches_from(&cut, 0).unwrap();
+        let (kept, _) = whole_batches_from(&cut, 0);
         assert_eq!(kept.len(), all.len() - third.len());
         // Everything below the offset: nothing.
-        let (kept, first) = whole_batches_from(&all, 9).unwrap();
+        let (kept, first) = whole_batches_from(&all, 9);
         assert!(kept.is_empty());
         assert_eq!(first, None);
     }

@@ -260,7 +260,7 @@ impl<P: Clone> FetcherCore<P> {
 /// the two ends; if not, to the end of its own largest earlier epoch (the next fetch then
 /// carries that epoch and the leader checks again). Never beyond the log end; an undefined
 /// answer falls back to the high watermark, which every in-sync replica has.
-pub fn truncation_offset(
+pub(crate) fn truncation_offset(
     epoch: i32,
     end_offset: i64,
     log_end_offset: i64,

@@ -8,7 +8,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use tern_controller::quorum::SnapshotPolicy;
+use tern_controller::SnapshotPolicy;
 use tern_controller::{
     BrokerEndpoint, BrokerRegistration, ControllerConfig, CreateTopic, QuorumConfig,
 };

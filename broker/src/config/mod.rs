@@ -184,7 +184,7 @@ pub struct BrokerConfig {
     /// `unclean.leader.election.enable`.
     pub unclean_leader_election: bool,
     /// `auto.leader.rebalance.enable`, `leader.imbalance.*`.
-    pub leader_rebalance: tern_controller::controller::LeaderRebalance,
+    pub leader_rebalance: tern_controller::LeaderRebalance,
     /// `max.incremental.fetch.session.cache.slots`.
     pub fetch_session_cache_slots: usize,
     /// `min.incremental.fetch.session.eviction.ms` (Kafka's internal default).
@@ -201,7 +201,7 @@ pub struct BrokerConfig {
     pub broker_heartbeat_interval_ms: u64,
     /// `metadata.log.max.record.bytes.between.snapshots` and
     /// `metadata.log.max.snapshot.interval.ms`.
-    pub snapshots: tern_controller::quorum::SnapshotPolicy,
+    pub snapshots: tern_controller::SnapshotPolicy,
     /// Cluster mirroring (`mirror.state.topic.num.partitions`, `mirror.failed.retry.*`, ...).
     pub mirror: tern_mirror::BrokerMirrorConfig,
     /// The ACL authorizer (`authorizer.class.name`), or None: every request is allowed.
@@ -408,7 +408,7 @@ impl BrokerConfig {
                 )?,
             },
             unclean_leader_election: bool_of("unclean.leader.election.enable", false)?,
-            leader_rebalance: tern_controller::controller::LeaderRebalance {
+            leader_rebalance: tern_controller::LeaderRebalance {
                 enabled: bool_of("auto.leader.rebalance.enable", true)?,
                 check_interval: std::time::Duration::from_secs(num(
                     &props,
@@ -453,7 +453,7 @@ impl BrokerConfig {
             controller_listener,
             broker_session_timeout_ms: num(&props, "broker.session.timeout.ms", 9_000)?,
             broker_heartbeat_interval_ms: num(&props, "broker.heartbeat.interval.ms", 2_000)?,
-            snapshots: tern_controller::quorum::SnapshotPolicy {
+            snapshots: tern_controller::SnapshotPolicy {
                 max_bytes_between: num(
                     &props,
                     "metadata.log.max.record.bytes.between.snapshots",

@@ -10,7 +10,7 @@ use parking_lot::Mutex;
 
 use super::replica_fetcher::{FetcherContext, ReplicaFetcher};
 use crate::replica_manager::Partition;
-use tern_replication::fetcher_core::TopicPartition;
+use tern_replication::TopicPartition;
 
 /// Every replica fetcher of this broker.
 pub struct ReplicaFetcherManager {

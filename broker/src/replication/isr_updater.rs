@@ -7,7 +7,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use tern_controller::controller::AlterPartition;
+use tern_controller::AlterPartition;
 use tern_controller::Controller;
 use tokio::sync::watch;
 

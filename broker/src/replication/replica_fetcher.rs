@@ -22,9 +22,7 @@ use tokio::sync::Notify;
 use crate::config::ReplicationConfig;
 use crate::group_coordinator::now_ms;
 use crate::replica_manager::Partition;
-use tern_replication::fetcher_core::{
-    FetchTarget, FetchedPartition, FetcherCore, LocalLog, Outcome,
-};
+use tern_replication::{FetchTarget, FetchedPartition, FetcherCore, LocalLog, Outcome};
 
 const FETCH_VERSION: i16 = 12;
 const LIST_OFFSETS_VERSION: i16 = 5;
@@ -361,7 +359,7 @@ fn append(
     records: bytes::Bytes,
     leader_high_watermark: i64,
 ) -> Result<(), String> {
-    let (whole, _) = tern_replication::batches::whole_batches_from(&records, target.fetch_offset)?;
+    let (whole, _) = tern_replication::whole_batches_from(&records, target.fetch_offset);
     if !whole.is_empty() {
         partition
             .log

@@ -16,7 +16,7 @@ use crate::image::{MetadataImage, PartitionInfo};
 use crate::records::MetadataRecord;
 
 /// A topic partition by name.
-pub type TopicPartition = (String, i32);
+pub(crate) type TopicPartition = (String, i32);
 
 /// Which leader an ElectLeaders asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -29,7 +29,7 @@ pub enum ElectionType {
 }
 
 /// Per-partition outcomes of a command, in request order.
-pub type PartitionResults = Vec<(TopicPartition, Result<(), ApiError>)>;
+pub(crate) type PartitionResults = Vec<(TopicPartition, Result<(), ApiError>)>;
 
 /// The auto leader rebalance settings (`auto.leader.rebalance.enable`,
 /// `leader.imbalance.check.interval.seconds`, `leader.imbalance.per.broker.percentage`).

@@ -30,7 +30,7 @@ pub struct AlterPartition {
 }
 
 /// The partition's state once an AlterPartition was applied: (ISR, partition epoch).
-pub type AlteredPartition = (Vec<i32>, i32);
+pub(crate) type AlteredPartition = (Vec<i32>, i32);
 
 impl Controller {
     /// Changes a partition's ISR as its leader asks; answers the state now committed.

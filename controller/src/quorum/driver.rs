@@ -19,18 +19,18 @@ use crate::quorum::transport::RaftTransport;
 use crate::ControllerError;
 
 /// Wall-clock length of one raft tick.
-pub const TICK_INTERVAL: Duration = Duration::from_millis(100);
+pub(crate) const TICK_INTERVAL: Duration = Duration::from_millis(100);
 /// Inputs queued for the driver before senders are refused (peers' messages are then dropped;
 /// raft retransmits).
 const INPUT_QUEUE: usize = 4096;
 /// Most inputs handled between two ready rounds.
 const INPUTS_PER_ROUND: usize = 256;
 /// How long a proposal waits for its entry to commit (Kafka's `request.timeout.ms` default).
-pub const PROPOSAL_TIMEOUT: Duration = Duration::from_secs(30);
+pub(crate) const PROPOSAL_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// What the driver drives: committed entries go in, in log order; snapshots come out of it
 /// and go back into it. An error stops the driver.
-pub trait StateMachine: Send {
+pub(crate) trait StateMachine: Send {
     /// Applies one committed entry.
     fn apply(&mut self, entry: &CommittedEntry) -> Result<(), ControllerError>;
     /// Replaces the state by a snapshot the leader sent (its state at `snapshot.index`).
@@ -61,7 +61,7 @@ impl Default for SnapshotPolicy {
 }
 
 /// What the driver is fed.
-pub enum Input {
+pub(crate) enum Input {
     /// A raft message from a peer.
     Message(Message),
     /// Bytes to append as one entry; answered once committed and applied.
@@ -207,7 +207,7 @@ struct Pending {
 }
 
 /// The driver loop's state (see the module docs).
-pub struct QuorumDriver {
+pub(crate) struct QuorumDriver {
     node: RaftNode,
     transport: Box<dyn RaftTransport>,
     machine: Box<dyn StateMachine>,
@@ -228,7 +228,7 @@ pub struct QuorumDriver {
 
 impl QuorumDriver {
     /// Wraps `node`; returns the driver (to run on a thread of its own) and its handle.
-    pub fn new(
+    pub(crate) fn new(
         node: RaftNode,
         transport: Box<dyn RaftTransport>,
         machine: Box<dyn StateMachine>,
@@ -268,13 +268,13 @@ impl QuorumDriver {
     }
 
     /// Starts an election at once (a single voter becomes leader without peers).
-    pub fn campaign(&mut self) -> Result<(), ControllerError> {
+    pub(crate) fn campaign(&mut self) -> Result<(), ControllerError> {
         self.node.campaign()?;
         self.round()
     }
 
     /// Runs the driver on a new thread until shut down or failed.
-    pub fn spawn(mut self, name: String) -> std::io::Result<std::thread::JoinHandle<()>> {
+    pub(crate) fn spawn(mut self, name: String) -> std::io::Result<std::thread::JoinHandle<()>> {
         std::thread::Builder::new().name(name).spawn(move || {
             if let Err(e) = self.run() {
                 tracing::error!(error = %e, "the metadata quorum driver stopped");

@@ -1,16 +1,16 @@
 //! The metadata quorum: raft-rs over RocksDB, as a sans-I/O [`RaftNode`] plus drivers.
 
-pub mod driver;
-pub mod node;
-pub mod storage;
-pub mod transport;
+pub(crate) mod driver;
+pub(crate) mod node;
+pub(crate) mod storage;
+pub(crate) mod transport;
 
 mod logging;
 #[cfg(test)]
 mod sim_tests;
 
-pub use driver::{QuorumDriver, QuorumHandle, QuorumStatus, Role, SnapshotPolicy, StateMachine};
+pub(crate) use driver::QuorumHandle;
+pub use driver::SnapshotPolicy;
 pub(crate) use logging::raft_logger;
-pub use node::{CommittedEntry, InstalledSnapshot, RaftNode, RaftNodeConfig};
-pub use storage::RaftStorage;
-pub use transport::{NoPeers, RaftTransport, TcpTransport};
+pub(crate) use node::{CommittedEntry, InstalledSnapshot, RaftNode, RaftNodeConfig};
+pub(crate) use storage::RaftStorage;

@@ -13,7 +13,7 @@ use crate::quorum::storage::RaftStorage;
 use crate::ControllerError;
 
 /// Largest entry payload accepted by [`RaftNode::propose`].
-pub const MAX_ENTRY_BYTES: usize = 8 * 1024 * 1024;
+pub(crate) const MAX_ENTRY_BYTES: usize = 8 * 1024 * 1024;
 /// Most bytes of entries in one append message to a peer.
 const MAX_BYTES_PER_MSG: u64 = 1024 * 1024;
 /// Most append messages in flight to one peer.
@@ -25,7 +25,7 @@ const MAX_READY_ROUNDS: usize = 64;
 
 /// Identity and timing of one voter.
 #[derive(Debug, Clone)]
-pub struct RaftNodeConfig {
+pub(crate) struct RaftNodeConfig {
     /// This voter's raft id (non-zero).
     pub id: u64,
     /// The voters of a new quorum (used only when the storage is empty).
@@ -40,7 +40,7 @@ pub struct RaftNodeConfig {
 
 impl RaftNodeConfig {
     /// Defaults for voter `id` of `voters`: heartbeat every tick, elections after 10 to 20.
-    pub fn new(id: u64, voters: Vec<u64>) -> Self {
+    pub(crate) fn new(id: u64, voters: Vec<u64>) -> Self {
         RaftNodeConfig {
             id,
             voters,
@@ -53,7 +53,7 @@ impl RaftNodeConfig {
 
 /// A committed log entry carrying data, handed to the state machine in log order.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CommittedEntry {
+pub(crate) struct CommittedEntry {
     /// Raft log index.
     pub index: u64,
     /// Term the entry was proposed in.
@@ -65,7 +65,7 @@ pub struct CommittedEntry {
 /// A snapshot received from the leader and installed in storage: the state machine must be
 /// restored from `data` (its state at `index`) before later entries are applied.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct InstalledSnapshot {
+pub(crate) struct InstalledSnapshot {
     /// Raft index the snapshot is at.
     pub index: u64,
     /// The state machine's bytes.
@@ -73,7 +73,7 @@ pub struct InstalledSnapshot {
 }
 
 /// One voter of the metadata quorum (see the module docs).
-pub struct RaftNode {
+pub(crate) struct RaftNode {
     raw: RawNode<RaftStorage>,
     outbox: Vec<Message>,
     committed: Vec<CommittedEntry>,
@@ -96,7 +96,7 @@ impl std::fmt::Debug for RaftNode {
 impl RaftNode {
     /// Starts a voter on `storage`, recording `config.voters` first if the storage is empty.
     /// Entries committed before are not handed out again: they are in `storage`.
-    pub fn new(
+    pub(crate) fn new(
         config: &RaftNodeConfig,
         mut storage: RaftStorage,
         logger: &slog::Logger,
@@ -145,22 +145,22 @@ impl RaftNode {
     }
 
     /// This voter's raft id.
-    pub fn id(&self) -> u64 {
+    pub(crate) fn id(&self) -> u64 {
         self.raw.raft.id
     }
 
     /// Current term.
-    pub fn term(&self) -> u64 {
+    pub(crate) fn term(&self) -> u64 {
         self.raw.raft.term
     }
 
     /// Whether this voter is the leader of its current term.
-    pub fn is_leader(&self) -> bool {
+    pub(crate) fn is_leader(&self) -> bool {
         self.raw.raft.state == StateRole::Leader
     }
 
     /// The leader this voter knows of, if any.
-    pub fn leader_id(&self) -> Option<u64> {
+    pub(crate) fn leader_id(&self) -> Option<u64> {
         match self.raw.raft.leader_id {
             raft::INVALID_ID => None,
             id => Some(id),
@@ -168,27 +168,27 @@ impl RaftNode {
     }
 
     /// Highest log index known committed.
-    pub fn commit_index(&self) -> u64 {
+    pub(crate) fn commit_index(&self) -> u64 {
         self.raw.raft.raft_log.committed
     }
 
     /// Highest log index handed to the state machine.
-    pub fn applied_index(&self) -> u64 {
+    pub(crate) fn applied_index(&self) -> u64 {
         self.raw.raft.raft_log.applied
     }
 
     /// Last index in the local log.
-    pub fn last_index(&self) -> u64 {
+    pub(crate) fn last_index(&self) -> u64 {
         self.raw.raft.raft_log.last_index()
     }
 
     /// First index still in the local log.
-    pub fn first_index(&self) -> u64 {
+    pub(crate) fn first_index(&self) -> u64 {
         self.raw.raft.raft_log.first_index()
     }
 
     /// Whether this voter is campaigning.
-    pub fn is_candidate(&self) -> bool {
+    pub(crate) fn is_candidate(&self) -> bool {
         matches!(
             self.raw.raft.state,
             StateRole::Candidate | StateRole::PreCandidate
@@ -196,7 +196,7 @@ impl RaftNode {
     }
 
     /// The voters' raft ids, sorted.
-    pub fn voters(&self) -> Vec<u64> {
+    pub(crate) fn voters(&self) -> Vec<u64> {
         let mut v = self.storage().conf_state().voters.clone();
         v.sort_unstable();
         v
@@ -205,7 +205,7 @@ impl RaftNode {
     /// A peer (re)connected with a log ending at `last_index`. If this leader believed it had
     /// more (its data was wiped or lost), the belief is dropped and the peer probed again;
     /// raft-rs would otherwise ignore the peer's rejections as stale and never catch it up.
-    pub fn peer_log_end(&mut self, id: u64, last_index: u64) {
+    pub(crate) fn peer_log_end(&mut self, id: u64, last_index: u64) {
         if !self.is_leader() || id == self.id() {
             return;
         }
@@ -224,7 +224,7 @@ impl RaftNode {
     }
 
     /// Leader only: each voter's highest replicated index, by raft id.
-    pub fn progress(&self) -> Vec<(u64, u64)> {
+    pub(crate) fn progress(&self) -> Vec<(u64, u64)> {
         let mut p: Vec<(u64, u64)> = self
             .raw
             .raft
@@ -237,13 +237,8 @@ impl RaftNode {
     }
 
     /// The persistent state.
-    pub fn storage(&self) -> &RaftStorage {
+    pub(crate) fn storage(&self) -> &RaftStorage {
         self.raw.store()
-    }
-
-    /// Whether every voter is this one.
-    pub fn is_single_voter(&self) -> bool {
-        self.storage().conf_state().voters == [self.id()]
     }
 
     fn check_failed(&self) -> Result<(), ControllerError> {
@@ -256,19 +251,19 @@ impl RaftNode {
     }
 
     /// Advances the logical clock by one tick.
-    pub fn tick(&mut self) {
+    pub(crate) fn tick(&mut self) {
         self.raw.tick();
     }
 
     /// Starts an election now (a single voter wins it at once).
-    pub fn campaign(&mut self) -> Result<(), ControllerError> {
+    pub(crate) fn campaign(&mut self) -> Result<(), ControllerError> {
         self.check_failed()?;
         self.raw.campaign()?;
         Ok(())
     }
 
     /// Feeds one message from a peer.
-    pub fn step(&mut self, mut message: Message) -> Result<(), ControllerError> {
+    pub(crate) fn step(&mut self, mut message: Message) -> Result<(), ControllerError> {
         self.check_failed()?;
         // A leader tells a voter whose data was wiped the commit index that voter had reached
         // before; raft-rs panics on a commit beyond the log end. The commit index is only an
@@ -282,7 +277,7 @@ impl RaftNode {
     }
 
     /// Appends `data` as one entry if this voter leads; returns its (index, term).
-    pub fn propose(&mut self, data: Vec<u8>) -> Result<(u64, u64), ControllerError> {
+    pub(crate) fn propose(&mut self, data: Vec<u8>) -> Result<(u64, u64), ControllerError> {
         self.check_failed()?;
         if !self.is_leader() {
             return Err(ControllerError::NotLeader {
@@ -300,7 +295,7 @@ impl RaftNode {
     }
 
     /// Persists, queues messages and applies until raft has nothing more ready.
-    pub fn handle_ready(&mut self) -> Result<(), ControllerError> {
+    pub(crate) fn handle_ready(&mut self) -> Result<(), ControllerError> {
         self.check_failed()?;
         let result = self.handle_ready_rounds();
         if let Err(e) = &result {
@@ -371,7 +366,7 @@ impl RaftNode {
     }
 
     /// Messages for peers, in the order raft produced them.
-    pub fn take_messages(&mut self) -> Vec<Message> {
+    pub(crate) fn take_messages(&mut self) -> Vec<Message> {
         let messages = std::mem::take(&mut self.outbox);
         // Delivery is best effort, so a snapshot is reported sent as it leaves (as etcd does
         // once its stream accepted it): the leader then probes the follower, and one that did
@@ -385,18 +380,18 @@ impl RaftNode {
     }
 
     /// Newly committed entries with data, in log order (after any installed snapshot).
-    pub fn take_committed(&mut self) -> Vec<CommittedEntry> {
+    pub(crate) fn take_committed(&mut self) -> Vec<CommittedEntry> {
         std::mem::take(&mut self.committed)
     }
 
     /// A snapshot installed since the last call, to restore before [`RaftNode::take_committed`].
-    pub fn take_installed_snapshot(&mut self) -> Option<InstalledSnapshot> {
+    pub(crate) fn take_installed_snapshot(&mut self) -> Option<InstalledSnapshot> {
         self.installed.take()
     }
 
     /// Replaces the log up to `index` (at most the applied index) with `data`, the state
     /// machine at that index; followers further behind then get the snapshot.
-    pub fn compact(&mut self, index: u64, data: Vec<u8>) -> Result<(), ControllerError> {
+    pub(crate) fn compact(&mut self, index: u64, data: Vec<u8>) -> Result<(), ControllerError> {
         self.check_failed()?;
         if index > self.applied_index() {
             return Err(ControllerError::Quorum(format!(

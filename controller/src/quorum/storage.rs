@@ -38,7 +38,7 @@ const KEY_SNAPSHOT_DATA: &[u8] = b"snapshot_data";
 const FORMAT_VERSION: u32 = 1;
 
 /// Raft's persistent state: in memory, and in RocksDB unless built with [`RaftStorage::in_memory`].
-pub struct RaftStorage {
+pub(crate) struct RaftStorage {
     hard_state: HardState,
     conf_state: ConfState,
     /// Index and term just before the first entry: (0, 0) until log compaction exists.
@@ -82,7 +82,7 @@ fn index_key(index: u64) -> [u8; 8] {
 
 impl RaftStorage {
     /// Empty storage that keeps nothing on disk (simulations and tests).
-    pub fn in_memory() -> Self {
+    pub(crate) fn in_memory() -> Self {
         RaftStorage {
             hard_state: HardState::default(),
             conf_state: ConfState::default(),
@@ -94,7 +94,7 @@ impl RaftStorage {
     }
 
     /// Opens (creating if missing) the RocksDB database in `dir` and loads and checks it.
-    pub fn open(dir: &Path) -> Result<Self, ControllerError> {
+    pub(crate) fn open(dir: &Path) -> Result<Self, ControllerError> {
         std::fs::create_dir_all(dir)?;
         let mut opts = Options::default();
         opts.create_if_missing(true);
@@ -196,22 +196,22 @@ impl RaftStorage {
     }
 
     /// Whether the voters are known (set by [`RaftStorage::bootstrap`] or loaded).
-    pub fn is_initialized(&self) -> bool {
+    pub(crate) fn is_initialized(&self) -> bool {
         !self.conf_state.voters.is_empty()
     }
 
     /// The configuration this storage holds.
-    pub fn conf_state(&self) -> &ConfState {
+    pub(crate) fn conf_state(&self) -> &ConfState {
         &self.conf_state
     }
 
     /// The persisted HardState (term, vote, commit).
-    pub fn hard_state(&self) -> &HardState {
+    pub(crate) fn hard_state(&self) -> &HardState {
         &self.hard_state
     }
 
     /// Records the initial voter set of a new quorum; durable on return.
-    pub fn bootstrap(&mut self, voters: &[u64]) -> Result<(), ControllerError> {
+    pub(crate) fn bootstrap(&mut self, voters: &[u64]) -> Result<(), ControllerError> {
         assert!(
             !self.is_initialized(),
             "bootstrap of an initialized raft log"
@@ -233,7 +233,7 @@ impl RaftStorage {
 
     /// Persists what one raft `Ready` asks for in one synced batch: `entries` (replacing any
     /// suffix of the log from their first index on) and the new HardState.
-    pub fn persist(
+    pub(crate) fn persist(
         &mut self,
         entries: &[Entry],
         hard_state: Option<&HardState>,
@@ -281,7 +281,7 @@ impl RaftStorage {
     }
 
     /// Persists a commit index that moved after its entries were persisted (not synced).
-    pub fn persist_commit(&mut self, commit: u64) -> Result<(), ControllerError> {
+    pub(crate) fn persist_commit(&mut self, commit: u64) -> Result<(), ControllerError> {
         assert!(commit <= self.last(), "commit {commit} past the log end");
         let mut hard_state = self.hard_state.clone();
         hard_state.commit = commit;
@@ -296,14 +296,14 @@ impl RaftStorage {
     }
 
     /// The latest snapshot's index and data, if there is one.
-    pub fn snapshot_state(&self) -> Option<(u64, &[u8])> {
+    pub(crate) fn snapshot_state(&self) -> Option<(u64, &[u8])> {
         (self.snapshot_metadata.index > 0)
             .then_some((self.snapshot_metadata.index, self.snapshot_data.as_slice()))
     }
 
     /// Replaces the log up to `index` (committed, applied by the caller) with `data`, the
     /// state machine at that index. Durable on return.
-    pub fn compact(&mut self, index: u64, data: Vec<u8>) -> Result<(), ControllerError> {
+    pub(crate) fn compact(&mut self, index: u64, data: Vec<u8>) -> Result<(), ControllerError> {
         if index <= self.snapshot_metadata.index {
             return Ok(());
         }
@@ -339,7 +339,7 @@ impl RaftStorage {
 
     /// Installs a snapshot the leader sent: the whole log is replaced by it, and the commit
     /// index is at least its index. Durable on return.
-    pub fn apply_snapshot(&mut self, snapshot: &Snapshot) -> Result<(), ControllerError> {
+    pub(crate) fn apply_snapshot(&mut self, snapshot: &Snapshot) -> Result<(), ControllerError> {
         let metadata = snapshot.get_metadata().clone();
         if metadata.index <= self.snapshot_metadata.index {
             return Ok(());
@@ -369,7 +369,7 @@ impl RaftStorage {
     }
 
     /// The committed entries after the latest snapshot, oldest first.
-    pub fn committed_entries(&self) -> &[Entry] {
+    pub(crate) fn committed_entries(&self) -> &[Entry] {
         let committed = (self.hard_state.commit - self.snapshot_metadata.index) as usize;
         &self.entries[..committed.min(self.entries.len())]
     }

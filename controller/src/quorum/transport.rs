@@ -27,14 +27,14 @@ const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
 const UNACKED_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// Carries raft messages to the other voters of the metadata quorum.
-pub trait RaftTransport: Send {
+pub(crate) trait RaftTransport: Send {
     /// Queues messages for their recipients (`Message::to`); delivery is best effort.
     fn send(&mut self, messages: Vec<Message>);
 }
 
 /// The transport of a quorum with a single voter: there is nobody to talk to.
 #[derive(Debug, Default)]
-pub struct NoPeers;
+pub(crate) struct NoPeers;
 
 impl RaftTransport for NoPeers {
     fn send(&mut self, messages: Vec<Message>) {
@@ -46,12 +46,12 @@ impl RaftTransport for NoPeers {
 
 /// Raft messages over TCP: one connection and one sender thread per peer, reconnecting with
 /// backoff, with a bounded queue in front of each.
-pub struct TcpTransport {
+pub(crate) struct TcpTransport {
     peers: HashMap<u64, SyncSender<Message>>,
 }
 
 /// Why a peer refused this voter (another quorum, another cluster), if one did.
-pub type PeerRefusal = std::sync::Arc<parking_lot::Mutex<Option<String>>>;
+pub(crate) type PeerRefusal = std::sync::Arc<parking_lot::Mutex<Option<String>>>;
 
 impl std::fmt::Debug for TcpTransport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -64,7 +64,7 @@ impl std::fmt::Debug for TcpTransport {
 impl TcpTransport {
     /// Starts a sender for each peer `(raft id, host:port)`; `hello` opens every stream. A
     /// peer's refusal is recorded in `refusal`.
-    pub fn start(
+    pub(crate) fn start(
         peers: &[(u64, String)],
         hello: Hello,
         refusal: PeerRefusal,

@@ -26,9 +26,8 @@ use crate::config::MirrorSettings;
 use crate::host::{MirrorHost, RaiseEpochError};
 use crate::source::{SourceConnection, SourceError};
 use crate::stats::MirrorStats;
-use tern_replication::batches::whole_batches_from;
-use tern_replication::fetcher_core::{
-    FetchTarget, FetchedPartition, FetcherCore, LocalLog, Outcome,
+use tern_replication::{
+    whole_batches_from, FetchTarget, FetchedPartition, FetcherCore, LocalLog, Outcome,
 };
 
 const NOT_LEADER_OR_FOLLOWER: i16 = 6;
@@ -44,9 +43,6 @@ pub enum AppendError {
     /// This broker no longer leads the partition.
     #[error("this broker no longer leads the partition")]
     NotLeader,
-    /// The fetched bytes do not split into whole batches.
-    #[error("{0}")]
-    Batches(String),
     /// Restarting the local log at the first fetched batch failed.
     #[error("restarting the local log at {offset}: {error}")]
     Restart {
@@ -674,7 +670,7 @@ fn next_targets(
                 return None;
             }
             let records = data.records.as_ref().unwrap_or(&empty);
-            let (batches, _) = whole_batches_from(records, asked.fetch_offset).ok()?;
+            let (batches, _) = whole_batches_from(records, asked.fetch_offset);
             target.fetch_offset = BatchIter::new(&batches)
                 .map_while(Result::ok)
                 .last()
@@ -784,8 +780,7 @@ fn append_fetched(
     let log = &replica.log;
     let mut appended = None;
     if let Some(records) = data.records.as_ref().filter(|r| !r.is_empty()) {
-        let (batches, first_base) =
-            whole_batches_from(records, *fetch_offset).map_err(AppendError::Batches)?;
+        let (batches, first_base) = whole_batches_from(records, *fetch_offset);
         if !batches.is_empty() {
             let leo = log.log_end_offset();
             if let Some(base) = first_base.filter(|b| *b < leo) {
