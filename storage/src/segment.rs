@@ -463,68 +463,50 @@ impl LogSegment {
         let mut next_offset = None;
         let mut chunk: Vec<u8> = Vec::new();
         let mut chunk_start = 0u64;
+        let stopped = |pos, next_offset, e| {
+            Ok(ScanEnd {
+                valid_bytes: pos,
+                next_offset,
+                error: Some(e),
+            })
+        };
         while pos < end {
             // Make sure the header, then the whole batch, is in the chunk.
             let need_header = RECORD_BATCH_OVERHEAD.min((end - pos) as usize);
             if pos < chunk_start || pos + need_header as u64 > chunk_start + chunk.len() as u64 {
                 let len = (SCAN_CHUNK as u64).min(end - pos) as usize;
-                chunk.resize(len, 0);
-                self.file
-                    .read_exact_at(&mut chunk, pos)
-                    .ctx(&self.log_path())?;
-                chunk_start = pos;
+                chunk_start = self.read_chunk(&mut chunk, pos, len)?;
             }
             let at = (pos - chunk_start) as usize;
             let header = match RecordBatchHeader::parse(&chunk[at..]) {
                 Ok(h) => h,
-                Err(e) => {
-                    return Ok(ScanEnd {
-                        valid_bytes: pos,
-                        next_offset,
-                        error: Some(e),
-                    });
-                }
+                Err(e) => return stopped(pos, next_offset, e),
             };
             let size = header.size();
             if pos + size as u64 > end {
+                let available = (end - pos) as usize;
                 let e = BatchError::Truncated {
                     needed: size,
-                    available: (end - pos) as usize,
+                    available,
                 };
-                return Ok(ScanEnd {
-                    valid_bytes: pos,
-                    next_offset,
-                    error: Some(e),
-                });
+                return stopped(pos, next_offset, e);
             }
             if at + size > chunk.len() {
                 let len = size.max(SCAN_CHUNK).min((end - pos) as usize);
-                chunk.resize(len, 0);
-                self.file
-                    .read_exact_at(&mut chunk, pos)
-                    .ctx(&self.log_path())?;
-                chunk_start = pos;
+                chunk_start = self.read_chunk(&mut chunk, pos, len)?;
             }
             let at = (pos - chunk_start) as usize;
             let batch = &chunk[at..at + size];
             if validate {
                 if let Err(e) = validate_batch(batch) {
-                    return Ok(ScanEnd {
-                        valid_bytes: pos,
-                        next_offset,
-                        error: Some(e),
-                    });
+                    return stopped(pos, next_offset, e);
                 }
                 if header.base_offset < self.base_offset
                     || next_offset.is_some_and(|n| header.base_offset < n)
                     || header.last_offset() - self.base_offset > u32::MAX as i64
                 {
                     let e = BatchError::Inconsistent("offsets do not increase");
-                    return Ok(ScanEnd {
-                        valid_bytes: pos,
-                        next_offset,
-                        error: Some(e),
-                    });
+                    return stopped(pos, next_offset, e);
                 }
             }
             f(pos, &header, batch)?;
@@ -536,6 +518,13 @@ impl LogSegment {
             next_offset,
             error: None,
         })
+    }
+
+    /// Fills `chunk` with the `len` bytes of the log at `pos`; returns `pos`.
+    fn read_chunk(&self, chunk: &mut Vec<u8>, pos: u64, len: usize) -> Result<u64> {
+        chunk.resize(len, 0);
+        self.file.read_exact_at(chunk, pos).ctx(&self.log_path())?;
+        Ok(pos)
     }
 
     /// Validates every batch, rebuilds the offset and time indexes, and truncates the file at
