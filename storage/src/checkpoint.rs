@@ -12,6 +12,8 @@ pub const RECOVERY_POINT_CHECKPOINT: &str = "recovery-point-offset-checkpoint";
 pub const LOG_START_OFFSET_CHECKPOINT: &str = "log-start-offset-checkpoint";
 /// File holding the leader epoch cache.
 pub const LEADER_EPOCH_CHECKPOINT: &str = "leader-epoch-checkpoint";
+/// File holding the offset up to which the log has been cleaned (Kafka keeps one per log dir).
+pub const CLEANER_OFFSET_CHECKPOINT: &str = "cleaner-offset-checkpoint";
 /// Marker written last on a clean close; its absence on open means "recover".
 pub const CLEAN_SHUTDOWN_FILE: &str = ".kafka_cleanshutdown";
 

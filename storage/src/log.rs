@@ -15,8 +15,8 @@ use tern_protocol::record_batch::{
 };
 
 use crate::checkpoint::{
-    fsync_dir, read_offset, write_atomic, write_offset, CLEAN_SHUTDOWN_FILE,
-    LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT,
+    fsync_dir, read_offset, write_atomic, write_offset, CLEANER_OFFSET_CHECKPOINT,
+    CLEAN_SHUTDOWN_FILE, LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT,
 };
 use crate::config::{LogConfig, TimestampType};
 use crate::epoch::LeaderEpochFileCache;
@@ -25,7 +25,7 @@ use crate::file_slice::FileSlice;
 use crate::producer_state::{ProducerStateEntry, ProducerStateManager, Staged};
 use crate::segment::{
     control_of, file_name, now_ms, LogSegment, SegmentRead, CLEANED_SUFFIX, DELETED_SUFFIX,
-    LOG_SUFFIX, SWAP_SUFFIX,
+    INDEX_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX, TIME_INDEX_SUFFIX,
 };
 use crate::txn_index::AbortedTxn;
 
@@ -98,7 +98,7 @@ pub struct Log {
     dir: PathBuf,
     config: RwLock<LogConfig>,
     writer: Mutex<WriterState>,
-    pub(crate) segments: RwLock<BTreeMap<i64, Arc<LogSegment>>>,
+    segments: RwLock<BTreeMap<i64, Arc<LogSegment>>>,
     log_start_offset: AtomicI64,
     log_end_offset: AtomicI64,
     recovery_point: AtomicI64,
@@ -109,7 +109,7 @@ pub struct Log {
     /// cannot be trusted (Kafka takes such a log dir wholly offline).
     unreadable: AtomicBool,
     /// Offset up to which the cleaner has compacted (exclusive).
-    pub(crate) cleaner_checkpoint: AtomicI64,
+    cleaner_checkpoint: AtomicI64,
 }
 
 impl std::fmt::Debug for Log {
@@ -337,7 +337,7 @@ impl Log {
             offline: AtomicBool::new(false),
             unreadable: AtomicBool::new(false),
             cleaner_checkpoint: AtomicI64::new(
-                read_offset(dir, crate::cleaner::CLEANER_OFFSET_CHECKPOINT)
+                read_offset(dir, CLEANER_OFFSET_CHECKPOINT)
                     .ok()
                     .flatten()
                     .unwrap_or(log_start)
@@ -1245,11 +1245,90 @@ impl Log {
         self.offline.store(true, Ordering::Release);
     }
 
-    /// Runs `f` with the writer lock held (the cleaner's swap).
-    pub(crate) fn with_writer_lock<T>(&self, f: impl FnOnce() -> Result<T>) -> Result<T> {
+    /// The segments, oldest first (the cleaner's view; it changes them only through
+    /// [`Self::replace_segment`]).
+    pub(crate) fn segment_list(&self) -> Vec<Arc<LogSegment>> {
+        self.segments.read().values().cloned().collect()
+    }
+
+    /// Offset up to which the cleaner has compacted (exclusive).
+    pub(crate) fn cleaner_checkpoint(&self) -> i64 {
+        self.cleaner_checkpoint.load(Ordering::Acquire)
+    }
+
+    /// Raises the cleaner checkpoint to `offset` and persists it.
+    pub(crate) fn advance_cleaner_checkpoint(&self, offset: i64) -> Result<()> {
+        let now = self
+            .cleaner_checkpoint
+            .fetch_max(offset, Ordering::AcqRel)
+            .max(offset);
+        self.io_guard(write_offset(&self.dir, CLEANER_OFFSET_CHECKPOINT, now))
+    }
+
+    /// The cleaner's swap: replaces the inactive segment `old` by `data` (no data: drops it)
+    /// if it still holds the `size` bytes it was read at. The `.cleaned` file is written
+    /// outside the writer lock, the swap under it; any I/O error takes the log offline and
+    /// refuses writes, as on every other path. Returns false when the segment changed
+    /// meanwhile (truncated, deleted or became active) and the work was dropped.
+    pub(crate) fn replace_segment(
+        &self,
+        old: &Arc<LogSegment>,
+        size: u64,
+        data: &[u8],
+    ) -> Result<bool> {
+        let base = old.base_offset();
+        let log_name = file_name(base, LOG_SUFFIX);
+        let cleaned = self.dir.join(format!("{log_name}.{CLEANED_SUFFIX}"));
+        if !data.is_empty() {
+            self.io_guard(write_cleaned(&cleaned, data))?;
+        }
         let _w = self.writer.lock();
         self.check_online()?;
-        self.io_guard(f())
+        self.io_guard(self.swap_in_locked(old, size, &cleaned, data.is_empty()))
+    }
+
+    fn swap_in_locked(
+        &self,
+        old: &Arc<LogSegment>,
+        size: u64,
+        cleaned: &Path,
+        empty: bool,
+    ) -> Result<bool> {
+        let dir = &self.dir;
+        let base = old.base_offset();
+        let current = self.segments.read().get(&base).cloned();
+        let unchanged = current.is_some_and(|c| Arc::ptr_eq(&c, old) && c.size() == size);
+        let is_active = self.segments.read().keys().next_back() == Some(&base);
+        if !unchanged || is_active {
+            let _ = std::fs::remove_file(cleaned);
+            return Ok(false);
+        }
+        if empty {
+            self.segments.write().remove(&base);
+            old.delete_files()?;
+            return Ok(true);
+        }
+        let log_name = file_name(base, LOG_SUFFIX);
+        let swap = dir.join(format!("{log_name}.{SWAP_SUFFIX}"));
+        crate::fault::rename(cleaned, &swap).ctx(cleaned)?;
+        fsync_dir(dir)?;
+        // Stale indexes go before the new log takes the name, so a crash cannot pair them.
+        for suffix in [INDEX_SUFFIX, TIME_INDEX_SUFFIX] {
+            let p = dir.join(file_name(base, suffix));
+            match std::fs::remove_file(&p) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e).ctx(&p),
+                _ => {}
+            }
+        }
+        crate::fault::rename(&swap, &dir.join(&log_name)).ctx(&swap)?;
+        fsync_dir(dir)?;
+        let config = self.config();
+        let seg = LogSegment::open(dir, base, config.segment_index_bytes, None)?;
+        seg.recover(config.index_interval_bytes, |_, _| Ok(()))?;
+        seg.make_inactive()?;
+        seg.flush()?;
+        self.segments.write().insert(base, Arc::new(seg));
+        Ok(true)
     }
 
     pub(crate) fn producer_last_offset(&self, producer_id: i64) -> Option<i64> {
@@ -1258,6 +1337,18 @@ impl Log {
             .get(producer_id)
             .map(|e| e.last_offset())
     }
+}
+
+/// Writes and fsyncs the cleaner's output for a segment.
+fn write_cleaned(path: &Path, data: &[u8]) -> Result<()> {
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(path)
+        .ctx(path)?;
+    crate::fault::write_all(&mut f, path, data).ctx(path)?;
+    crate::fault::sync_all(&f, path).ctx(path)
 }
 
 /// Removes temp/cleaned/deleted files and finishes or rolls back interrupted cleaner swaps.
