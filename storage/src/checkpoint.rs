@@ -26,18 +26,21 @@ pub fn fsync_dir(dir: &Path) -> Result<()> {
 pub fn write_atomic(dir: &Path, name: &str, contents: &[u8]) -> Result<()> {
     let tmp = dir.join(format!("{name}.tmp"));
     let path = dir.join(name);
-    {
-        let mut f = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&tmp)
-            .ctx(&tmp)?;
-        crate::fault::write_all(&mut f, &tmp, contents).ctx(&tmp)?;
-        crate::fault::sync_all(&f, &tmp).ctx(&tmp)?;
-    }
+    write_synced(&tmp, contents)?;
     crate::fault::rename(&tmp, &path).ctx(&path)?;
     fsync_dir(dir)
+}
+
+/// Creates or truncates `path`, writes `contents` and fsyncs the file (not its directory).
+pub(crate) fn write_synced(path: &Path, contents: &[u8]) -> Result<()> {
+    let mut f = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(path)
+        .ctx(path)?;
+    crate::fault::write_all(&mut f, path, contents).ctx(path)?;
+    crate::fault::sync_all(&f, path).ctx(path)
 }
 
 fn corrupt(path: &Path, reason: impl Into<String>) -> StorageError {

@@ -50,14 +50,15 @@ pub type OffsetIndex = Index<OffsetKind>;
 /// The sparse time index of a segment, with growing timestamps.
 pub type TimeIndex = Index<TimeKind>;
 
-fn u32_at(b: &[u8], at: usize) -> u32 {
-    u32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+/// The `N` bytes of `b` at `at` (callers pass whole entries, so they are there).
+fn bytes_at<const N: usize>(b: &[u8], at: usize) -> [u8; N] {
+    let mut x = [0u8; N];
+    x.copy_from_slice(&b[at..at + N]);
+    x
 }
 
-fn i64_at(b: &[u8], at: usize) -> i64 {
-    let mut x = [0u8; 8];
-    x.copy_from_slice(&b[at..at + 8]);
-    i64::from_be_bytes(x)
+fn u32_at(b: &[u8], at: usize) -> u32 {
+    u32::from_be_bytes(bytes_at(b, at))
 }
 
 impl IndexKind for OffsetKind {
@@ -100,7 +101,10 @@ impl IndexKind for TimeKind {
     const ENTRY_SIZE: usize = 12;
 
     fn decode(b: &[u8], base_offset: i64) -> (i64, i64) {
-        (i64_at(b, 0), base_offset + u32_at(b, 8) as i64)
+        (
+            i64::from_be_bytes(bytes_at(b, 0)),
+            base_offset + u32_at(b, 8) as i64,
+        )
     }
 
     fn encode((timestamp, offset): (i64, i64), base_offset: i64, out: &mut [u8]) {
