@@ -149,3 +149,54 @@ impl LogSegments {
         map.values().next_back().cloned()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Empty segments at `bases` in `dir`.
+    fn list(dir: &std::path::Path, bases: &[i64]) -> LogSegments {
+        LogSegments::new(
+            bases
+                .iter()
+                .map(|&b| Arc::new(LogSegment::open(dir, b, 1024, None).unwrap())),
+        )
+    }
+
+    fn bases(segs: &[Arc<LogSegment>]) -> Vec<i64> {
+        segs.iter().map(|s| s.base_offset()).collect()
+    }
+
+    #[test]
+    fn lookups_find_the_segment_that_may_hold_an_offset() {
+        let dir = tempfile::tempdir().unwrap();
+        let segs = list(dir.path(), &[10, 20, 30]);
+        assert_eq!(segs.active().base_offset(), 30);
+        assert!(segs.is_active(30) && !segs.is_active(20));
+        assert_eq!(segs.floor_or_first(25).unwrap().base_offset(), 20);
+        assert_eq!(segs.floor_or_first(5).unwrap().base_offset(), 10);
+        assert_eq!(segs.higher(20).unwrap().base_offset(), 30);
+        assert!(segs.higher(30).is_none());
+        assert_eq!(bases(&segs.floor_and_later(25)), vec![20, 30]);
+        assert_eq!(bases(&segs.floor_and_later(5)), vec![10, 20, 30]);
+    }
+
+    #[test]
+    fn removals_never_take_the_last_segment() {
+        let dir = tempfile::tempdir().unwrap();
+        let segs = list(dir.path(), &[0, 10, 20]);
+        assert_eq!(bases(&segs.remove_below(15)), vec![0]);
+        assert_eq!(bases(&segs.remove_below(i64::MAX)), vec![10]);
+        assert_eq!(segs.base_offsets(), vec![20]);
+        assert!(segs.remove_active().is_none());
+
+        let segs = list(dir.path(), &[0, 10, 20]);
+        assert_eq!(bases(&segs.remove_after(10)), vec![20]);
+        assert_eq!(bases(&segs.remove_after(-1)), vec![10]);
+        assert_eq!(segs.base_offsets(), vec![0]);
+
+        let segs = list(dir.path(), &[0, 10]);
+        assert_eq!(segs.remove_active().unwrap().base_offset(), 0);
+        assert_eq!(segs.base_offsets(), vec![0]);
+    }
+}
