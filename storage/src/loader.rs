@@ -36,13 +36,7 @@ pub(crate) struct LoadedLog {
 /// Opens the log in `dir`, creating it if missing and recovering after a crash.
 pub(crate) fn load(dir: &Path, config: &LogConfig) -> Result<LoadedLog> {
     std::fs::create_dir_all(dir).ctx(dir)?;
-    let marker = dir.join(CLEAN_SHUTDOWN_FILE);
-    let clean = marker.exists();
-    if clean {
-        // Must be durable before any write, or a later crash would skip recovery.
-        std::fs::remove_file(&marker).ctx(&marker)?;
-        fsync_dir(dir)?;
-    }
+    let clean = take_clean_shutdown_marker(dir)?;
     let mut must_recover = cleanup_stray_files(dir)?;
     let (mut bases, without_index) = segment_files(dir)?;
     // A cleaner swap (or a user) removed the index: rebuild rather than trust an empty one.
@@ -52,17 +46,7 @@ pub(crate) fn load(dir: &Path, config: &LogConfig) -> Result<LoadedLog> {
         tracing::warn!(error = %e, "ignoring unreadable log start offset checkpoint");
         None
     });
-    let recovery_point = if clean {
-        read_offset(dir, RECOVERY_POINT_CHECKPOINT)
-            .ok()
-            .flatten()
-            .unwrap_or(0)
-    } else {
-        read_offset(dir, RECOVERY_POINT_CHECKPOINT).unwrap_or_else(|e| {
-            tracing::warn!(error = %e, "ignoring unreadable recovery point checkpoint; recovering everything");
-            None
-        }).unwrap_or(0)
-    };
+    let recovery_point = read_recovery_point(dir, clean);
     if bases.is_empty() {
         bases.push(checkpointed_start.unwrap_or(0).max(0));
     }
@@ -72,14 +56,7 @@ pub(crate) fn load(dir: &Path, config: &LogConfig) -> Result<LoadedLog> {
         segments.push(Arc::new(open_segment(dir, b, config, active)?));
     }
 
-    let (mut epochs, rebuild_epochs) = match LeaderEpochFileCache::load(dir) {
-        Ok(Some(c)) => (c, false),
-        Ok(None) => (LeaderEpochFileCache::empty(dir), false),
-        Err(e) => {
-            tracing::warn!(error = %e, "rebuilding the leader epoch cache from the log");
-            (LeaderEpochFileCache::empty(dir), true)
-        }
-    };
+    let (mut epochs, rebuild_epochs) = load_epochs(dir);
     let must_recover = |seg: &LogSegment, next_base: i64| {
         must_recover.contains(&seg.base_offset()) || (!clean && next_base > recovery_point)
     };
@@ -101,13 +78,7 @@ pub(crate) fn load(dir: &Path, config: &LogConfig) -> Result<LoadedLog> {
     log_start = log_start.min(leo);
     if rebuild_epochs {
         // Start over: the recovery pass only saw the recovered segments.
-        epochs.clear();
-        for seg in &segments {
-            seg.scan(0, seg.size(), false, |_, h, _| {
-                assign_recovered_epoch(&mut epochs, h);
-                Ok(())
-            })?;
-        }
+        rebuild_epoch_cache(&mut epochs, &segments)?;
     }
     // An entry may start exactly at the log end (a new leader, or DeleteRecords up to the
     // end); only entries beyond it lost their data.
@@ -132,6 +103,60 @@ pub(crate) fn load(dir: &Path, config: &LogConfig) -> Result<LoadedLog> {
         producers,
         cleaner_checkpoint,
     })
+}
+
+/// Removes the marker of a clean shutdown; returns whether there was one.
+fn take_clean_shutdown_marker(dir: &Path) -> Result<bool> {
+    let marker = dir.join(CLEAN_SHUTDOWN_FILE);
+    let clean = marker.exists();
+    if clean {
+        // Must be durable before any write, or a later crash would skip recovery.
+        std::fs::remove_file(&marker).ctx(&marker)?;
+        fsync_dir(dir)?;
+    }
+    Ok(clean)
+}
+
+/// The checkpointed recovery point; 0 (recover everything) if there is none or it is
+/// unreadable.
+fn read_recovery_point(dir: &Path, clean: bool) -> i64 {
+    let read = read_offset(dir, RECOVERY_POINT_CHECKPOINT);
+    if clean {
+        return read.ok().flatten().unwrap_or(0);
+    }
+    read.unwrap_or_else(|e| {
+        tracing::warn!(error = %e, "ignoring unreadable recovery point checkpoint; recovering everything");
+        None
+    })
+    .unwrap_or(0)
+}
+
+/// The leader epoch cache from its checkpoint, and whether it must be rebuilt from the log
+/// (the checkpoint is unreadable).
+fn load_epochs(dir: &Path) -> (LeaderEpochFileCache, bool) {
+    match LeaderEpochFileCache::load(dir) {
+        Ok(Some(c)) => (c, false),
+        Ok(None) => (LeaderEpochFileCache::empty(dir), false),
+        Err(e) => {
+            tracing::warn!(error = %e, "rebuilding the leader epoch cache from the log");
+            (LeaderEpochFileCache::empty(dir), true)
+        }
+    }
+}
+
+/// Rebuilds the epoch cache from every batch of `segments`.
+fn rebuild_epoch_cache(
+    epochs: &mut LeaderEpochFileCache,
+    segments: &[Arc<LogSegment>],
+) -> Result<()> {
+    epochs.clear();
+    for seg in segments {
+        seg.scan(0, seg.size(), false, |_, h, _| {
+            assign_recovered_epoch(epochs, h);
+            Ok(())
+        })?;
+    }
+    Ok(())
 }
 
 /// Opens the segment at `base`, preallocated if it is the active one and the config asks.

@@ -203,16 +203,15 @@ impl Log {
 
         let first_offset = batches[0].1.base_offset;
         let last_offset = next - 1;
-        let mut max_timestamp = -1i64;
-        let mut offset_of_max_timestamp = -1i64;
-        let mut record_count = 0usize;
-        for (_, h) in &batches {
-            if h.max_timestamp > max_timestamp {
-                max_timestamp = h.max_timestamp;
-                offset_of_max_timestamp = h.last_offset();
-            }
-            record_count += h.records_count as usize;
-        }
+        let (max_timestamp, offset_of_max_timestamp) =
+            batches.iter().fold((-1i64, -1i64), |(ts, off), (_, h)| {
+                if h.max_timestamp > ts {
+                    (h.max_timestamp, h.last_offset())
+                } else {
+                    (ts, off)
+                }
+            });
+        let record_count: usize = batches.iter().map(|(_, h)| h.records_count as usize).sum();
 
         let mut active = self.local.segments().active();
         if self
