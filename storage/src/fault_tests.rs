@@ -252,6 +252,14 @@ fn an_io_error_inside_the_cleaners_swap_takes_the_log_offline_and_refuses_writes
         let what = format!("{op:?} after {skip}");
         compact_fails(&log, fail_after(dir.path(), op, skip), &what);
         drop(log);
+        if op == FaultOp::Sync {
+            // The failure came after the commit point: the reopen finishes the swap.
+            let swaps = std::fs::read_dir(dir.path()).unwrap().filter(|e| {
+                let name = e.as_ref().unwrap().file_name();
+                name.to_string_lossy().ends_with(".log.swap")
+            });
+            assert_eq!(swaps.count(), 1, "{what}");
+        }
         reopen_after_failed_compaction(dir.path(), &before, &what);
     }
 }
