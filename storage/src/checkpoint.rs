@@ -12,6 +12,8 @@ pub const RECOVERY_POINT_CHECKPOINT: &str = "recovery-point-offset-checkpoint";
 pub const LOG_START_OFFSET_CHECKPOINT: &str = "log-start-offset-checkpoint";
 /// File holding the leader epoch cache.
 pub const LEADER_EPOCH_CHECKPOINT: &str = "leader-epoch-checkpoint";
+/// File holding the offset up to which the log has been cleaned (Kafka keeps one per log dir).
+pub const CLEANER_OFFSET_CHECKPOINT: &str = "cleaner-offset-checkpoint";
 /// Marker written last on a clean close; its absence on open means "recover".
 pub const CLEAN_SHUTDOWN_FILE: &str = ".kafka_cleanshutdown";
 
@@ -24,18 +26,21 @@ pub fn fsync_dir(dir: &Path) -> Result<()> {
 pub fn write_atomic(dir: &Path, name: &str, contents: &[u8]) -> Result<()> {
     let tmp = dir.join(format!("{name}.tmp"));
     let path = dir.join(name);
-    {
-        let mut f = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&tmp)
-            .ctx(&tmp)?;
-        crate::fault::write_all(&mut f, &tmp, contents).ctx(&tmp)?;
-        crate::fault::sync_all(&f, &tmp).ctx(&tmp)?;
-    }
+    write_synced(&tmp, contents)?;
     crate::fault::rename(&tmp, &path).ctx(&path)?;
     fsync_dir(dir)
+}
+
+/// Creates or truncates `path`, writes `contents` and fsyncs the file (not its directory).
+pub(crate) fn write_synced(path: &Path, contents: &[u8]) -> Result<()> {
+    let mut f = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(path)
+        .ctx(path)?;
+    crate::fault::write_all(&mut f, path, contents).ctx(path)?;
+    crate::fault::sync_all(&f, path).ctx(path)
 }
 
 fn corrupt(path: &Path, reason: impl Into<String>) -> StorageError {

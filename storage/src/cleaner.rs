@@ -10,26 +10,17 @@
 //! `.log.swap` (the commit point), then renamed over `.log`; recovery finishes a committed swap.
 
 use std::collections::HashMap;
-use std::fs::OpenOptions;
-use std::sync::atomic::Ordering;
-use std::sync::Arc;
 
 use tern_protocol::record_batch::{
     compute_crc, Compression, RecordBatchHeader, LOG_OVERHEAD, RECORD_BATCH_OVERHEAD,
 };
 
-use tern_protocol::records::{decode_records, RecordBatchBuilder};
+use tern_protocol::records::{decode_records, Record, RecordBatchBuilder};
 
-use crate::checkpoint::{fsync_dir, write_offset};
-use crate::error::{IoContext, Result};
+pub use crate::checkpoint::CLEANER_OFFSET_CHECKPOINT;
+use crate::error::Result;
 use crate::log::Log;
-use crate::record::parse_records;
-use crate::segment::{
-    file_name, LogSegment, CLEANED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX, TIME_INDEX_SUFFIX,
-};
-
-/// File holding the offset up to which the log has been cleaned (Kafka keeps one per log dir).
-pub const CLEANER_OFFSET_CHECKPOINT: &str = "cleaner-offset-checkpoint";
+use crate::record::{parse_records, RecordView};
 
 /// What one compaction pass did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -82,134 +73,114 @@ fn for_each_key(h: &RecordBatchHeader, batch: &[u8], mut f: impl FnMut(&[u8], i6
     }
 }
 
-/// Filters a compressed batch by decompressing, dropping records and recompressing with the
-/// same codec. Base offset and last offset delta are kept. Undecodable batches are kept.
-fn clean_compressed_batch(
-    h: &RecordBatchHeader,
-    batch: &[u8],
-    map: &HashMap<Vec<u8>, i64>,
+/// What one pass keeps: the latest offset of every key in the dirty part of the log, and the
+/// time before which tombstones expire.
+struct OffsetMap {
+    latest: HashMap<Vec<u8>, i64>,
     tombstone_horizon: i64,
-    keep_whole: bool,
-    stats: &mut CompactionStats,
-) -> Cleaned {
-    let (Ok(codec), Ok((_, records))) = (
-        h.compression(),
-        decode_records(batch, MAX_DECOMPRESSED_BYTES),
-    ) else {
-        return Cleaned::Keep;
-    };
-    let (mut superseded, mut tombstones) = (0u64, 0u64);
-    let total = records.len();
-    let kept: Vec<_> = records
-        .into_iter()
-        .filter(|r| {
-            let Some(key) = &r.key else { return true };
-            if map.get(&key[..]).is_some_and(|&latest| r.offset < latest) {
-                superseded += 1;
-                return false;
-            }
-            if r.value.is_none() && h.max_timestamp < tombstone_horizon {
-                tombstones += 1;
-                return false;
-            }
-            true
-        })
-        .collect();
-    if kept.len() == total || (kept.is_empty() && keep_whole) {
-        return Cleaned::Keep;
-    }
-    if kept.is_empty() {
-        stats.records_removed += superseded;
-        stats.tombstones_removed += tombstones;
-        return Cleaned::Drop;
-    }
-    let mut builder = RecordBatchBuilder::new(codec)
-        .base_offset(h.base_offset)
-        .partition_leader_epoch(h.partition_leader_epoch)
-        .timestamp_type(h.timestamp_type())
-        .producer(h.producer_id, h.producer_epoch, h.base_sequence);
-    for r in &kept {
-        if builder
-            .push_with_offset(
-                r.offset,
-                r.timestamp,
-                r.key.as_deref(),
-                r.value.as_deref(),
-                &r.headers,
-            )
-            .is_err()
-        {
-            return Cleaned::Keep;
-        }
-    }
-    let Ok(built) = builder.build() else {
-        return Cleaned::Keep;
-    };
-    let mut out = built.to_vec();
-    // Kafka keeps the original last offset so the producer's sequence range stays intact.
-    out[23..27].copy_from_slice(&h.last_offset_delta.to_be_bytes());
-    let crc = compute_crc(&out);
-    out[17..21].copy_from_slice(&crc.to_be_bytes());
-    stats.records_removed += superseded;
-    stats.tombstones_removed += tombstones;
-    Cleaned::Rewrite(out)
 }
 
-/// Decides the fate of one batch. Data batches are filtered (compressed ones through the
-/// protocol crate's codecs); transactional and control batches are kept as they are.
-fn clean_batch(
-    h: &RecordBatchHeader,
-    batch: &[u8],
-    map: &HashMap<Vec<u8>, i64>,
-    tombstone_horizon: i64,
-    keep_whole: bool,
-    stats: &mut CompactionStats,
-) -> Cleaned {
-    if h.is_control() || h.is_transactional() {
-        return Cleaned::Keep;
-    }
-    if h.compression() != Ok(Compression::None) {
-        return clean_compressed_batch(h, batch, map, tombstone_horizon, keep_whole, stats);
-    }
-    let Some(records) = parse_records(&batch[RECORD_BATCH_OVERHEAD..], h.records_count as usize)
-    else {
-        return Cleaned::Keep;
-    };
-    let mut kept = Vec::with_capacity(records.len());
-    let (mut superseded, mut tombstones) = (0u64, 0u64);
-    for r in &records {
-        let offset = h.base_offset + r.offset_delta as i64;
-        let Some(key) = r.key else {
-            kept.push(r);
-            continue;
+impl OffsetMap {
+    /// Decides the fate of one batch. Data batches are filtered (compressed ones decompressed
+    /// and recompressed with the same codec through the protocol crate); transactional,
+    /// control and undecodable batches are kept as they are. Base offset and last offset
+    /// delta never change.
+    fn clean_batch(
+        &self,
+        h: &RecordBatchHeader,
+        batch: &[u8],
+        keep_whole: bool,
+        stats: &mut CompactionStats,
+    ) -> Cleaned {
+        if h.is_control() || h.is_transactional() {
+            return Cleaned::Keep;
+        }
+        if h.compression() == Ok(Compression::None) {
+            let Some(records) =
+                parse_records(&batch[RECORD_BATCH_OVERHEAD..], h.records_count as usize)
+            else {
+                return Cleaned::Keep;
+            };
+            return self.filter(
+                h,
+                records,
+                keep_whole,
+                stats,
+                |r| (r.key, h.base_offset + r.offset_delta as i64, r.value),
+                |kept| Some(rebuild_uncompressed(batch, kept)),
+            );
+        }
+        let (Ok(codec), Ok((_, records))) = (
+            h.compression(),
+            decode_records(batch, MAX_DECOMPRESSED_BYTES),
+        ) else {
+            return Cleaned::Keep;
         };
-        if map.get(key).is_some_and(|&latest| offset < latest) {
-            superseded += 1;
-            continue;
-        }
-        // Tombstones live for delete.retention.ms after their batch's timestamp.
-        if r.value.is_none() && h.max_timestamp < tombstone_horizon {
-            tombstones += 1;
-            continue;
-        }
-        kept.push(r);
+        self.filter(
+            h,
+            records,
+            keep_whole,
+            stats,
+            |r| (r.key.as_deref(), r.offset, r.value.as_deref()),
+            |kept| rebuild_compressed(h, codec, kept),
+        )
     }
-    if kept.len() == records.len() {
-        return Cleaned::Keep;
-    }
-    if kept.is_empty() && keep_whole {
+
+    /// Drops the records a later one with the same key supersedes and the tombstones past
+    /// their horizon; `fields` gives a record's (key, offset, value), `rebuild` makes the
+    /// batch of the records kept (`None`: keep the batch as it is).
+    fn filter<R>(
+        &self,
+        h: &RecordBatchHeader,
+        records: Vec<R>,
+        keep_whole: bool,
+        stats: &mut CompactionStats,
+        fields: impl Fn(&R) -> (Option<&[u8]>, i64, Option<&[u8]>),
+        rebuild: impl FnOnce(&[R]) -> Option<Vec<u8>>,
+    ) -> Cleaned {
+        let total = records.len();
+        let (mut superseded, mut tombstones) = (0u64, 0u64);
+        let kept: Vec<R> = records
+            .into_iter()
+            .filter(|r| {
+                let (key, offset, value) = fields(r);
+                let Some(key) = key else { return true };
+                if self.latest.get(key).is_some_and(|&latest| offset < latest) {
+                    superseded += 1;
+                    return false;
+                }
+                // Tombstones live for delete.retention.ms after their batch's timestamp.
+                if value.is_none() && h.max_timestamp < self.tombstone_horizon {
+                    tombstones += 1;
+                    return false;
+                }
+                true
+            })
+            .collect();
         // The producer's last batch carries its state (sequence, epoch); Kafka keeps it too.
-        return Cleaned::Keep;
+        if kept.len() == total || (kept.is_empty() && keep_whole) {
+            return Cleaned::Keep;
+        }
+        let cleaned = if kept.is_empty() {
+            Cleaned::Drop
+        } else {
+            match rebuild(&kept) {
+                Some(out) => Cleaned::Rewrite(out),
+                None => return Cleaned::Keep,
+            }
+        };
+        stats.records_removed += superseded;
+        stats.tombstones_removed += tombstones;
+        cleaned
     }
-    stats.records_removed += superseded;
-    stats.tombstones_removed += tombstones;
-    if kept.is_empty() {
-        return Cleaned::Drop;
-    }
+}
+
+/// An uncompressed batch of the `kept` records of `batch`, their bytes copied as they are.
+fn rebuild_uncompressed(batch: &[u8], kept: &[RecordView<'_>]) -> Vec<u8> {
     let body_len: usize = kept.iter().map(|r| r.raw.len()).sum();
     let mut out = Vec::with_capacity(RECORD_BATCH_OVERHEAD + body_len);
     out.extend_from_slice(&batch[..RECORD_BATCH_OVERHEAD]);
-    for r in &kept {
+    for r in kept {
         out.extend_from_slice(r.raw);
     }
     let batch_length = (out.len() - LOG_OVERHEAD) as i32;
@@ -217,165 +188,138 @@ fn clean_batch(
     out[57..61].copy_from_slice(&(kept.len() as i32).to_be_bytes());
     let crc = compute_crc(&out);
     out[17..21].copy_from_slice(&crc.to_be_bytes());
-    Cleaned::Rewrite(out)
+    out
+}
+
+/// The `kept` records recompressed with `codec` under `h`'s base offset, epoch and producer.
+fn rebuild_compressed(
+    h: &RecordBatchHeader,
+    codec: Compression,
+    kept: &[Record],
+) -> Option<Vec<u8>> {
+    let mut builder = RecordBatchBuilder::new(codec)
+        .base_offset(h.base_offset)
+        .partition_leader_epoch(h.partition_leader_epoch)
+        .timestamp_type(h.timestamp_type())
+        .producer(h.producer_id, h.producer_epoch, h.base_sequence);
+    for r in kept {
+        builder
+            .push_with_offset(
+                r.offset,
+                r.timestamp,
+                r.key.as_deref(),
+                r.value.as_deref(),
+                &r.headers,
+            )
+            .ok()?;
+    }
+    let mut out = builder.build().ok()?.to_vec();
+    // Kafka keeps the original last offset so the producer's sequence range stays intact.
+    out[23..27].copy_from_slice(&h.last_offset_delta.to_be_bytes());
+    let crc = compute_crc(&out);
+    out[17..21].copy_from_slice(&crc.to_be_bytes());
+    Some(out)
 }
 
 impl Log {
     /// One compaction pass (only with `cleanup.policy` containing `compact`). Skips the pass
     /// when the dirty ratio is below `min.cleanable.dirty.ratio`; never touches the active
-    /// segment or segments younger than `min.compaction.lag.ms`.
+    /// segment or segments younger than `min.compaction.lag.ms`. An I/O error takes the log
+    /// offline, as on any other path.
     pub fn compact(&self, now_ms: i64) -> Result<CompactionStats> {
-        let mut stats = CompactionStats::default();
-        let config = self.config();
-        if !config.cleanup_policy.compact {
-            return Ok(stats);
-        }
-        let segs: Vec<Arc<LogSegment>> = self.segments.read().values().cloned().collect();
-        let mut end = segs.len().saturating_sub(1);
-        if config.min_compaction_lag_ms > 0 {
-            if let Some(i) = segs[..end]
-                .iter()
-                .position(|s| s.largest_timestamp() > now_ms - config.min_compaction_lag_ms)
-            {
-                end = i;
-            }
-        }
-        if end == 0 {
-            return Ok(stats);
-        }
-        let cleanable = &segs[..end];
-        let next_base = |i: usize| segs[i + 1].base_offset();
-        let dirty_end = next_base(end - 1);
-        let first_dirty = self
-            .cleaner_checkpoint
-            .load(Ordering::Acquire)
-            .max(self.log_start_offset());
-        let (mut clean_bytes, mut dirty_bytes) = (0u64, 0u64);
-        for (i, s) in cleanable.iter().enumerate() {
-            if next_base(i) <= first_dirty {
-                clean_bytes += s.size();
-            } else {
-                dirty_bytes += s.size();
-            }
-        }
-        if dirty_bytes == 0
-            || (dirty_bytes as f64) / ((clean_bytes + dirty_bytes) as f64)
-                < config.min_cleanable_dirty_ratio
+        self.io_guard(compact_pass(self, now_ms))
+    }
+}
+
+fn compact_pass(log: &Log, now_ms: i64) -> Result<CompactionStats> {
+    let mut stats = CompactionStats::default();
+    let config = log.config();
+    if !config.cleanup_policy.compact {
+        return Ok(stats);
+    }
+    let segs = log.segment_list();
+    let mut end = segs.len().saturating_sub(1);
+    if config.min_compaction_lag_ms > 0 {
+        if let Some(i) = segs[..end]
+            .iter()
+            .position(|s| s.largest_timestamp() > now_ms - config.min_compaction_lag_ms)
         {
-            return Ok(stats);
+            end = i;
         }
-
-        let mut map: HashMap<Vec<u8>, i64> = HashMap::new();
-        for (i, s) in cleanable.iter().enumerate() {
-            if next_base(i) <= first_dirty {
-                continue;
-            }
-            s.scan(0, s.size(), false, |_, h, batch| {
-                for_each_key(h, batch, |k, offset| {
-                    map.insert(k.to_vec(), offset);
-                });
-                Ok(())
-            })?;
+    }
+    if end == 0 {
+        return Ok(stats);
+    }
+    let cleanable = &segs[..end];
+    let next_base = |i: usize| segs[i + 1].base_offset();
+    let dirty_end = next_base(end - 1);
+    let first_dirty = log.cleaner_checkpoint().max(log.log_start_offset());
+    let (mut clean_bytes, mut dirty_bytes) = (0u64, 0u64);
+    for (i, s) in cleanable.iter().enumerate() {
+        if next_base(i) <= first_dirty {
+            clean_bytes += s.size();
+        } else {
+            dirty_bytes += s.size();
         }
-
-        let horizon = now_ms.saturating_sub(config.delete_retention_ms);
-        for s in cleanable {
-            let size = s.size();
-            let mut out = Vec::with_capacity(size as usize);
-            let mut changed = false;
-            s.scan(0, size, false, |_, h, batch| {
-                let keep_whole = h.has_producer_id()
-                    && self.producer_last_offset(h.producer_id) == Some(h.last_offset());
-                match clean_batch(h, batch, &map, horizon, keep_whole, &mut stats) {
-                    Cleaned::Keep => out.extend_from_slice(batch),
-                    Cleaned::Drop => changed = true,
-                    Cleaned::Rewrite(b) => {
-                        out.extend_from_slice(&b);
-                        changed = true;
-                    }
-                }
-                Ok(())
-            })?;
-            if !changed {
-                continue;
-            }
-            if self.swap_segment(s, size, &out)? {
-                stats.segments_cleaned += 1;
-                stats.bytes_before += size;
-                stats.bytes_after += out.len() as u64;
-            }
-        }
-        self.cleaner_checkpoint
-            .fetch_max(dirty_end, Ordering::AcqRel);
-        write_offset(
-            self.dir(),
-            CLEANER_OFFSET_CHECKPOINT,
-            self.cleaner_checkpoint.load(Ordering::Acquire),
-        )?;
-        Ok(stats)
+    }
+    if dirty_bytes == 0
+        || (dirty_bytes as f64) / ((clean_bytes + dirty_bytes) as f64)
+            < config.min_cleanable_dirty_ratio
+    {
+        return Ok(stats);
     }
 
-    /// Replaces `old` (if it is unchanged since it was read at `size` bytes) by `data`.
-    fn swap_segment(&self, old: &Arc<LogSegment>, size: u64, data: &[u8]) -> Result<bool> {
-        let dir = self.dir().to_path_buf();
-        let base = old.base_offset();
-        let log_name = file_name(base, LOG_SUFFIX);
-        let cleaned = dir.join(format!("{log_name}.{CLEANED_SUFFIX}"));
-        if !data.is_empty() {
-            // A failed write here takes the log offline as any other would.
-            self.io_guard((|| {
-                let mut f = OpenOptions::new()
-                    .write(true)
-                    .create(true)
-                    .truncate(true)
-                    .open(&cleaned)
-                    .ctx(&cleaned)?;
-                crate::fault::write_all(&mut f, &cleaned, data).ctx(&cleaned)?;
-                crate::fault::sync_all(&f, &cleaned).ctx(&cleaned)
-            })())?;
+    let mut map = OffsetMap {
+        latest: HashMap::new(),
+        tombstone_horizon: now_ms.saturating_sub(config.delete_retention_ms),
+    };
+    for (i, s) in cleanable.iter().enumerate() {
+        if next_base(i) <= first_dirty {
+            continue;
         }
-        let config = self.config();
-        self.with_writer_lock(|| {
-            let current = self.segments.read().get(&base).cloned();
-            let unchanged = current.is_some_and(|c| Arc::ptr_eq(&c, old) && c.size() == size);
-            let is_active = self.segments.read().keys().next_back() == Some(&base);
-            if !unchanged || is_active {
-                // Truncated, deleted or became active meanwhile: drop the work.
-                let _ = std::fs::remove_file(&cleaned);
-                return Ok(false);
-            }
-            if data.is_empty() {
-                self.segments.write().remove(&base);
-                old.delete_files()?;
-                return Ok(true);
-            }
-            let swap = dir.join(format!("{log_name}.{SWAP_SUFFIX}"));
-            crate::fault::rename(&cleaned, &swap).ctx(&cleaned)?;
-            fsync_dir(&dir)?;
-            // Stale indexes go before the new log takes the name, so a crash cannot pair them.
-            for suffix in [INDEX_SUFFIX, TIME_INDEX_SUFFIX] {
-                let p = dir.join(file_name(base, suffix));
-                match std::fs::remove_file(&p) {
-                    Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e).ctx(&p),
-                    _ => {}
+        s.scan(0, s.size(), false, |_, h, batch| {
+            for_each_key(h, batch, |k, offset| {
+                map.latest.insert(k.to_vec(), offset);
+            });
+            Ok(())
+        })?;
+    }
+
+    for s in cleanable {
+        let size = s.size();
+        let mut out = Vec::with_capacity(size as usize);
+        let mut changed = false;
+        s.scan(0, size, false, |_, h, batch| {
+            let keep_whole = h.has_producer_id()
+                && log.producer_last_offset(h.producer_id) == Some(h.last_offset());
+            match map.clean_batch(h, batch, keep_whole, &mut stats) {
+                Cleaned::Keep => out.extend_from_slice(batch),
+                Cleaned::Drop => changed = true,
+                Cleaned::Rewrite(b) => {
+                    out.extend_from_slice(&b);
+                    changed = true;
                 }
             }
-            crate::fault::rename(&swap, &dir.join(&log_name)).ctx(&swap)?;
-            fsync_dir(&dir)?;
-            let seg = LogSegment::open(&dir, base, config.segment_index_bytes, None)?;
-            seg.recover(config.index_interval_bytes, |_, _| Ok(()))?;
-            seg.make_inactive()?;
-            seg.flush()?;
-            self.segments.write().insert(base, Arc::new(seg));
-            Ok(true)
-        })
+            Ok(())
+        })?;
+        if !changed {
+            continue;
+        }
+        if log.replace_segment(s, size, &out)? {
+            stats.segments_cleaned += 1;
+            stats.bytes_before += size;
+            stats.bytes_after += out.len() as u64;
+        }
     }
+    log.advance_cleaner_checkpoint(dirty_end)?;
+    Ok(stats)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::record::{build_batch, BatchSpec, KeyValue};
+    use crate::segment::{file_name, INDEX_SUFFIX, LOG_SUFFIX};
     use crate::{CleanupPolicy, LogConfig};
     use bytes::BytesMut;
     use tern_protocol::record_batch::{validate_batch, BatchIter};
@@ -650,9 +594,11 @@ mod tests {
         let cleaned = {
             let h = tern_protocol::record_batch::validate_batch(&original).unwrap();
             let mut stats = CompactionStats::default();
-            let mut map = HashMap::new();
-            map.insert(b"a".to_vec(), 1i64);
-            match clean_batch(&h, &original, &map, 0, false, &mut stats) {
+            let map = OffsetMap {
+                latest: HashMap::from([(b"a".to_vec(), 1i64)]),
+                tombstone_horizon: 0,
+            };
+            match map.clean_batch(&h, &original, false, &mut stats) {
                 Cleaned::Rewrite(b) => b,
                 _ => panic!("expected a rewrite"),
             }

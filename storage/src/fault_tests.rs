@@ -18,12 +18,20 @@ fn batch(key: &str, value: &str) -> BytesMut {
 
 fn fail_every(dir: &Path, op: FaultOp, action: FaultAction) -> FaultGuard {
     inject(FaultPlan {
+        action,
+        ..fail_after(dir, op, 0)
+    })
+}
+
+/// Fails every `op` under `dir` after the first `skip` of them.
+fn fail_after(dir: &Path, op: FaultOp, skip: u64) -> FaultPlan {
+    FaultPlan {
         under: dir.to_path_buf(),
         op,
-        skip: 0,
+        skip,
         times: u64::MAX,
-        action,
-    })
+        action: FaultAction::Fail,
+    }
 }
 
 /// Every batch of the log, read segment by segment, as raw bytes.
@@ -175,40 +183,84 @@ fn compacted() -> LogConfig {
     }
 }
 
+/// A compacted log holding ten keys overwritten five times (plenty for the cleaner to drop),
+/// and its bytes.
+fn overwritten_keys(dir: &Path) -> (Log, Vec<u8>) {
+    let log = Log::open(dir, compacted()).unwrap();
+    for round in 0..5 {
+        for k in 0..10 {
+            log.append_as_leader(batch(&format!("k{k}"), &format!("v{round}")), 0)
+                .unwrap();
+        }
+    }
+    assert!(log.num_segments() > 2);
+    let before = all_bytes(&log);
+    (log, before)
+}
+
+/// Compacts with `fault` armed: the pass fails with an I/O error, and the log is offline.
+fn compact_fails(log: &Log, fault: FaultPlan, what: &str) {
+    let guard = inject(fault);
+    assert!(
+        matches!(log.compact(i64::MAX), Err(StorageError::Io { .. })),
+        "{what}"
+    );
+    assert!(guard.hits() >= 1, "{what}");
+    drop(guard);
+    assert_offline(log);
+}
+
+/// Reopens a log whose compaction failed. Segments cleaned before the fault may be gone (their
+/// keys all live on later); what is left is a subsequence of the batches `before`, every key's
+/// latest value stays, and no cleaner file is left behind.
+fn reopen_after_failed_compaction(dir: &Path, before: &[u8], what: &str) {
+    let log = Log::open(dir, compacted()).unwrap();
+    assert_eq!(log.log_end_offset(), 50, "{what}");
+    let after = all_bytes(&log);
+    let (before, after) = (batches(before), batches(&after));
+    let mut rest = before.iter();
+    for b in &after {
+        assert!(rest.any(|x| x == b), "{what}: a batch changed or moved");
+    }
+    assert_eq!(&after[after.len() - 10..], &before[40..], "{what}");
+    assert!(std::fs::read_dir(dir).unwrap().all(|e| {
+        let name = e.unwrap().file_name().to_string_lossy().into_owned();
+        !name.ends_with(".swap") && !name.ends_with(".cleaned")
+    }));
+}
+
 #[test]
 fn a_failed_compaction_takes_the_log_offline_and_keeps_its_records() {
     for op in [FaultOp::Write, FaultOp::Rename] {
         let dir = tempfile::tempdir().unwrap();
-        let log = Log::open(dir.path(), compacted()).unwrap();
-        // Ten keys overwritten five times: plenty for the cleaner to drop.
-        for round in 0..5 {
-            for k in 0..10 {
-                log.append_as_leader(batch(&format!("k{k}"), &format!("v{round}")), 0)
-                    .unwrap();
-            }
-        }
-        assert!(log.num_segments() > 2);
-        let before = all_bytes(&log);
-        let guard = fail_every(dir.path(), op, FaultAction::Fail);
-        assert!(
-            matches!(log.compact(i64::MAX), Err(StorageError::Io { .. })),
-            "{op:?}"
-        );
-        assert!(guard.hits() >= 1);
-        drop(guard);
-        assert_offline(&log);
+        let (log, before) = overwritten_keys(dir.path());
+        let what = format!("{op:?}");
+        compact_fails(&log, fail_after(dir.path(), op, 0), &what);
         drop(log);
-        // Segments cleaned before the fault may be gone (their keys all live on later); what
-        // is left is a subsequence of the batches before, and every key's latest value stays.
-        let log = Log::open(dir.path(), compacted()).unwrap();
-        assert_eq!(log.log_end_offset(), 50);
-        let after = all_bytes(&log);
-        let (before, after) = (batches(&before), batches(&after));
-        let mut rest = before.iter();
-        for b in &after {
-            assert!(rest.any(|x| x == b), "{op:?}: a batch changed or moved");
+        reopen_after_failed_compaction(dir.path(), &before, &what);
+    }
+}
+
+#[test]
+fn an_io_error_inside_the_cleaners_swap_takes_the_log_offline_and_refuses_writes() {
+    // Both with the writer lock held: the fsync of the directory after `.cleaned` became
+    // `.swap` (the commit point), and the second rename of the first swap (midway through
+    // deleting a segment that cleaned to nothing, or `.swap` over `.log`).
+    for (op, skip) in [(FaultOp::Sync, 1), (FaultOp::Rename, 1)] {
+        let dir = tempfile::tempdir().unwrap();
+        let (log, before) = overwritten_keys(dir.path());
+        let what = format!("{op:?} after {skip}");
+        compact_fails(&log, fail_after(dir.path(), op, skip), &what);
+        drop(log);
+        if op == FaultOp::Sync {
+            // The failure came after the commit point: the reopen finishes the swap.
+            let swaps = std::fs::read_dir(dir.path()).unwrap().filter(|e| {
+                let name = e.as_ref().unwrap().file_name();
+                name.to_string_lossy().ends_with(".log.swap")
+            });
+            assert_eq!(swaps.count(), 1, "{what}");
         }
-        assert_eq!(&after[after.len() - 10..], &before[40..], "{op:?}");
+        reopen_after_failed_compaction(dir.path(), &before, &what);
     }
 }
 

@@ -1,64 +1,182 @@
 //! Sparse memory-mapped indexes of a segment: [`OffsetIndex`] (offset -> file position) and
-//! [`TimeIndex`] (timestamp -> offset). Both are derived data: after a crash they are rebuilt
-//! from the `.log` file, so they carry no checksum.
+//! [`TimeIndex`] (timestamp -> offset), both one [`Index`] type told apart by their
+//! [`IndexKind`]. Both are derived data: after a crash they are rebuilt from the `.log` file,
+//! so they carry no checksum.
 
 use std::fs::{File, OpenOptions};
+use std::marker::PhantomData;
 use std::path::{Path, PathBuf};
 
 use memmap2::MmapMut;
 
 use crate::error::{IoContext, Result, StorageError};
 
-/// A fixed-entry-size file mapped into memory. While the segment is active the file is
-/// preallocated to its maximum size; on roll or close it is trimmed to the entries in use.
-/// No file descriptor is held between resizes (Kafka's way): the map outlives its fd, and ten
-/// thousand partitions would otherwise hold two more descriptors each.
+/// What tells the two indexes apart: the entry layout and the order entries must keep.
+pub trait IndexKind {
+    /// An entry as callers see it, with absolute offsets.
+    type Entry: Copy + PartialEq + std::fmt::Debug;
+    /// Bytes of one entry on disk.
+    const ENTRY_SIZE: usize;
+    /// Decodes an entry (`b` is exactly `ENTRY_SIZE` bytes).
+    fn decode(b: &[u8], base_offset: i64) -> Self::Entry;
+    /// Encodes an entry into `out` (exactly `ENTRY_SIZE` bytes).
+    fn encode(e: Self::Entry, base_offset: i64, out: &mut [u8]);
+    /// The value lookups search by (offset, or timestamp).
+    fn key(e: Self::Entry) -> i64;
+    /// What a lookup below the first entry answers.
+    fn before_first(base_offset: i64) -> Self::Entry;
+    /// True if an entry may be appended after `last` (otherwise it is skipped).
+    fn accepts(last: Self::Entry, e: Self::Entry) -> bool;
+    /// True if `e` may follow `prev` in a sane index.
+    fn follows(prev: Self::Entry, e: Self::Entry) -> bool;
+    /// True if `e` lies within the segment: at or past its base, below `bound` (kind-specific).
+    fn in_bounds(e: Self::Entry, base_offset: i64, bound: i64) -> bool;
+}
+
+/// Offset index entries: 8 bytes (relative offset u32, position u32), seen as
+/// (absolute offset, position).
 #[derive(Debug)]
-struct MmapIndex {
+pub enum OffsetKind {}
+
+/// Time index entries: 12 bytes (timestamp i64, relative offset u32), seen as
+/// (timestamp, absolute offset).
+#[derive(Debug)]
+pub enum TimeKind {}
+
+/// The sparse offset index of a segment, one entry every `index.interval.bytes` of log, keyed
+/// by the last offset of the indexed batch.
+pub type OffsetIndex = Index<OffsetKind>;
+
+/// The sparse time index of a segment, with growing timestamps.
+pub type TimeIndex = Index<TimeKind>;
+
+/// The `N` bytes of `b` at `at` (callers pass whole entries, so they are there).
+fn bytes_at<const N: usize>(b: &[u8], at: usize) -> [u8; N] {
+    let mut x = [0u8; N];
+    x.copy_from_slice(&b[at..at + N]);
+    x
+}
+
+fn u32_at(b: &[u8], at: usize) -> u32 {
+    u32::from_be_bytes(bytes_at(b, at))
+}
+
+impl IndexKind for OffsetKind {
+    type Entry = (i64, u32);
+    const ENTRY_SIZE: usize = 8;
+
+    fn decode(b: &[u8], base_offset: i64) -> (i64, u32) {
+        (base_offset + u32_at(b, 0) as i64, u32_at(b, 4))
+    }
+
+    fn encode((offset, position): (i64, u32), base_offset: i64, out: &mut [u8]) {
+        out[..4].copy_from_slice(&((offset - base_offset) as u32).to_be_bytes());
+        out[4..].copy_from_slice(&position.to_be_bytes());
+    }
+
+    fn key(e: (i64, u32)) -> i64 {
+        e.0
+    }
+
+    fn before_first(base_offset: i64) -> (i64, u32) {
+        (base_offset, 0)
+    }
+
+    fn accepts(last: (i64, u32), e: (i64, u32)) -> bool {
+        e.0 > last.0
+    }
+
+    fn follows(prev: (i64, u32), e: (i64, u32)) -> bool {
+        e.0 > prev.0 && e.1 > prev.1
+    }
+
+    /// `log_size` bounds positions.
+    fn in_bounds((o, p): (i64, u32), base_offset: i64, log_size: i64) -> bool {
+        (p as i64) < log_size.max(1) && o >= base_offset
+    }
+}
+
+impl IndexKind for TimeKind {
+    type Entry = (i64, i64);
+    const ENTRY_SIZE: usize = 12;
+
+    fn decode(b: &[u8], base_offset: i64) -> (i64, i64) {
+        (
+            i64::from_be_bytes(bytes_at(b, 0)),
+            base_offset + u32_at(b, 8) as i64,
+        )
+    }
+
+    fn encode((timestamp, offset): (i64, i64), base_offset: i64, out: &mut [u8]) {
+        out[..8].copy_from_slice(&timestamp.to_be_bytes());
+        out[8..].copy_from_slice(&((offset - base_offset) as u32).to_be_bytes());
+    }
+
+    fn key(e: (i64, i64)) -> i64 {
+        e.0
+    }
+
+    fn before_first(base_offset: i64) -> (i64, i64) {
+        (-1, base_offset)
+    }
+
+    fn accepts(last: (i64, i64), e: (i64, i64)) -> bool {
+        e.0 > last.0 && e.1 >= last.1
+    }
+
+    fn follows(prev: (i64, i64), e: (i64, i64)) -> bool {
+        e.0 > prev.0 && e.1 >= prev.1
+    }
+
+    /// `next_offset` bounds offsets.
+    fn in_bounds((_, o): (i64, i64), base_offset: i64, next_offset: i64) -> bool {
+        o >= base_offset && o < next_offset.max(base_offset + 1)
+    }
+}
+
+/// A sparse index file of fixed-size entries mapped into memory. While the segment is active
+/// the file is preallocated to its maximum size; on roll or close it is trimmed to the entries
+/// in use. No file descriptor is held between resizes (Kafka's way): the map outlives its fd,
+/// and ten thousand partitions would otherwise hold two more descriptors each.
+#[derive(Debug)]
+pub struct Index<K: IndexKind> {
     path: PathBuf,
     mmap: Option<MmapMut>,
-    entry_size: usize,
+    base_offset: i64,
     entries: usize,
     max_entries: usize,
     /// Found at its preallocated size when opened: the process stopped while its segment was
     /// active, so the tail is zeros rather than entries.
     untrimmed: bool,
+    kind: PhantomData<K>,
 }
 
-impl MmapIndex {
-    fn open(path: &Path, entry_size: usize, max_bytes: u64) -> Result<Self> {
-        let file = Self::open_file(path)?;
+impl<K: IndexKind> Index<K> {
+    /// Opens or creates the index file; `max_bytes` is `segment.index.bytes`.
+    pub fn open(path: &Path, base_offset: i64, max_bytes: u64) -> Result<Self> {
+        let file = open_file(path)?;
         let len = file.metadata().ctx(path)?.len();
-        let max_entries = (max_bytes as usize / entry_size).max(1);
+        let max_entries = (max_bytes as usize / K::ENTRY_SIZE).max(1);
         // An untrimmed index is taken as empty and its segment recovered (Kafka resets such an
         // index as well): reading its last "entry" would fault in pages of zeros, which across
         // ten thousand partitions made a restart take minutes.
-        let untrimmed = len > 0 && len == (max_entries * entry_size) as u64;
-        let mut index = MmapIndex {
+        let untrimmed = len > 0 && len == (max_entries * K::ENTRY_SIZE) as u64;
+        let mut index = Index {
             path: path.to_path_buf(),
             mmap: None,
-            entry_size,
-            // Kafka's rule: a trimmed index holds exactly len / entry_size entries.
+            base_offset,
+            // Kafka's rule: a trimmed index holds exactly len / entry size entries.
             entries: if untrimmed {
                 0
             } else {
-                (len as usize) / entry_size
+                (len as usize) / K::ENTRY_SIZE
             },
             max_entries,
             untrimmed,
+            kind: PhantomData,
         };
         index.map(&file, len)?;
         Ok(index)
-    }
-
-    fn open_file(path: &Path) -> Result<File> {
-        OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(path)
-            .ctx(path)
     }
 
     #[allow(unsafe_code)]
@@ -77,52 +195,57 @@ impl MmapIndex {
 
     fn set_len(&mut self, len: u64) -> Result<()> {
         self.mmap = None;
-        let file = Self::open_file(&self.path)?;
+        let file = open_file(&self.path)?;
         file.set_len(len).ctx(&self.path)?;
         self.map(&file, len)
     }
 
-    /// Grows the file to the maximum size so entries can be appended.
-    fn make_writable(&mut self) -> Result<()> {
-        let want = (self.max_entries * self.entry_size) as u64;
-        if self.capacity() < self.max_entries {
-            self.set_len(want.max((self.entries * self.entry_size) as u64))?;
-        }
-        Ok(())
-    }
-
     fn capacity(&self) -> usize {
-        self.mmap.as_ref().map_or(0, |m| m.len() / self.entry_size)
+        self.mmap.as_ref().map_or(0, |m| m.len() / K::ENTRY_SIZE)
     }
 
-    /// Shrinks the file to the entries in use.
-    fn trim(&mut self) -> Result<()> {
-        let want = (self.entries * self.entry_size) as u64;
-        if self.mmap.as_ref().map_or(0, |m| m.len() as u64) != want {
-            self.set_len(want)?;
-        }
-        Ok(())
+    /// Number of entries.
+    pub fn entries(&self) -> usize {
+        self.entries
     }
 
-    fn entry(&self, n: usize) -> &[u8] {
+    /// True if the file was found untrimmed (a crash while its segment was active): its
+    /// segment must be recovered.
+    pub fn was_untrimmed(&self) -> bool {
+        self.untrimmed
+    }
+
+    /// Entry `n` (below [`Self::entries`]).
+    pub fn entry(&self, n: usize) -> K::Entry {
+        let size = K::ENTRY_SIZE;
         match &self.mmap {
-            Some(m) => &m[n * self.entry_size..(n + 1) * self.entry_size],
-            None => &[],
+            Some(m) => K::decode(&m[n * size..(n + 1) * size], self.base_offset),
+            None => K::before_first(self.base_offset),
         }
     }
 
-    fn is_full(&self) -> bool {
+    /// The last entry, if any.
+    pub fn last_entry(&self) -> Option<K::Entry> {
+        self.entries.checked_sub(1).map(|n| self.entry(n))
+    }
+
+    /// True when no entry can be added; the segment must roll.
+    pub fn is_full(&self) -> bool {
         self.entries >= self.max_entries
     }
 
-    fn push(&mut self, bytes: &[u8]) -> Result<()> {
+    /// Adds `e` unless it does not grow past the last entry (then it is skipped).
+    fn push(&mut self, e: K::Entry) -> Result<()> {
+        if self.last_entry().is_some_and(|last| !K::accepts(last, e)) {
+            return Ok(());
+        }
         if self.entries >= self.capacity() {
             self.make_writable()?;
         }
-        let at = self.entries * self.entry_size;
+        let (size, at) = (K::ENTRY_SIZE, self.entries * K::ENTRY_SIZE);
         match &mut self.mmap {
-            Some(m) if at + self.entry_size <= m.len() => {
-                m[at..at + self.entry_size].copy_from_slice(bytes);
+            Some(m) if at + size <= m.len() => {
+                K::encode(e, self.base_offset, &mut m[at..at + size]);
                 self.entries += 1;
                 Ok(())
             }
@@ -133,299 +256,131 @@ impl MmapIndex {
         }
     }
 
-    fn truncate_entries(&mut self, n: usize) {
-        self.entries = self.entries.min(n);
+    /// The entry with the largest key <= `key`, or what a lookup below the first entry gives.
+    pub fn lookup(&self, key: i64) -> K::Entry {
+        let (mut lo, mut hi) = (0usize, self.entries);
+        // Binary search for the first entry with a key > target.
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            if K::key(self.entry(mid)) <= key {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        match lo {
+            0 => K::before_first(self.base_offset),
+            _ => self.entry(lo - 1),
+        }
     }
 
-    fn flush(&self) -> Result<()> {
+    /// Drops the entries at the end for which `past` holds.
+    fn truncate_while(&mut self, past: impl Fn(K::Entry) -> bool) {
+        while self.entries > 0 && past(self.entry(self.entries - 1)) {
+            self.entries -= 1;
+        }
+    }
+
+    /// Drops all entries (to be rebuilt from the log).
+    pub fn reset(&mut self) {
+        self.entries = 0;
+        self.untrimmed = false;
+    }
+
+    /// Checks entries grow and lie within the segment (`bound`: see [`IndexKind::in_bounds`]).
+    fn entries_sane(&self, bound: i64) -> bool {
+        let mut prev = None;
+        for n in 0..self.entries {
+            let e = self.entry(n);
+            if !K::in_bounds(e, self.base_offset, bound) || prev.is_some_and(|p| !K::follows(p, e))
+            {
+                return false;
+            }
+            prev = Some(e);
+        }
+        true
+    }
+
+    /// Grows the file to the maximum size so entries can be appended.
+    pub fn make_writable(&mut self) -> Result<()> {
+        let want = (self.max_entries * K::ENTRY_SIZE) as u64;
+        if self.capacity() < self.max_entries {
+            self.set_len(want.max((self.entries * K::ENTRY_SIZE) as u64))?;
+        }
+        Ok(())
+    }
+
+    /// Shrinks the file to the entries in use.
+    pub fn trim(&mut self) -> Result<()> {
+        let want = (self.entries * K::ENTRY_SIZE) as u64;
+        if self.mmap.as_ref().map_or(0, |m| m.len() as u64) != want {
+            self.set_len(want)?;
+        }
+        Ok(())
+    }
+
+    /// Writes the mapped pages to disk.
+    pub fn flush(&self) -> Result<()> {
         if let Some(m) = &self.mmap {
             m.flush().ctx(&self.path)?;
         }
         Ok(())
     }
 
-    fn rename(&mut self, to: &Path) -> Result<()> {
+    /// Renames the file.
+    pub fn rename(&mut self, to: &Path) -> Result<()> {
         std::fs::rename(&self.path, to).ctx(&self.path)?;
         self.path = to.to_path_buf();
         Ok(())
     }
+
+    /// Path of the file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
 }
 
-fn u32_at(b: &[u8], at: usize) -> u32 {
-    u32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+fn open_file(path: &Path) -> Result<File> {
+    OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+        .ctx(path)
 }
 
-fn i64_at(b: &[u8], at: usize) -> i64 {
-    let mut x = [0u8; 8];
-    x.copy_from_slice(&b[at..at + 8]);
-    i64::from_be_bytes(x)
-}
-
-/// The sparse offset index of a segment: 8-byte entries (relative offset u32, position u32),
-/// one every `index.interval.bytes` of log, keyed by the last offset of the indexed batch.
-#[derive(Debug)]
-pub struct OffsetIndex {
-    inner: MmapIndex,
-    base_offset: i64,
-}
-
-impl OffsetIndex {
-    /// Opens or creates the index file; `max_bytes` is `segment.index.bytes`.
-    pub fn open(path: &Path, base_offset: i64, max_bytes: u64) -> Result<Self> {
-        Ok(OffsetIndex {
-            inner: MmapIndex::open(path, 8, max_bytes)?,
-            base_offset,
-        })
-    }
-
-    /// Number of entries.
-    pub fn entries(&self) -> usize {
-        self.inner.entries
-    }
-
-    /// True if the file was found untrimmed (a crash while its segment was active): its
-    /// segment must be recovered.
-    pub fn was_untrimmed(&self) -> bool {
-        self.inner.untrimmed
-    }
-
-    /// Entry `n` as (absolute offset, position).
-    pub fn entry(&self, n: usize) -> (i64, u32) {
-        let e = self.inner.entry(n);
-        (self.base_offset + u32_at(e, 0) as i64, u32_at(e, 4))
-    }
-
-    /// The last entry, if any.
-    pub fn last_entry(&self) -> Option<(i64, u32)> {
-        self.inner.entries.checked_sub(1).map(|n| self.entry(n))
-    }
-
-    /// True when no entry can be added; the segment must roll.
-    pub fn is_full(&self) -> bool {
-        self.inner.is_full()
-    }
-
-    /// Adds an entry; offsets must grow.
+impl Index<OffsetKind> {
+    /// Adds an entry; offsets must grow (an entry that does not is skipped).
     pub fn append(&mut self, offset: i64, position: u32) -> Result<()> {
-        if let Some((last, _)) = self.last_entry() {
-            if offset <= last {
-                return Ok(());
-            }
-        }
-        let mut e = [0u8; 8];
-        e[..4].copy_from_slice(&((offset - self.base_offset) as u32).to_be_bytes());
-        e[4..].copy_from_slice(&position.to_be_bytes());
-        self.inner.push(&e)
-    }
-
-    /// The entry with the largest offset <= `offset`, or (base offset, 0).
-    pub fn lookup(&self, offset: i64) -> (i64, u32) {
-        let (mut lo, mut hi) = (0usize, self.inner.entries);
-        // Binary search for the first entry with offset > target.
-        while lo < hi {
-            let mid = (lo + hi) / 2;
-            if self.entry(mid).0 <= offset {
-                lo = mid + 1;
-            } else {
-                hi = mid;
-            }
-        }
-        if lo == 0 {
-            (self.base_offset, 0)
-        } else {
-            self.entry(lo - 1)
-        }
+        self.push((offset, position))
     }
 
     /// Drops entries whose position is at or past `position`.
     pub fn truncate_to_position(&mut self, position: u32) {
-        let mut n = self.inner.entries;
-        while n > 0 && self.entry(n - 1).1 >= position {
-            n -= 1;
-        }
-        self.inner.truncate_entries(n);
-    }
-
-    /// Drops all entries (to be rebuilt from the log).
-    pub fn reset(&mut self) {
-        self.inner.truncate_entries(0);
-        self.inner.untrimmed = false;
+        self.truncate_while(|(_, p)| p >= position);
     }
 
     /// Checks entries grow and point inside a log of `log_size` bytes.
     pub fn sanity_check(&self, log_size: u64) -> bool {
-        let mut prev: Option<(i64, u32)> = None;
-        for n in 0..self.inner.entries {
-            let (o, p) = self.entry(n);
-            if p as u64 >= log_size.max(1) || o < self.base_offset {
-                return false;
-            }
-            if let Some((po, pp)) = prev {
-                if o <= po || p <= pp {
-                    return false;
-                }
-            }
-            prev = Some((o, p));
-        }
-        true
-    }
-
-    /// Preallocates for appends.
-    pub fn make_writable(&mut self) -> Result<()> {
-        self.inner.make_writable()
-    }
-
-    /// Shrinks the file to its entries.
-    pub fn trim(&mut self) -> Result<()> {
-        self.inner.trim()
-    }
-
-    /// Writes the mapped pages to disk.
-    pub fn flush(&self) -> Result<()> {
-        self.inner.flush()
-    }
-
-    /// Renames the file.
-    pub fn rename(&mut self, to: &Path) -> Result<()> {
-        self.inner.rename(to)
-    }
-
-    /// Path of the file.
-    pub fn path(&self) -> &Path {
-        &self.inner.path
+        self.entries_sane(log_size.min(i64::MAX as u64) as i64)
     }
 }
 
-/// The sparse time index of a segment: 12-byte entries (timestamp i64, relative offset u32)
-/// with growing timestamps.
-#[derive(Debug)]
-pub struct TimeIndex {
-    inner: MmapIndex,
-    base_offset: i64,
-}
-
-impl TimeIndex {
-    /// Opens or creates the index file.
-    pub fn open(path: &Path, base_offset: i64, max_bytes: u64) -> Result<Self> {
-        Ok(TimeIndex {
-            inner: MmapIndex::open(path, 12, max_bytes)?,
-            base_offset,
-        })
-    }
-
-    /// Number of entries.
-    pub fn entries(&self) -> usize {
-        self.inner.entries
-    }
-
-    /// True if the file was found untrimmed: its segment must be recovered.
-    pub fn was_untrimmed(&self) -> bool {
-        self.inner.untrimmed
-    }
-
-    /// Entry `n` as (timestamp, absolute offset).
-    pub fn entry(&self, n: usize) -> (i64, i64) {
-        let e = self.inner.entry(n);
-        (i64_at(e, 0), self.base_offset + u32_at(e, 8) as i64)
-    }
-
-    /// The last entry, if any.
-    pub fn last_entry(&self) -> Option<(i64, i64)> {
-        self.inner.entries.checked_sub(1).map(|n| self.entry(n))
-    }
-
-    /// True when no entry can be added.
-    pub fn is_full(&self) -> bool {
-        self.inner.is_full()
-    }
-
-    /// Adds an entry if `timestamp` is larger than the last one.
+impl Index<TimeKind> {
+    /// Adds an entry if `timestamp` is larger than the last one (and `offset` not smaller).
     pub fn maybe_append(&mut self, timestamp: i64, offset: i64) -> Result<()> {
-        if let Some((ts, o)) = self.last_entry() {
-            if timestamp <= ts || offset < o {
-                return Ok(());
-            }
-        }
-        let mut e = [0u8; 12];
-        e[..8].copy_from_slice(&timestamp.to_be_bytes());
-        e[8..].copy_from_slice(&((offset - self.base_offset) as u32).to_be_bytes());
-        self.inner.push(&e)
-    }
-
-    /// The entry with the largest timestamp <= `timestamp`, as (timestamp, offset), or the base offset.
-    pub fn lookup(&self, timestamp: i64) -> (i64, i64) {
-        let (mut lo, mut hi) = (0usize, self.inner.entries);
-        while lo < hi {
-            let mid = (lo + hi) / 2;
-            if self.entry(mid).0 <= timestamp {
-                lo = mid + 1;
-            } else {
-                hi = mid;
-            }
-        }
-        if lo == 0 {
-            (-1, self.base_offset)
-        } else {
-            self.entry(lo - 1)
-        }
+        self.push((timestamp, offset))
     }
 
     /// Drops entries with offsets at or past `offset`.
     pub fn truncate_to_offset(&mut self, offset: i64) {
-        let mut n = self.inner.entries;
-        while n > 0 && self.entry(n - 1).1 >= offset {
-            n -= 1;
-        }
-        self.inner.truncate_entries(n);
-    }
-
-    /// Drops all entries (to be rebuilt from the log).
-    pub fn reset(&mut self) {
-        self.inner.truncate_entries(0);
-        self.inner.untrimmed = false;
+        self.truncate_while(|(_, o)| o >= offset);
     }
 
     /// Checks timestamps and offsets grow and offsets stay below `next_offset`.
     pub fn sanity_check(&self, next_offset: i64) -> bool {
-        let mut prev: Option<(i64, i64)> = None;
-        for n in 0..self.inner.entries {
-            let (t, o) = self.entry(n);
-            if o < self.base_offset || o >= next_offset.max(self.base_offset + 1) {
-                return false;
-            }
-            if let Some((pt, po)) = prev {
-                if t <= pt || o < po {
-                    return false;
-                }
-            }
-            prev = Some((t, o));
-        }
-        true
-    }
-
-    /// Preallocates for appends.
-    pub fn make_writable(&mut self) -> Result<()> {
-        self.inner.make_writable()
-    }
-
-    /// Shrinks the file to its entries.
-    pub fn trim(&mut self) -> Result<()> {
-        self.inner.trim()
-    }
-
-    /// Writes the mapped pages to disk.
-    pub fn flush(&self) -> Result<()> {
-        self.inner.flush()
-    }
-
-    /// Renames the file.
-    pub fn rename(&mut self, to: &Path) -> Result<()> {
-        self.inner.rename(to)
-    }
-
-    /// Path of the file.
-    pub fn path(&self) -> &Path {
-        &self.inner.path
+        self.entries_sane(next_offset)
     }
 }
 

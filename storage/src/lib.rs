@@ -10,11 +10,14 @@ pub mod error;
 pub mod fault;
 pub mod file_slice;
 pub mod index;
+mod loader;
+mod local_log;
 pub mod log;
 pub mod manager;
 pub mod producer_state;
 pub mod record;
 pub mod segment;
+mod segments;
 pub mod txn_index;
 
 #[cfg(test)]

@@ -9,6 +9,7 @@ use tern_protocol::record_batch::RecordBatchHeader;
 
 use crate::checkpoint::write_atomic;
 use crate::error::{IoContext, Result, StorageError};
+use crate::txn_index::AbortedTxn;
 
 /// How many recent batches per producer are remembered for duplicate detection (Kafka: 5).
 pub const NUM_BATCHES_TO_RETAIN: usize = 5;
@@ -283,6 +284,17 @@ impl ProducerStateManager {
                 self.ongoing.insert(f, pid);
             }
             self.producers.insert(pid, entry);
+        }
+    }
+
+    /// The transaction index entry of the aborted transaction `done`, once its marker is in:
+    /// the last stable offset is the first offset of the earliest transaction still open.
+    pub(crate) fn aborted_entry(&self, done: &CompletedTxn) -> AbortedTxn {
+        AbortedTxn {
+            producer_id: done.producer_id,
+            first_offset: done.first_offset,
+            last_offset: done.last_offset,
+            last_stable_offset: self.first_unstable_offset().unwrap_or(done.last_offset + 1),
         }
     }
 

@@ -49,6 +49,43 @@ struct Indexes {
     offset_of_max_timestamp: i64,
 }
 
+impl Indexes {
+    /// Notes the batch at `position` (appended or recovered): tracks the max timestamp and adds
+    /// index entries once `index_interval_bytes` have passed since the last ones.
+    fn index_batch(
+        &mut self,
+        h: &RecordBatchHeader,
+        position: u64,
+        index_interval_bytes: u64,
+    ) -> Result<()> {
+        if h.max_timestamp > self.max_timestamp {
+            self.max_timestamp = h.max_timestamp;
+            self.offset_of_max_timestamp = h.last_offset();
+        }
+        // Indexes are sparse: a full one just stops taking entries until the roll.
+        if self.bytes_since_last_entry > index_interval_bytes
+            && !self.offset.is_full()
+            && !self.time.is_full()
+        {
+            self.offset.append(h.last_offset(), position as u32)?;
+            self.time
+                .maybe_append(self.max_timestamp, self.offset_of_max_timestamp)?;
+            self.bytes_since_last_entry = 0;
+        }
+        self.bytes_since_last_entry += h.size() as u64;
+        Ok(())
+    }
+
+    /// Drops every entry and the max timestamp (before a rebuild, or for an emptied segment).
+    fn reset(&mut self, base_offset: i64) {
+        self.offset.reset();
+        self.time.reset();
+        self.bytes_since_last_entry = 0;
+        self.max_timestamp = -1;
+        self.offset_of_max_timestamp = base_offset;
+    }
+}
+
 /// One segment of a partition log. Appends come from the log's single writer; reads may run
 /// concurrently and see only bytes below `size`, which is published after each append.
 pub struct LogSegment {
@@ -225,22 +262,7 @@ impl LogSegment {
         {
             let mut i = self.indexes.write();
             for (pos, h) in batches {
-                if h.max_timestamp > i.max_timestamp {
-                    i.max_timestamp = h.max_timestamp;
-                    i.offset_of_max_timestamp = h.last_offset();
-                }
-                // Indexes are sparse: a full one just stops taking entries until the roll.
-                if i.bytes_since_last_entry > index_interval_bytes
-                    && !i.offset.is_full()
-                    && !i.time.is_full()
-                {
-                    let position = (start + *pos as u64) as u32;
-                    i.offset.append(h.last_offset(), position)?;
-                    let (ts, off) = (i.max_timestamp, i.offset_of_max_timestamp);
-                    i.time.maybe_append(ts, off)?;
-                    i.bytes_since_last_entry = 0;
-                }
-                i.bytes_since_last_entry += h.size() as u64;
+                i.index_batch(h, start + *pos as u64, index_interval_bytes)?;
             }
         }
         if self.first_append_ms() < 0 {
@@ -441,68 +463,50 @@ impl LogSegment {
         let mut next_offset = None;
         let mut chunk: Vec<u8> = Vec::new();
         let mut chunk_start = 0u64;
+        let stopped = |pos, next_offset, e| {
+            Ok(ScanEnd {
+                valid_bytes: pos,
+                next_offset,
+                error: Some(e),
+            })
+        };
         while pos < end {
             // Make sure the header, then the whole batch, is in the chunk.
             let need_header = RECORD_BATCH_OVERHEAD.min((end - pos) as usize);
             if pos < chunk_start || pos + need_header as u64 > chunk_start + chunk.len() as u64 {
                 let len = (SCAN_CHUNK as u64).min(end - pos) as usize;
-                chunk.resize(len, 0);
-                self.file
-                    .read_exact_at(&mut chunk, pos)
-                    .ctx(&self.log_path())?;
-                chunk_start = pos;
+                chunk_start = self.read_chunk(&mut chunk, pos, len)?;
             }
             let at = (pos - chunk_start) as usize;
             let header = match RecordBatchHeader::parse(&chunk[at..]) {
                 Ok(h) => h,
-                Err(e) => {
-                    return Ok(ScanEnd {
-                        valid_bytes: pos,
-                        next_offset,
-                        error: Some(e),
-                    });
-                }
+                Err(e) => return stopped(pos, next_offset, e),
             };
             let size = header.size();
             if pos + size as u64 > end {
+                let available = (end - pos) as usize;
                 let e = BatchError::Truncated {
                     needed: size,
-                    available: (end - pos) as usize,
+                    available,
                 };
-                return Ok(ScanEnd {
-                    valid_bytes: pos,
-                    next_offset,
-                    error: Some(e),
-                });
+                return stopped(pos, next_offset, e);
             }
             if at + size > chunk.len() {
                 let len = size.max(SCAN_CHUNK).min((end - pos) as usize);
-                chunk.resize(len, 0);
-                self.file
-                    .read_exact_at(&mut chunk, pos)
-                    .ctx(&self.log_path())?;
-                chunk_start = pos;
+                chunk_start = self.read_chunk(&mut chunk, pos, len)?;
             }
             let at = (pos - chunk_start) as usize;
             let batch = &chunk[at..at + size];
             if validate {
                 if let Err(e) = validate_batch(batch) {
-                    return Ok(ScanEnd {
-                        valid_bytes: pos,
-                        next_offset,
-                        error: Some(e),
-                    });
+                    return stopped(pos, next_offset, e);
                 }
                 if header.base_offset < self.base_offset
                     || next_offset.is_some_and(|n| header.base_offset < n)
                     || header.last_offset() - self.base_offset > u32::MAX as i64
                 {
                     let e = BatchError::Inconsistent("offsets do not increase");
-                    return Ok(ScanEnd {
-                        valid_bytes: pos,
-                        next_offset,
-                        error: Some(e),
-                    });
+                    return stopped(pos, next_offset, e);
                 }
             }
             f(pos, &header, batch)?;
@@ -516,6 +520,13 @@ impl LogSegment {
         })
     }
 
+    /// Fills `chunk` with the `len` bytes of the log at `pos`; returns `pos`.
+    fn read_chunk(&self, chunk: &mut Vec<u8>, pos: u64, len: usize) -> Result<u64> {
+        chunk.resize(len, 0);
+        self.file.read_exact_at(chunk, pos).ctx(&self.log_path())?;
+        Ok(pos)
+    }
+
     /// Validates every batch, rebuilds the offset and time indexes, and truncates the file at
     /// the first invalid batch. Calls `f` for each valid batch. Returns the scan outcome.
     pub fn recover(
@@ -525,29 +536,11 @@ impl LogSegment {
     ) -> Result<ScanEnd> {
         let file_len = self.file.metadata().ctx(&self.log_path())?.len();
         let mut i = self.indexes.write();
-        i.offset.reset();
-        i.time.reset();
+        i.reset(self.base_offset);
         i.offset.make_writable()?;
         i.time.make_writable()?;
-        i.bytes_since_last_entry = 0;
-        i.max_timestamp = -1;
-        i.offset_of_max_timestamp = self.base_offset;
-        let ix = &mut *i;
         let end = self.scan(0, file_len, true, |pos, h, batch| {
-            if h.max_timestamp > ix.max_timestamp {
-                ix.max_timestamp = h.max_timestamp;
-                ix.offset_of_max_timestamp = h.last_offset();
-            }
-            if ix.bytes_since_last_entry > index_interval_bytes
-                && !ix.offset.is_full()
-                && !ix.time.is_full()
-            {
-                ix.offset.append(h.last_offset(), pos as u32)?;
-                ix.time
-                    .maybe_append(ix.max_timestamp, ix.offset_of_max_timestamp)?;
-                ix.bytes_since_last_entry = 0;
-            }
-            ix.bytes_since_last_entry += h.size() as u64;
+            i.index_batch(h, pos, index_interval_bytes)?;
             f(h, batch)
         })?;
         if end.valid_bytes != file_len {
@@ -628,12 +621,7 @@ impl LogSegment {
         self.file.set_len(0).ctx(&self.log_path())?;
         self.size.store(0, Ordering::Release);
         {
-            let mut i = self.indexes.write();
-            i.offset.reset();
-            i.time.reset();
-            i.bytes_since_last_entry = 0;
-            i.max_timestamp = -1;
-            i.offset_of_max_timestamp = self.base_offset;
+            self.indexes.write().reset(self.base_offset);
         }
         self.txn.lock().reset()?;
         self.first_append_ms.store(-1, Ordering::Relaxed);
