@@ -7,23 +7,23 @@ use std::path::Path;
 use crate::error::{IoContext, Result, StorageError};
 
 /// File holding the offset below which all data is known to be on disk.
-pub const RECOVERY_POINT_CHECKPOINT: &str = "recovery-point-offset-checkpoint";
+pub(crate) const RECOVERY_POINT_CHECKPOINT: &str = "recovery-point-offset-checkpoint";
 /// File holding the log start offset (raised by DeleteRecords and retention).
-pub const LOG_START_OFFSET_CHECKPOINT: &str = "log-start-offset-checkpoint";
+pub(crate) const LOG_START_OFFSET_CHECKPOINT: &str = "log-start-offset-checkpoint";
 /// File holding the leader epoch cache.
-pub const LEADER_EPOCH_CHECKPOINT: &str = "leader-epoch-checkpoint";
+pub(crate) const LEADER_EPOCH_CHECKPOINT: &str = "leader-epoch-checkpoint";
 /// File holding the offset up to which the log has been cleaned (Kafka keeps one per log dir).
-pub const CLEANER_OFFSET_CHECKPOINT: &str = "cleaner-offset-checkpoint";
+pub(crate) const CLEANER_OFFSET_CHECKPOINT: &str = "cleaner-offset-checkpoint";
 /// Marker written last on a clean close; its absence on open means "recover".
-pub const CLEAN_SHUTDOWN_FILE: &str = ".kafka_cleanshutdown";
+pub(crate) const CLEAN_SHUTDOWN_FILE: &str = ".kafka_cleanshutdown";
 
 /// fsyncs a directory so renames and unlinks in it are durable.
-pub fn fsync_dir(dir: &Path) -> Result<()> {
+pub(crate) fn fsync_dir(dir: &Path) -> Result<()> {
     crate::fault::sync_all(&File::open(dir).ctx(dir)?, dir).ctx(dir)
 }
 
 /// Atomically replaces `dir/name` with `contents`.
-pub fn write_atomic(dir: &Path, name: &str, contents: &[u8]) -> Result<()> {
+pub(crate) fn write_atomic(dir: &Path, name: &str, contents: &[u8]) -> Result<()> {
     let tmp = dir.join(format!("{name}.tmp"));
     let path = dir.join(name);
     write_synced(&tmp, contents)?;
@@ -86,7 +86,7 @@ pub fn write_entries(dir: &Path, name: &str, entries: &[String]) -> Result<()> {
 }
 
 /// Reads a single-offset checkpoint (this partition's entry).
-pub fn read_offset(dir: &Path, name: &str) -> Result<Option<i64>> {
+pub(crate) fn read_offset(dir: &Path, name: &str) -> Result<Option<i64>> {
     let path = dir.join(name);
     match read_entries(dir, name)? {
         None => Ok(None),
@@ -100,7 +100,7 @@ pub fn read_offset(dir: &Path, name: &str) -> Result<Option<i64>> {
 }
 
 /// Writes a single-offset checkpoint.
-pub fn write_offset(dir: &Path, name: &str, offset: i64) -> Result<()> {
+pub(crate) fn write_offset(dir: &Path, name: &str, offset: i64) -> Result<()> {
     write_entries(dir, name, &[offset.to_string()])
 }
 

@@ -17,7 +17,6 @@ use tern_protocol::record_batch::{
 
 use tern_protocol::records::{decode_records, Record, RecordBatchBuilder};
 
-pub use crate::checkpoint::CLEANER_OFFSET_CHECKPOINT;
 use crate::error::Result;
 use crate::log::Log;
 use crate::record::{parse_records, RecordView};

@@ -106,7 +106,7 @@ pub enum StorageError {
 }
 
 /// Result with [`StorageError`].
-pub type Result<T> = std::result::Result<T, StorageError>;
+pub(crate) type Result<T> = std::result::Result<T, StorageError>;
 
 /// Attaches a path to an `io::Error`.
 pub(crate) trait IoContext<T> {

@@ -12,7 +12,7 @@ use memmap2::MmapMut;
 use crate::error::{IoContext, Result, StorageError};
 
 /// What tells the two indexes apart: the entry layout and the order entries must keep.
-pub trait IndexKind {
+pub(crate) trait IndexKind {
     /// An entry as callers see it, with absolute offsets.
     type Entry: Copy + PartialEq + std::fmt::Debug;
     /// Bytes of one entry on disk.
@@ -36,19 +36,19 @@ pub trait IndexKind {
 /// Offset index entries: 8 bytes (relative offset u32, position u32), seen as
 /// (absolute offset, position).
 #[derive(Debug)]
-pub enum OffsetKind {}
+pub(crate) enum OffsetKind {}
 
 /// Time index entries: 12 bytes (timestamp i64, relative offset u32), seen as
 /// (timestamp, absolute offset).
 #[derive(Debug)]
-pub enum TimeKind {}
+pub(crate) enum TimeKind {}
 
 /// The sparse offset index of a segment, one entry every `index.interval.bytes` of log, keyed
 /// by the last offset of the indexed batch.
-pub type OffsetIndex = Index<OffsetKind>;
+pub(crate) type OffsetIndex = Index<OffsetKind>;
 
 /// The sparse time index of a segment, with growing timestamps.
-pub type TimeIndex = Index<TimeKind>;
+pub(crate) type TimeIndex = Index<TimeKind>;
 
 /// The `N` bytes of `b` at `at` (callers pass whole entries, so they are there).
 fn bytes_at<const N: usize>(b: &[u8], at: usize) -> [u8; N] {
@@ -139,7 +139,7 @@ impl IndexKind for TimeKind {
 /// in use. No file descriptor is held between resizes (Kafka's way): the map outlives its fd,
 /// and ten thousand partitions would otherwise hold two more descriptors each.
 #[derive(Debug)]
-pub struct Index<K: IndexKind> {
+pub(crate) struct Index<K: IndexKind> {
     path: PathBuf,
     mmap: Option<MmapMut>,
     base_offset: i64,
@@ -153,7 +153,7 @@ pub struct Index<K: IndexKind> {
 
 impl<K: IndexKind> Index<K> {
     /// Opens or creates the index file; `max_bytes` is `segment.index.bytes`.
-    pub fn open(path: &Path, base_offset: i64, max_bytes: u64) -> Result<Self> {
+    pub(crate) fn open(path: &Path, base_offset: i64, max_bytes: u64) -> Result<Self> {
         let file = open_file(path)?;
         let len = file.metadata().ctx(path)?.len();
         let max_entries = (max_bytes as usize / K::ENTRY_SIZE).max(1);
@@ -205,18 +205,19 @@ impl<K: IndexKind> Index<K> {
     }
 
     /// Number of entries.
-    pub fn entries(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn entries(&self) -> usize {
         self.entries
     }
 
     /// True if the file was found untrimmed (a crash while its segment was active): its
     /// segment must be recovered.
-    pub fn was_untrimmed(&self) -> bool {
+    pub(crate) fn was_untrimmed(&self) -> bool {
         self.untrimmed
     }
 
     /// Entry `n` (below [`Self::entries`]).
-    pub fn entry(&self, n: usize) -> K::Entry {
+    pub(crate) fn entry(&self, n: usize) -> K::Entry {
         let size = K::ENTRY_SIZE;
         match &self.mmap {
             Some(m) => K::decode(&m[n * size..(n + 1) * size], self.base_offset),
@@ -225,12 +226,12 @@ impl<K: IndexKind> Index<K> {
     }
 
     /// The last entry, if any.
-    pub fn last_entry(&self) -> Option<K::Entry> {
+    pub(crate) fn last_entry(&self) -> Option<K::Entry> {
         self.entries.checked_sub(1).map(|n| self.entry(n))
     }
 
     /// True when no entry can be added; the segment must roll.
-    pub fn is_full(&self) -> bool {
+    pub(crate) fn is_full(&self) -> bool {
         self.entries >= self.max_entries
     }
 
@@ -257,7 +258,7 @@ impl<K: IndexKind> Index<K> {
     }
 
     /// The entry with the largest key <= `key`, or what a lookup below the first entry gives.
-    pub fn lookup(&self, key: i64) -> K::Entry {
+    pub(crate) fn lookup(&self, key: i64) -> K::Entry {
         let (mut lo, mut hi) = (0usize, self.entries);
         // Binary search for the first entry with a key > target.
         while lo < hi {
@@ -282,7 +283,7 @@ impl<K: IndexKind> Index<K> {
     }
 
     /// Drops all entries (to be rebuilt from the log).
-    pub fn reset(&mut self) {
+    pub(crate) fn reset(&mut self) {
         self.entries = 0;
         self.untrimmed = false;
     }
@@ -302,7 +303,7 @@ impl<K: IndexKind> Index<K> {
     }
 
     /// Grows the file to the maximum size so entries can be appended.
-    pub fn make_writable(&mut self) -> Result<()> {
+    pub(crate) fn make_writable(&mut self) -> Result<()> {
         let want = (self.max_entries * K::ENTRY_SIZE) as u64;
         if self.capacity() < self.max_entries {
             self.set_len(want.max((self.entries * K::ENTRY_SIZE) as u64))?;
@@ -311,7 +312,7 @@ impl<K: IndexKind> Index<K> {
     }
 
     /// Shrinks the file to the entries in use.
-    pub fn trim(&mut self) -> Result<()> {
+    pub(crate) fn trim(&mut self) -> Result<()> {
         let want = (self.entries * K::ENTRY_SIZE) as u64;
         if self.mmap.as_ref().map_or(0, |m| m.len() as u64) != want {
             self.set_len(want)?;
@@ -320,23 +321,11 @@ impl<K: IndexKind> Index<K> {
     }
 
     /// Writes the mapped pages to disk.
-    pub fn flush(&self) -> Result<()> {
+    pub(crate) fn flush(&self) -> Result<()> {
         if let Some(m) = &self.mmap {
             m.flush().ctx(&self.path)?;
         }
         Ok(())
-    }
-
-    /// Renames the file.
-    pub fn rename(&mut self, to: &Path) -> Result<()> {
-        std::fs::rename(&self.path, to).ctx(&self.path)?;
-        self.path = to.to_path_buf();
-        Ok(())
-    }
-
-    /// Path of the file.
-    pub fn path(&self) -> &Path {
-        &self.path
     }
 }
 
@@ -352,34 +341,34 @@ fn open_file(path: &Path) -> Result<File> {
 
 impl Index<OffsetKind> {
     /// Adds an entry; offsets must grow (an entry that does not is skipped).
-    pub fn append(&mut self, offset: i64, position: u32) -> Result<()> {
+    pub(crate) fn append(&mut self, offset: i64, position: u32) -> Result<()> {
         self.push((offset, position))
     }
 
     /// Drops entries whose position is at or past `position`.
-    pub fn truncate_to_position(&mut self, position: u32) {
+    pub(crate) fn truncate_to_position(&mut self, position: u32) {
         self.truncate_while(|(_, p)| p >= position);
     }
 
     /// Checks entries grow and point inside a log of `log_size` bytes.
-    pub fn sanity_check(&self, log_size: u64) -> bool {
+    pub(crate) fn sanity_check(&self, log_size: u64) -> bool {
         self.entries_sane(log_size.min(i64::MAX as u64) as i64)
     }
 }
 
 impl Index<TimeKind> {
     /// Adds an entry if `timestamp` is larger than the last one (and `offset` not smaller).
-    pub fn maybe_append(&mut self, timestamp: i64, offset: i64) -> Result<()> {
+    pub(crate) fn maybe_append(&mut self, timestamp: i64, offset: i64) -> Result<()> {
         self.push((timestamp, offset))
     }
 
     /// Drops entries with offsets at or past `offset`.
-    pub fn truncate_to_offset(&mut self, offset: i64) {
+    pub(crate) fn truncate_to_offset(&mut self, offset: i64) {
         self.truncate_while(|(_, o)| o >= offset);
     }
 
     /// Checks timestamps and offsets grow and offsets stay below `next_offset`.
-    pub fn sanity_check(&self, next_offset: i64) -> bool {
+    pub(crate) fn sanity_check(&self, next_offset: i64) -> bool {
         self.entries_sane(next_offset)
     }
 }

@@ -2,29 +2,30 @@
 //! truncation, the leader epoch cache and producer state, with atomic checkpoints.
 //! See `storage/DESIGN.md` for the on-disk format and fsync ordering.
 
-pub mod checkpoint;
-pub mod cleaner;
-pub mod config;
-pub mod epoch;
-pub mod error;
+mod checkpoint;
+mod cleaner;
+mod config;
+mod epoch;
+mod error;
 pub mod fault;
-pub mod file_slice;
-pub mod index;
+mod file_slice;
+mod index;
 mod loader;
 mod local_log;
-pub mod log;
-pub mod manager;
-pub mod producer_state;
+mod log;
+mod manager;
+mod producer_state;
 pub mod record;
-pub mod segment;
+mod segment;
 mod segments;
-pub mod txn_index;
+mod txn_index;
 
 #[cfg(test)]
 mod fault_tests;
 #[cfg(test)]
 mod log_tests;
 
+pub use checkpoint::{read_entries, write_entries};
 pub use cleaner::CompactionStats;
 pub use config::{CleanupPolicy, LogConfig, TimestampType};
 pub use epoch::LeaderEpochFileCache;

@@ -16,10 +16,10 @@ use crate::log::Log;
 use crate::segment::now_ms;
 
 /// Suffix of a partition directory that is being deleted.
-pub const DELETE_DIR_SUFFIX: &str = "-delete";
+pub(crate) const DELETE_DIR_SUFFIX: &str = "-delete";
 
 /// Parses a partition directory name `<topic>-<partition>`.
-pub fn parse_dir_name(name: &str) -> Option<(String, i32)> {
+pub(crate) fn parse_dir_name(name: &str) -> Option<(String, i32)> {
     let (topic, partition) = name.rsplit_once('-')?;
     let partition: i32 = partition.parse().ok()?;
     if partition < 0 || !valid_topic(topic) {
@@ -29,7 +29,7 @@ pub fn parse_dir_name(name: &str) -> Option<(String, i32)> {
 }
 
 /// Kafka's legal topic names: 1..=249 characters of `[A-Za-z0-9._-]`, not `.` or `..`.
-pub fn valid_topic(topic: &str) -> bool {
+pub(crate) fn valid_topic(topic: &str) -> bool {
     !topic.is_empty()
         && topic.len() <= 249
         && topic != "."

@@ -12,11 +12,11 @@ use crate::error::{IoContext, Result, StorageError};
 use crate::txn_index::AbortedTxn;
 
 /// How many recent batches per producer are remembered for duplicate detection (Kafka: 5).
-pub const NUM_BATCHES_TO_RETAIN: usize = 5;
+pub(crate) const NUM_BATCHES_TO_RETAIN: usize = 5;
 const SNAPSHOT_VERSION: i16 = 1;
 const SNAPSHOT_ENTRY_SIZE: usize = 46;
 /// Suffix of producer state snapshot files.
-pub const SNAPSHOT_SUFFIX: &str = "snapshot";
+pub(crate) const SNAPSHOT_SUFFIX: &str = "snapshot";
 
 /// Sequence range and offsets of one appended batch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -20,24 +20,24 @@ use crate::record::{control_marker, parse_records};
 use crate::txn_index::{AbortedTxn, TransactionIndex};
 
 /// Suffix of segment data files.
-pub const LOG_SUFFIX: &str = "log";
+pub(crate) const LOG_SUFFIX: &str = "log";
 /// Suffix of offset index files.
-pub const INDEX_SUFFIX: &str = "index";
+pub(crate) const INDEX_SUFFIX: &str = "index";
 /// Suffix of time index files.
-pub const TIME_INDEX_SUFFIX: &str = "timeindex";
+pub(crate) const TIME_INDEX_SUFFIX: &str = "timeindex";
 /// Suffix of transaction index files.
-pub const TXN_INDEX_SUFFIX: &str = "txnindex";
+pub(crate) const TXN_INDEX_SUFFIX: &str = "txnindex";
 /// Extra suffix of files scheduled for deletion.
-pub const DELETED_SUFFIX: &str = "deleted";
+pub(crate) const DELETED_SUFFIX: &str = "deleted";
 /// Extra suffix of files written by the cleaner, not yet committed.
-pub const CLEANED_SUFFIX: &str = "cleaned";
+pub(crate) const CLEANED_SUFFIX: &str = "cleaned";
 /// Extra suffix of cleaned files committed to replace a segment.
-pub const SWAP_SUFFIX: &str = "swap";
+pub(crate) const SWAP_SUFFIX: &str = "swap";
 
 const SCAN_CHUNK: usize = 1 << 20;
 
 /// File name of a segment file: 20-digit zero-padded base offset and suffix.
-pub fn file_name(base_offset: i64, suffix: &str) -> String {
+pub(crate) fn file_name(base_offset: i64, suffix: &str) -> String {
     format!("{base_offset:020}.{suffix}")
 }
 

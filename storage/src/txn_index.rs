@@ -24,7 +24,7 @@ pub struct AbortedTxn {
 /// Append-only file of 34-byte entries (version i16, producer id i64, first offset i64,
 /// last offset i64, last stable offset i64), mirrored in memory.
 #[derive(Debug)]
-pub struct TransactionIndex {
+pub(crate) struct TransactionIndex {
     path: PathBuf,
     file: Option<File>,
     entries: Vec<AbortedTxn>,
@@ -38,7 +38,7 @@ fn i64_at(b: &[u8], at: usize) -> i64 {
 
 impl TransactionIndex {
     /// Loads the index if the file exists; a torn last entry is dropped.
-    pub fn open(path: &Path) -> Result<Self> {
+    pub(crate) fn open(path: &Path) -> Result<Self> {
         let mut entries = Vec::new();
         match std::fs::read(path) {
             Ok(bytes) => {
@@ -86,7 +86,7 @@ impl TransactionIndex {
     }
 
     /// Records an aborted transaction.
-    pub fn append(&mut self, txn: AbortedTxn) -> Result<()> {
+    pub(crate) fn append(&mut self, txn: AbortedTxn) -> Result<()> {
         if self.file.is_none() {
             let f = OpenOptions::new()
                 .append(true)
@@ -109,7 +109,7 @@ impl TransactionIndex {
     }
 
     /// Aborted transactions overlapping `[start, upper)`.
-    pub fn collect(&self, start: i64, upper: i64, out: &mut Vec<AbortedTxn>) {
+    pub(crate) fn collect(&self, start: i64, upper: i64, out: &mut Vec<AbortedTxn>) {
         for e in &self.entries {
             if e.last_offset >= start && e.first_offset < upper {
                 out.push(*e);
@@ -118,7 +118,7 @@ impl TransactionIndex {
     }
 
     /// Drops entries whose marker is at or past `offset`.
-    pub fn truncate_to(&mut self, offset: i64) -> Result<()> {
+    pub(crate) fn truncate_to(&mut self, offset: i64) -> Result<()> {
         let before = self.entries.len();
         self.entries.retain(|e| e.last_offset < offset);
         if self.entries.len() != before {
@@ -128,7 +128,7 @@ impl TransactionIndex {
     }
 
     /// Drops every entry.
-    pub fn reset(&mut self) -> Result<()> {
+    pub(crate) fn reset(&mut self) -> Result<()> {
         self.entries.clear();
         if self.path.exists() {
             self.rewrite()?;
@@ -137,25 +137,11 @@ impl TransactionIndex {
     }
 
     /// fsyncs the file.
-    pub fn flush(&self) -> Result<()> {
+    pub(crate) fn flush(&self) -> Result<()> {
         if let Some(f) = &self.file {
             crate::fault::sync_data(f, &self.path).ctx(&self.path)?;
         }
         Ok(())
-    }
-
-    /// Renames the file if it exists.
-    pub fn rename(&mut self, to: &Path) -> Result<()> {
-        if self.path.exists() {
-            std::fs::rename(&self.path, to).ctx(&self.path)?;
-        }
-        self.path = to.to_path_buf();
-        Ok(())
-    }
-
-    /// Path of the file.
-    pub fn path(&self) -> &Path {
-        &self.path
     }
 }
 

@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use tern_storage::checkpoint::{read_entries, write_entries};
+use tern_storage::{read_entries, write_entries};
 
 use crate::replica_manager::Partition;
 
