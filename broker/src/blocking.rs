@@ -3,7 +3,7 @@
 //! another worker instead of stalling them (Kafka keeps such work off its network threads).
 
 /// Runs `f`, which may block on the disk, without stalling the async workers' other tasks.
-pub fn disk_io<T>(f: impl FnOnce() -> T) -> T {
+pub(crate) fn disk_io<T>(f: impl FnOnce() -> T) -> T {
     let multi_thread = tokio::runtime::Handle::try_current()
         .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
     if multi_thread {

@@ -166,7 +166,7 @@ fn check_cluster_id(controller: &Controller, cluster_id: &str) -> Result<()> {
 }
 
 /// Topic-config defaults from broker properties (`log.retention.ms`, `log.segment.bytes`, ...).
-pub fn default_log_config(config: &BrokerConfig) -> Result<LogConfig> {
+pub(crate) fn default_log_config(config: &BrokerConfig) -> Result<LogConfig> {
     let mut log_config = LogConfig::default();
     for def in tern_controller::topic_configs::TOPIC_CONFIGS {
         let Some(synonym) = def.broker_synonym else {

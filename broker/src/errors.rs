@@ -5,10 +5,10 @@ use tern_protocol::record_batch::BatchError;
 use tern_storage::StorageError;
 
 /// Kafka's READ_ONLY_TOPIC (mirror topics refuse produce).
-pub const READ_ONLY_TOPIC: i16 = 134;
+pub(crate) const READ_ONLY_TOPIC: i16 = 134;
 
 /// The error code a client sees for a storage failure.
-pub fn storage_error_code(e: &StorageError) -> ResponseError {
+pub(crate) fn storage_error_code(e: &StorageError) -> ResponseError {
     match e {
         StorageError::InvalidBatch(BatchError::CorruptCrc { .. }) => ResponseError::CorruptMessage,
         StorageError::InvalidBatch(BatchError::UnsupportedMagic(_)) => {

@@ -9,9 +9,9 @@ use parking_lot::Mutex;
 use uuid::Uuid;
 
 /// Epoch a client sends to open a new session.
-pub const INITIAL_EPOCH: i32 = 0;
+pub(crate) const INITIAL_EPOCH: i32 = 0;
 /// Epoch a client sends for a sessionless fetch, or to close its session.
-pub const FINAL_EPOCH: i32 = -1;
+pub(crate) const FINAL_EPOCH: i32 = -1;
 
 /// One partition a fetch reads.
 #[derive(Debug, Clone, PartialEq)]

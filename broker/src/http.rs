@@ -13,7 +13,7 @@ use crate::broker::Broker;
 const MAX_REQUEST: usize = 8192;
 
 /// Serves `listener` until `shutdown` fires.
-pub async fn serve(
+pub(crate) async fn serve(
     listener: TcpListener,
     broker: Arc<Broker>,
     mut shutdown: watch::Receiver<bool>,

@@ -24,7 +24,7 @@ const REPLICATION_TIMEOUT: std::time::Duration = std::time::Duration::from_milli
 
 /// Waits until the ISR has a coordinator's write (coordinators append with acks=all, so that
 /// a failover never loses what they answered), as the errors a client retries on.
-pub async fn replicated(ack: Option<PendingAck>) -> Result<(), ResponseError> {
+pub(crate) async fn replicated(ack: Option<PendingAck>) -> Result<(), ResponseError> {
     let Some(ack) = ack else { return Ok(()) };
     match wait_for_isr(&[ack], REPLICATION_TIMEOUT).await.remove(0) {
         Ok(()) => Ok(()),
@@ -35,7 +35,7 @@ pub async fn replicated(ack: Option<PendingAck>) -> Result<(), ResponseError> {
 
 /// Appends `batch` as the leader; the wait returned is met once the ISR has it. A storage
 /// failure is answered with `map_error`'s code.
-pub fn append_batch(
+pub(crate) fn append_batch(
     partition: &Arc<Partition>,
     batch: BytesMut,
     map_error: impl FnOnce(&StorageError) -> ResponseError,
@@ -57,7 +57,7 @@ pub fn append_batch(
 
 /// Appends records (key, value or tombstone) as one batch, a transactional batch of
 /// `producer` (id, epoch) when given.
-pub fn append_records(
+pub(crate) fn append_records(
     partition: &Arc<Partition>,
     records: &[(Bytes, Option<Bytes>)],
     producer: Option<(i64, i16)>,
@@ -81,7 +81,7 @@ pub fn append_records(
 
 /// Calls `f` with every batch header and its records, from the log start to the log end as of
 /// now. A batch that cannot be decoded is skipped with a warning; a read error ends the scan.
-pub fn scan(partition: &Partition, mut f: impl FnMut(&RecordBatchHeader, Vec<Record>)) {
+pub(crate) fn scan(partition: &Partition, mut f: impl FnMut(&RecordBatchHeader, Vec<Record>)) {
     let log = &partition.log;
     let mut offset = log.log_start_offset();
     let end = log.log_end_offset();

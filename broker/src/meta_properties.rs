@@ -21,18 +21,18 @@ pub fn new_cluster_id() -> String {
 }
 
 /// Whether `dir` holds a meta.properties.
-pub fn is_formatted(dir: &std::path::Path) -> bool {
+pub(crate) fn is_formatted(dir: &std::path::Path) -> bool {
     dir.join("meta.properties").exists()
 }
 
 /// Reads meta.properties from every log dir, writing it where missing. All dirs must agree.
-pub fn load_or_format(log_dirs: &[PathBuf], node_id: i32) -> Result<MetaProperties> {
+pub(crate) fn load_or_format(log_dirs: &[PathBuf], node_id: i32) -> Result<MetaProperties> {
     load_or_format_as(log_dirs, node_id, None)
 }
 
 /// As [`load_or_format`], with the cluster id to write (`tern format --cluster-id`); a dir
 /// that belongs to another cluster is an error.
-pub fn load_or_format_as(
+pub(crate) fn load_or_format_as(
     log_dirs: &[PathBuf],
     node_id: i32,
     cluster_id: Option<&str>,
@@ -43,7 +43,7 @@ pub fn load_or_format_as(
 
 /// Reads meta.properties from the log dirs that have one (None if none has); all must agree
 /// with each other, with `node_id`, and with `cluster_id` if given.
-pub fn load_existing(
+pub(crate) fn load_existing(
     log_dirs: &[PathBuf],
     node_id: i32,
     cluster_id: Option<&str>,

@@ -27,7 +27,7 @@ fn topic(t: &str) -> Labels {
 /// An API by its key: the label value is its name, written only when a scrape encodes it, so
 /// counting a request allocates nothing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct ApiName(pub i16);
+pub(crate) struct ApiName(pub i16);
 
 impl EncodeLabelValue for ApiName {
     fn encode(&self, encoder: &mut LabelValueEncoder) -> std::fmt::Result {

@@ -20,7 +20,7 @@ use crate::group_coordinator::{now_ms, GroupCoordinator};
 use crate::replica_manager::ReplicaManager;
 
 /// [`MirrorHost`] over this broker's replica manager, controller and group coordinator.
-pub struct BrokerMirrorHost {
+pub(crate) struct BrokerMirrorHost {
     /// This broker's id.
     pub node_id: i32,
     /// The listener brokers reach each other on (`inter.broker.listener.name`).

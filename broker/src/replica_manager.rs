@@ -156,10 +156,13 @@ pub struct ReplicaManager {
 }
 
 /// Called with a partition and whether this broker now leads it.
-pub type LeadershipListener = Box<dyn Fn(&Arc<Partition>, bool) + Send + Sync>;
+pub(crate) type LeadershipListener = Box<dyn Fn(&Arc<Partition>, bool) + Send + Sync>;
 
 /// Topic configs merged over the broker's defaults, as a LogConfig.
-pub fn log_config_for(defaults: &LogConfig, topic_configs: &BTreeMap<String, String>) -> LogConfig {
+pub(crate) fn log_config_for(
+    defaults: &LogConfig,
+    topic_configs: &BTreeMap<String, String>,
+) -> LogConfig {
     let mut config = defaults.clone();
     for (k, v) in topic_configs {
         // Values were validated by the controller; a key storage does not know is not its concern.

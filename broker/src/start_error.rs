@@ -63,4 +63,4 @@ impl StartError {
 }
 
 /// Results of formatting, starting and stopping.
-pub type Result<T, E = StartError> = std::result::Result<T, E>;
+pub(crate) type Result<T, E = StartError> = std::result::Result<T, E>;

@@ -70,7 +70,7 @@ fn s(v: &str) -> StrBytes {
 }
 
 struct Secured {
-    server: tern_broker::server::Server,
+    server: tern_broker::Server,
     _dir: tempfile::TempDir,
 }
 

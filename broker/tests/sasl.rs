@@ -22,7 +22,7 @@ use tern_protocol::sasl::scram::{client_final_message, ScramMechanism};
 const PLAIN_JAAS: &str = "org.apache.kafka.common.security.plain.PlainLoginModule required \
                           user_admin=\"admin-secret\";";
 
-async fn start() -> (tern_broker::server::Server, tempfile::TempDir) {
+async fn start() -> (tern_broker::Server, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let server = start_in(
         dir.path(),

@@ -12,11 +12,11 @@ use std::collections::HashMap;
 
 use bytes::Bytes;
 use libfuzzer_sys::fuzz_target;
-use tern_broker::group_coordinator::group::Group;
-use tern_broker::group_coordinator::offsets_topic::{
+use tern_broker::fuzzing::consumer_offsets::{
     decode_group_value, decode_key, decode_offset_value, group_key, group_value, offset_key,
     offset_value, GroupMetadataValue, OffsetValue, OffsetsKey, StoredMember,
 };
+use tern_broker::fuzzing::Group;
 use tern_fuzz::seeds::{self, Seed};
 use tern_fuzz::NOW_MS;
 use tern_protocol::record_batch::Compression;

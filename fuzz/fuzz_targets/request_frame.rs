@@ -12,7 +12,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 use libfuzzer_sys::fuzz_target;
-use tern_broker::handlers::{self, api_versions, SUPPORTED_APIS};
+use tern_broker::fuzzing::{api_versions, is_supported, SUPPORTED_APIS};
 use tern_fuzz::seeds::{self, Seed};
 use tern_protocol::api::{
     decode_request, encode_request, encode_response, peek_prefix, RequestError,
@@ -31,7 +31,7 @@ fn run(data: &[u8]) {
         let _ = decode_mirror_request(frame);
         return;
     }
-    let req = match decode_request(frame, handlers::is_supported) {
+    let req = match decode_request(frame, is_supported) {
         Ok(req) => req,
         Err(RequestError::UnsupportedVersion {
             api_key,

@@ -11,8 +11,8 @@
 use std::collections::HashMap;
 
 use libfuzzer_sys::fuzz_target;
-use tern_broker::txn_coordinator::metadata::{TxnMetadata, TxnState};
-use tern_broker::txn_coordinator::state_log::{decode_key, decode_value, key, value};
+use tern_broker::fuzzing::transaction_state::{decode_key, decode_value, key, value};
+use tern_broker::fuzzing::{TxnMetadata, TxnState};
 use tern_fuzz::seeds::{self, Seed};
 use tern_fuzz::NOW_MS;
 use tern_protocol::record_batch::Compression;

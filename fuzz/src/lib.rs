@@ -4,7 +4,7 @@
 pub mod seeds;
 
 use bytes::{Bytes, BytesMut};
-use tern_broker::produce_validation::{prepare, TopicWritePolicy};
+use tern_broker::fuzzing::{prepare, TopicWritePolicy};
 use tern_protocol::record_batch::{
     compute_crc, set_base_offset, set_log_append_time, set_partition_leader_epoch, validate_batch,
     BatchIter, RecordBatchHeader, RECORD_BATCH_OVERHEAD,

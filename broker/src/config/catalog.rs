@@ -6,7 +6,7 @@ use tern_controller::topic_configs::ConfigType::{self, Boolean, Double, Int, Lis
 
 /// One broker setting.
 #[derive(Debug, Clone, Copy)]
-pub struct BrokerConfigDef {
+pub(crate) struct BrokerConfigDef {
     /// Kafka's name.
     pub name: &'static str,
     /// The value Tern uses when the setting is absent (None: unset, as Kafka's null default).
@@ -19,7 +19,7 @@ pub struct BrokerConfigDef {
 
 impl BrokerConfigDef {
     /// A secret: its value is never returned.
-    pub fn sensitive(&self) -> bool {
+    pub(crate) fn sensitive(&self) -> bool {
         self.kind == ConfigType::Password
     }
 }
@@ -45,7 +45,7 @@ const DYN: bool = false;
 
 /// Every broker setting Tern reads, sorted by name. Defaults are Tern's; where they differ from
 /// Kafka 4.4's the comment says so.
-pub const BROKER_CONFIGS: &[BrokerConfigDef] = &[
+pub(crate) const BROKER_CONFIGS: &[BrokerConfigDef] = &[
     def("advertised.listeners", None, List, RO),
     def("allow.everyone.if.no.acl.found", Some("false"), Boolean, RO),
     def("authorizer.class.name", Some(""), STR, RO),
@@ -296,7 +296,7 @@ pub const BROKER_CONFIGS: &[BrokerConfigDef] = &[
 ];
 
 /// The catalog entry of `name`.
-pub fn broker_config(name: &str) -> Option<&'static BrokerConfigDef> {
+pub(crate) fn broker_config(name: &str) -> Option<&'static BrokerConfigDef> {
     BROKER_CONFIGS
         .binary_search_by(|d| d.name.cmp(name))
         .ok()
@@ -305,7 +305,7 @@ pub fn broker_config(name: &str) -> Option<&'static BrokerConfigDef> {
 
 /// Whether a setting that is not in the catalog holds a secret (listener-prefixed TLS material,
 /// JAAS texts, passwords), so that its value is never returned.
-pub fn is_secret_name(name: &str) -> bool {
+pub(crate) fn is_secret_name(name: &str) -> bool {
     name.ends_with("sasl.jaas.config")
         || name.contains("password")
         || name.ends_with(".keystore.key")

@@ -18,7 +18,7 @@ use super::catalog::broker_config;
 
 /// Where a broker setting's value comes from, most specific first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Layer {
+pub(crate) enum Layer {
     /// Set for this broker with AlterConfigs.
     DynamicBroker,
     /// Set for every broker with AlterConfigs on the empty broker name.
@@ -29,7 +29,7 @@ pub enum Layer {
 
 impl Layer {
     /// Kafka's DescribeConfigs source code.
-    pub fn source(self) -> i8 {
+    pub(crate) fn source(self) -> i8 {
         match self {
             Layer::DynamicBroker => 2,
             Layer::DynamicDefault => 3,
@@ -50,7 +50,7 @@ fn topic_config_of(key: &str) -> Option<&'static str> {
 /// broker: INVALID_REQUEST for a setting that cannot change at runtime or a bad value. A name
 /// Kafka does not know either is stored as Kafka stores it (plugins read such settings), with a
 /// warning that Tern reads nothing from it.
-pub fn validate_change(key: &str, value: &str) -> Result<(), ApiError> {
+pub(crate) fn validate_change(key: &str, value: &str) -> Result<(), ApiError> {
     let Some(def) = broker_config(key) else {
         tracing::warn!(
             config = key,
@@ -79,7 +79,7 @@ pub fn validate_change(key: &str, value: &str) -> Result<(), ApiError> {
 }
 
 /// A broker setting in effect on `node_id` and where it comes from.
-pub fn effective<'a>(
+pub(crate) fn effective<'a>(
     image: &'a MetadataImage,
     node_id: i32,
     properties: &'a BTreeMap<String, String>,
@@ -93,7 +93,11 @@ pub fn effective<'a>(
 
 /// Every dynamic value that applies to `node_id`: (key, value, layer), the broker's own before the
 /// cluster-wide default, as DescribeConfigs lists synonyms.
-pub fn dynamic_values(image: &MetadataImage, node_id: i32, key: &str) -> Vec<(String, Layer)> {
+pub(crate) fn dynamic_values(
+    image: &MetadataImage,
+    node_id: i32,
+    key: &str,
+) -> Vec<(String, Layer)> {
     let mut out = Vec::new();
     if let Some(v) = image.broker_configs(&node_id.to_string()).get(key) {
         out.push((v.clone(), Layer::DynamicBroker));
@@ -106,7 +110,10 @@ pub fn dynamic_values(image: &MetadataImage, node_id: i32, key: &str) -> Vec<(St
 
 /// The topic-config defaults set dynamically for `node_id`: (topic config, value), the broker's
 /// own over the cluster-wide default.
-pub fn dynamic_topic_defaults(image: &MetadataImage, node_id: i32) -> Vec<(&'static str, String)> {
+pub(crate) fn dynamic_topic_defaults(
+    image: &MetadataImage,
+    node_id: i32,
+) -> Vec<(&'static str, String)> {
     let mut merged = image.broker_configs("");
     merged.extend(image.broker_configs(&node_id.to_string()));
     merged

@@ -6,16 +6,16 @@ use std::path::{Path, PathBuf};
 
 use crate::security::listener::ListenerSecurity;
 
-pub mod catalog;
-pub mod dynamic;
+pub(crate) mod catalog;
+pub(crate) mod dynamic;
 mod error;
-pub mod policy;
+pub(crate) mod policy;
 
 pub use error::ConfigError;
 use error::{invalid, refuse};
 
 /// Results of reading configuration.
-pub type Result<T, E = ConfigError> = std::result::Result<T, E>;
+pub(crate) type Result<T, E = ConfigError> = std::result::Result<T, E>;
 
 /// One `NAME://host:port` listener.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -45,7 +45,7 @@ impl Listener {
 }
 
 /// Parses a comma-separated listener list such as `PLAINTEXT://127.0.0.1:9092,EXTERNAL://[::1]:9093`.
-pub fn parse_listeners(value: &str) -> Result<Vec<Listener>> {
+pub(crate) fn parse_listeners(value: &str) -> Result<Vec<Listener>> {
     let mut out = Vec::new();
     for item in value.split(',').map(str::trim).filter(|s| !s.is_empty()) {
         let (name, rest) = item

@@ -71,7 +71,7 @@ fn protocol_map(props: &BTreeMap<String, String>) -> Result<BTreeMap<String, Str
 }
 
 /// The security protocol of a listener name, as Kafka resolves it.
-pub fn listener_protocol(
+pub(crate) fn listener_protocol(
     props: &BTreeMap<String, String>,
     name: &str,
     controller_names: &[String],
@@ -95,7 +95,7 @@ fn protocol_of(
 }
 
 /// Every reason to refuse starting with these settings; empty when Tern can honour them all.
-pub fn refused_settings(
+pub(crate) fn refused_settings(
     props: &BTreeMap<String, String>,
     node_id: i32,
     listeners: &[(&str, &[Listener])],
@@ -171,7 +171,7 @@ pub fn refused_settings(
 }
 
 /// Parses `controller.quorum.voters` (`id@host:port,...`) into (node id, host:port).
-pub fn parse_voters(value: &str) -> Result<Vec<(i32, String)>, String> {
+pub(crate) fn parse_voters(value: &str) -> Result<Vec<(i32, String)>, String> {
     let mut voters: Vec<(i32, String)> = Vec::new();
     for entry in value.split(',').map(str::trim).filter(|v| !v.is_empty()) {
         let bad = || format!("controller.quorum.voters: '{entry}' is not id@host:port");
@@ -337,7 +337,7 @@ fn quorum_problems(
 }
 
 /// Kafka settings given that Tern does not read (sorted): to be logged once as ignored.
-pub fn ignored_settings(props: &BTreeMap<String, String>) -> Vec<String> {
+pub(crate) fn ignored_settings(props: &BTreeMap<String, String>) -> Vec<String> {
     props
         .keys()
         .filter(|key| {

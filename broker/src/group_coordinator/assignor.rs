@@ -5,14 +5,14 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Partitions by topic name.
-pub type Assignment = BTreeMap<String, BTreeSet<i32>>;
+pub(crate) type Assignment = BTreeMap<String, BTreeSet<i32>>;
 
 /// The assignors Tern serves, by Kafka's short name.
-pub const ASSIGNORS: &[&str] = &["uniform", "range"];
+pub(crate) const ASSIGNORS: &[&str] = &["uniform", "range"];
 
 /// Kafka's short name for an assignor given by short name or by Kafka's class name; None for
 /// one Tern does not have.
-pub fn short_name(name: &str) -> Option<&'static str> {
+pub(crate) fn short_name(name: &str) -> Option<&'static str> {
     let name = name.trim();
     let tail = name.rsplit('.').next().unwrap_or(name);
     match tail {
@@ -23,7 +23,7 @@ pub fn short_name(name: &str) -> Option<&'static str> {
 }
 
 /// One member as an assignor sees it.
-pub struct MemberSpec<'a> {
+pub(crate) struct MemberSpec<'a> {
     /// Member id.
     pub id: &'a str,
     /// Topics it subscribes to that exist.
@@ -33,7 +33,7 @@ pub struct MemberSpec<'a> {
 }
 
 /// The target assignment of every member: `assignor` over `partitions` (topic -> count).
-pub fn assign(
+pub(crate) fn assign(
     assignor: &str,
     members: &[MemberSpec<'_>],
     partitions: &BTreeMap<String, i32>,

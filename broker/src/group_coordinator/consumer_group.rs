@@ -12,9 +12,9 @@ use kafka_protocol::ResponseError;
 use super::assignor::{self, Assignment, MemberSpec};
 
 /// The epoch a member sends to leave the group.
-pub const LEAVE_EPOCH: i32 = -1;
+pub(crate) const LEAVE_EPOCH: i32 = -1;
 /// The epoch a static member sends to leave for a while, keeping its assignment.
-pub const LEAVE_STATIC_EPOCH: i32 = -2;
+pub(crate) const LEAVE_STATIC_EPOCH: i32 = -2;
 
 /// Settings of consumer groups (Kafka's `group.consumer.*`).
 #[derive(Debug, Clone)]
@@ -689,7 +689,11 @@ fn anchored(r: &str) -> Result<regex::Regex, regex::Error> {
 }
 
 /// Kafka's checks of a heartbeat's fields before anything changes.
-pub fn validate(hb: &Heartbeat, version: i16, config: &ConsumerGroupConfig) -> Result<(), Refusal> {
+pub(crate) fn validate(
+    hb: &Heartbeat,
+    version: i16,
+    config: &ConsumerGroupConfig,
+) -> Result<(), Refusal> {
     let invalid = |m: &str| refuse(ResponseError::InvalidRequest, m);
     if hb.instance_id.as_deref() == Some("") {
         return invalid("InstanceId can't be empty.");

@@ -173,7 +173,7 @@ pub struct GroupConfig {
 
 /// Where new member ids come from: given the client id (or the static instance id), a fresh id.
 /// Injectable so that tests can name members.
-pub type MemberIdSource = Box<dyn FnMut(&str) -> String + Send>;
+pub(crate) type MemberIdSource = Box<dyn FnMut(&str) -> String + Send>;
 
 /// A consumer group. Its fields are private: the state changes only through the handlers
 /// below, and every state change through `transition`, which refuses what Kafka's

@@ -2,9 +2,9 @@
 //! `__consumer_offsets` in Kafka's record formats. A group lives in the partition its id hashes
 //! to; the leader of that partition coordinates it.
 
-pub mod assignor;
-pub mod consumer_group;
-pub mod group;
+pub(crate) mod assignor;
+pub(crate) mod consumer_group;
+pub(crate) mod group;
 pub mod offsets_topic;
 
 use std::collections::HashMap;
@@ -54,7 +54,7 @@ pub struct ListedGroup {
 }
 
 /// Milliseconds since the epoch.
-pub fn now_ms() -> i64 {
+pub(crate) fn now_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis() as i64)

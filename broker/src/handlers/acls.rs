@@ -55,7 +55,7 @@ fn pattern_of(code: i8, version: i16) -> AclPatternType {
 }
 
 /// Answers CreateAcls.
-pub fn create(
+pub(crate) fn create(
     broker: &Broker,
     ctx: &RequestContext,
     req: CreateAclsRequest,
@@ -99,7 +99,7 @@ pub fn create(
 }
 
 /// Answers DescribeAcls: the matching ACLs grouped by resource pattern.
-pub fn describe(
+pub(crate) fn describe(
     broker: &Broker,
     ctx: &RequestContext,
     req: DescribeAclsRequest,
@@ -172,7 +172,7 @@ fn delete_filter(f: &DeleteAclsFilter, version: i16) -> AclBindingFilter {
 }
 
 /// Answers DeleteAcls: per filter, the ACLs it matched and deleted.
-pub fn delete(
+pub(crate) fn delete(
     broker: &Broker,
     ctx: &RequestContext,
     req: DeleteAclsRequest,

@@ -122,7 +122,7 @@ fn apply(
 
 /// Answers the legacy AlterConfigs: the given set replaces every topic config (ALTER_CONFIGS
 /// on each resource).
-pub fn handle_legacy(
+pub(crate) fn handle_legacy(
     broker: &Broker,
     ctx: &RequestContext,
     req: AlterConfigsRequest,
@@ -225,7 +225,7 @@ fn incremental_changes(
 }
 
 /// Answers IncrementalAlterConfigs (ALTER_CONFIGS on each resource).
-pub fn handle_incremental(
+pub(crate) fn handle_incremental(
     broker: &Broker,
     ctx: &RequestContext,
     req: IncrementalAlterConfigsRequest,

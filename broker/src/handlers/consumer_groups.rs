@@ -33,7 +33,7 @@ impl TopicView for ImageTopics<'_> {
 }
 
 /// Answers ConsumerGroupHeartbeat (READ on the group).
-pub fn heartbeat(
+pub(crate) fn heartbeat(
     broker: &Broker,
     ctx: &RequestContext,
     req: ConsumerGroupHeartbeatRequest,
@@ -170,7 +170,7 @@ fn describe_one(
 
 /// Answers ConsumerGroupDescribe (DESCRIBE on each group); a classic group, or none, answers
 /// GROUP_ID_NOT_FOUND as Kafka's does (admin clients then ask DescribeGroups).
-pub fn describe(
+pub(crate) fn describe(
     broker: &Broker,
     ctx: &RequestContext,
     req: ConsumerGroupDescribeRequest,

@@ -11,7 +11,7 @@ use super::{sb, RequestContext};
 use crate::broker::Broker;
 
 /// Answers CreatePartitions (ALTER on each topic, TOPIC_AUTHORIZATION_FAILED otherwise).
-pub fn handle(
+pub(crate) fn handle(
     broker: &Broker,
     ctx: &RequestContext,
     req: CreatePartitionsRequest,

@@ -16,7 +16,7 @@ use crate::broker::Broker;
 
 /// Answers CreateTopics: CREATE on the cluster or on each topic (TOPIC_AUTHORIZATION_FAILED
 /// otherwise); the configs of v5+ answers need DESCRIBE_CONFIGS on the topic.
-pub fn handle(
+pub(crate) fn handle(
     broker: &Broker,
     ctx: &RequestContext,
     req: CreateTopicsRequest,

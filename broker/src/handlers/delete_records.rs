@@ -16,7 +16,7 @@ use crate::errors::storage_error_code;
 const HIGH_WATERMARK: i64 = -1;
 
 /// Answers DeleteRecords (DELETE on each topic, TOPIC_AUTHORIZATION_FAILED otherwise).
-pub fn handle(
+pub(crate) fn handle(
     broker: &Broker,
     ctx: &RequestContext,
     req: DeleteRecordsRequest,

@@ -10,7 +10,7 @@ use super::{sb, RequestContext};
 use crate::broker::Broker;
 
 /// Answers DescribeClientQuotas with no entries (DESCRIBE_CONFIGS on the cluster, as in Kafka).
-pub fn handle(
+pub(crate) fn handle(
     broker: &Broker,
     ctx: &RequestContext,
     _req: DescribeClientQuotasRequest,

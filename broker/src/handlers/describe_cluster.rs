@@ -16,7 +16,7 @@ const ENDPOINT_TYPE_CONTROLLER: i8 = 2;
 /// cluster only decides whether the asked-for authorized operations are shown (0 otherwise).
 /// Fenced brokers are listed (v2) only when asked for; the controllers are described on the
 /// controller listener, as Kafka's brokers answer MISMATCHED_ENDPOINT_TYPE.
-pub fn handle(
+pub(crate) fn handle(
     broker: &Broker,
     ctx: &RequestContext,
     req: DescribeClusterRequest,

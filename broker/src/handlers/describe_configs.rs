@@ -18,11 +18,11 @@ use super::{sb, Authz, RequestContext};
 use crate::broker::Broker;
 
 /// ConfigResource type of a topic.
-pub const RESOURCE_TOPIC: i8 = 2;
+pub(crate) const RESOURCE_TOPIC: i8 = 2;
 /// ConfigResource type of a broker.
-pub const RESOURCE_BROKER: i8 = 4;
+pub(crate) const RESOURCE_BROKER: i8 = 4;
 /// ConfigResource type of a cluster mirror (the prototype's number).
-pub const RESOURCE_CLUSTER_MIRROR: i8 = 64;
+pub(crate) const RESOURCE_CLUSTER_MIRROR: i8 = 64;
 
 /// Kafka's config sources.
 const SOURCE_TOPIC: i8 = 1;
@@ -30,7 +30,7 @@ const SOURCE_STATIC_BROKER: i8 = 4;
 const SOURCE_DEFAULT: i8 = 5;
 
 /// One resolved config: value, source, and the chain of synonyms that could have set it.
-pub struct ConfigEntry {
+pub(crate) struct ConfigEntry {
     /// Config name.
     pub name: String,
     /// Effective value (None: unset, or a secret that is never returned).
@@ -73,7 +73,7 @@ impl ConfigEntry {
 }
 
 /// Resolves every topic config given the topic's explicit settings.
-pub fn topic_config_entries(
+pub(crate) fn topic_config_entries(
     broker: &Broker,
     explicit: &BTreeMap<String, String>,
 ) -> Vec<ConfigEntry> {
@@ -185,11 +185,11 @@ fn cluster_default_entries(broker: &Broker) -> Vec<ConfigEntry> {
 }
 
 /// ConfigResource type of a broker's loggers.
-pub const RESOURCE_BROKER_LOGGER: i8 = 8;
+pub(crate) const RESOURCE_BROKER_LOGGER: i8 = 8;
 /// ConfigResource type of client metrics subscriptions.
-pub const RESOURCE_CLIENT_METRICS: i8 = 16;
+pub(crate) const RESOURCE_CLIENT_METRICS: i8 = 16;
 /// ConfigResource type of a group.
-pub const RESOURCE_GROUP: i8 = 32;
+pub(crate) const RESOURCE_GROUP: i8 = 32;
 
 /// The authorization error for `op` (DESCRIBE_CONFIGS or ALTER_CONFIGS) on a config resource,
 /// as Kafka's ConfigHelper and ConfigAdminManager map it, or None when allowed (or the type is
@@ -222,7 +222,7 @@ pub(crate) fn config_authorization(
 }
 
 /// Answers DescribeConfigs (DESCRIBE_CONFIGS on each resource).
-pub fn handle(
+pub(crate) fn handle(
     broker: &Broker,
     ctx: &RequestContext,
     req: DescribeConfigsRequest,

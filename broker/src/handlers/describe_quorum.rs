@@ -26,7 +26,7 @@ fn replica(r: &ReplicaDescription) -> ReplicaState {
 }
 
 /// Answers DescribeQuorum (DESCRIBE on the cluster), asking the active controller.
-pub fn handle(
+pub(crate) fn handle(
     broker: &Broker,
     ctx: &RequestContext,
     req: DescribeQuorumRequest,

@@ -20,7 +20,7 @@ const MAX_PARTITIONS: i32 = 2000;
 
 /// Answers DescribeTopicPartitions: listing every topic shows those the principal may
 /// DESCRIBE; a named one it may not describe answers TOPIC_AUTHORIZATION_FAILED.
-pub fn handle(
+pub(crate) fn handle(
     broker: &Broker,
     ctx: &RequestContext,
     req: DescribeTopicPartitionsRequest,

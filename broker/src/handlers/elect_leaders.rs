@@ -11,7 +11,7 @@ use super::{sb, RequestContext};
 use crate::broker::Broker;
 
 /// Answers ElectLeaders (ALTER on the cluster, CLUSTER_AUTHORIZATION_FAILED otherwise).
-pub fn handle(
+pub(crate) fn handle(
     broker: &Broker,
     ctx: &RequestContext,
     req: ElectLeadersRequest,

@@ -273,7 +273,7 @@ fn requested_partitions(
 
 /// A Fetch answer whose records are still ranges of log files, one per records hole, in the
 /// order the response encodes its partitions.
-pub struct FetchReply {
+pub(crate) struct FetchReply {
     /// The response, with [`records_hole`] for each partition's records that are in `slices`.
     pub response: FetchResponse,
     /// The ranges that fill the holes, in order.
@@ -365,7 +365,7 @@ fn denied_topics(
 }
 
 /// Answers Fetch.
-pub async fn handle(
+pub(crate) async fn handle(
     broker: &Broker,
     ctx: &RequestContext,
     req: FetchRequest,

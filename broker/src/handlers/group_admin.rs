@@ -18,7 +18,7 @@ use crate::group_coordinator::group::GroupState;
 
 /// Answers ListGroups, with the v4 state filter and v5 type filter: every group with
 /// DESCRIBE on the cluster, otherwise the groups the principal may DESCRIBE.
-pub fn list_groups(
+pub(crate) fn list_groups(
     broker: &Broker,
     ctx: &RequestContext,
     req: ListGroupsRequest,
@@ -55,7 +55,7 @@ pub fn list_groups(
 }
 
 /// Answers DescribeGroups (DESCRIBE on each group, GROUP_AUTHORIZATION_FAILED otherwise).
-pub fn describe_groups(
+pub(crate) fn describe_groups(
     broker: &Broker,
     ctx: &RequestContext,
     req: DescribeGroupsRequest,
@@ -140,7 +140,7 @@ pub fn describe_groups(
 }
 
 /// Answers DeleteGroups (DELETE on each group, GROUP_AUTHORIZATION_FAILED otherwise).
-pub fn delete_groups(
+pub(crate) fn delete_groups(
     broker: &Broker,
     ctx: &RequestContext,
     req: DeleteGroupsRequest,

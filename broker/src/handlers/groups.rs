@@ -91,7 +91,7 @@ fn coordinator_for(
 }
 
 /// Answers FindCoordinator (single key before v4, batched after).
-pub fn find_coordinator(
+pub(crate) fn find_coordinator(
     broker: &Broker,
     ctx: &RequestContext,
     req: FindCoordinatorRequest,
@@ -137,7 +137,7 @@ fn join_response(r: JoinResult) -> JoinGroupResponse {
 }
 
 /// Answers JoinGroup, waiting for the rebalance to complete.
-pub async fn join_group(
+pub(crate) async fn join_group(
     broker: &Broker,
     ctx: &RequestContext,
     req: JoinGroupRequest,
@@ -206,7 +206,7 @@ fn sync_response(r: SyncResult) -> SyncGroupResponse {
 }
 
 /// Answers SyncGroup, waiting for the leader's assignment (READ on the group).
-pub async fn sync_group(
+pub(crate) async fn sync_group(
     broker: &Broker,
     ctx: &RequestContext,
     req: SyncGroupRequest,
@@ -259,7 +259,7 @@ pub async fn sync_group(
 }
 
 /// Answers Heartbeat (READ on the group).
-pub fn heartbeat(
+pub(crate) fn heartbeat(
     broker: &Broker,
     ctx: &RequestContext,
     req: HeartbeatRequest,
@@ -289,7 +289,7 @@ pub fn heartbeat(
 }
 
 /// Answers LeaveGroup (one member before v3, a batch after; READ on the group).
-pub fn leave_group(
+pub(crate) fn leave_group(
     broker: &Broker,
     ctx: &RequestContext,
     req: LeaveGroupRequest,

@@ -13,7 +13,7 @@ use crate::internal_topic::replicated;
 /// Answers InitProducerId. An idempotent producer needs IDEMPOTENT_WRITE on the cluster or
 /// WRITE on some topic (CLUSTER_AUTHORIZATION_FAILED otherwise), as in Kafka since KIP-679; a
 /// transactional one WRITE on its transactional id.
-pub async fn handle(
+pub(crate) async fn handle(
     broker: &Broker,
     ctx: &RequestContext,
     req: InitProducerIdRequest,

@@ -23,7 +23,7 @@ const LISTED_TYPES: &[i8] = &[
 
 /// Answers ListConfigResources (DESCRIBE_CONFIGS on the cluster). Version 0 (Kafka's former
 /// ListClientMetricsResources) lists client-metrics subscriptions only, of which Tern has none.
-pub fn handle(
+pub(crate) fn handle(
     broker: &Broker,
     ctx: &RequestContext,
     req: ListConfigResourcesRequest,

@@ -22,7 +22,7 @@ const EARLIEST_PENDING_UPLOAD: i64 = -6;
 const READ_COMMITTED: i8 = 1;
 
 /// Answers ListOffsets (DESCRIBE on each topic, TOPIC_AUTHORIZATION_FAILED otherwise).
-pub fn handle(
+pub(crate) fn handle(
     broker: &Broker,
     ctx: &RequestContext,
     req: ListOffsetsRequest,

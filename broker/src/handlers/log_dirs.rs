@@ -25,7 +25,7 @@ fn canonical(p: &Path) -> PathBuf {
 
 /// Answers DescribeLogDirs (DESCRIBE on the cluster): every log dir with the replicas in it
 /// (those asked for, or all).
-pub fn describe(
+pub(crate) fn describe(
     broker: &Broker,
     ctx: &RequestContext,
     req: DescribeLogDirsRequest,
@@ -89,7 +89,7 @@ pub fn describe(
 /// succeeds; a dir not in `log.dirs` is LOG_DIR_NOT_FOUND; a replica this broker does not
 /// host is REPLICA_NOT_AVAILABLE. Moving a replica to another dir is not implemented yet and
 /// answers KAFKA_STORAGE_ERROR, with the reason in the broker's log.
-pub fn alter(
+pub(crate) fn alter(
     broker: &Broker,
     ctx: &RequestContext,
     req: AlterReplicaLogDirsRequest,

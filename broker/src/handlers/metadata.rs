@@ -16,7 +16,7 @@ use crate::broker::Broker;
 /// DESCRIBE; a named topic it may not describe answers TOPIC_AUTHORIZATION_FAILED whether or
 /// not it exists (so names do not leak), and auto-creation needs CREATE on the cluster or on
 /// the topic, as in Kafka.
-pub fn handle(
+pub(crate) fn handle(
     broker: &Broker,
     ctx: &RequestContext,
     req: MetadataRequest,

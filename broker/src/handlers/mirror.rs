@@ -71,7 +71,7 @@ fn check_topics_change<'t>(
 }
 
 /// Handles one mirror request from the principal of `ctx`.
-pub async fn handle(
+pub(crate) async fn handle(
     broker: &Broker,
     ctx: &RequestContext,
     request: MirrorRequest,

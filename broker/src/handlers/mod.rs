@@ -13,37 +13,37 @@ use crate::broker::Broker;
 use crate::security::authenticator::ANONYMOUS;
 use crate::security::authorizer::Authorizer;
 
-pub mod acls;
-pub mod alter_configs;
+pub(crate) mod acls;
+pub(crate) mod alter_configs;
 mod api_error_fields;
 pub mod api_versions;
-pub mod consumer_groups;
-pub mod create_partitions;
-pub mod create_topics;
-pub mod delete_records;
-pub mod delete_topics;
-pub mod describe_client_quotas;
-pub mod describe_cluster;
-pub mod describe_configs;
-pub mod describe_quorum;
-pub mod describe_topic_partitions;
-pub mod elect_leaders;
-pub mod fetch;
-pub mod group_admin;
-pub mod groups;
-pub mod init_producer_id;
-pub mod list_config_resources;
-pub mod list_offsets;
-pub mod log_dirs;
-pub mod metadata;
-pub mod mirror;
-pub mod offset_for_leader_epoch;
-pub mod offsets;
-pub mod produce;
-pub mod reassignments;
-pub mod scram_credentials;
-pub mod transaction_admin;
-pub mod transactions;
+pub(crate) mod consumer_groups;
+pub(crate) mod create_partitions;
+pub(crate) mod create_topics;
+pub(crate) mod delete_records;
+pub(crate) mod delete_topics;
+pub(crate) mod describe_client_quotas;
+pub(crate) mod describe_cluster;
+pub(crate) mod describe_configs;
+pub(crate) mod describe_quorum;
+pub(crate) mod describe_topic_partitions;
+pub(crate) mod elect_leaders;
+pub(crate) mod fetch;
+pub(crate) mod group_admin;
+pub(crate) mod groups;
+pub(crate) mod init_producer_id;
+pub(crate) mod list_config_resources;
+pub(crate) mod list_offsets;
+pub(crate) mod log_dirs;
+pub(crate) mod metadata;
+pub(crate) mod mirror;
+pub(crate) mod offset_for_leader_epoch;
+pub(crate) mod offsets;
+pub(crate) mod produce;
+pub(crate) mod reassignments;
+pub(crate) mod scram_credentials;
+pub(crate) mod transaction_admin;
+pub(crate) mod transactions;
 
 /// The APIs and version ranges this broker serves.
 pub const SUPPORTED_APIS: &[(ApiKey, i16, i16)] = &[
@@ -102,7 +102,7 @@ pub const SUPPORTED_APIS: &[(ApiKey, i16, i16)] = &[
 ];
 
 /// Who sent a request.
-pub struct RequestContext {
+pub(crate) struct RequestContext {
     /// The client id from the request header.
     pub client_id: String,
     /// The peer address as Kafka shows it (`/127.0.0.1`).
@@ -118,7 +118,7 @@ pub struct RequestContext {
 impl RequestContext {
     /// The context of a request from `peer` on `listener` by `principal` (None: not
     /// authenticated).
-    pub fn new(
+    pub(crate) fn new(
         peer: std::net::SocketAddr,
         listener: &str,
         principal: Option<&str>,
@@ -134,7 +134,7 @@ impl RequestContext {
     }
 
     /// Authorization decisions for this request, against the current metadata image.
-    pub fn authz<'a>(&'a self, broker: &'a Broker) -> Authz<'a> {
+    pub(crate) fn authz<'a>(&'a self, broker: &'a Broker) -> Authz<'a> {
         Authz {
             authorizer: broker.config.authorizer.as_ref(),
             image: broker.controller.image(),
@@ -145,7 +145,7 @@ impl RequestContext {
 
 /// Answers whether the request's principal may do something, as Kafka's AuthHelper does:
 /// everything is allowed when no authorizer is configured.
-pub struct Authz<'a> {
+pub(crate) struct Authz<'a> {
     authorizer: Option<&'a Authorizer>,
     image: Arc<MetadataImage>,
     ctx: &'a RequestContext,
@@ -153,12 +153,17 @@ pub struct Authz<'a> {
 
 impl Authz<'_> {
     /// Whether an authorizer is configured.
-    pub fn enabled(&self) -> bool {
+    pub(crate) fn enabled(&self) -> bool {
         self.authorizer.is_some()
     }
 
     /// May the principal perform `op` on the resource?
-    pub fn allows(&self, op: AclOperation, resource_type: AclResourceType, name: &str) -> bool {
+    pub(crate) fn allows(
+        &self,
+        op: AclOperation,
+        resource_type: AclResourceType,
+        name: &str,
+    ) -> bool {
         self.authorizer.is_none_or(|a| {
             a.authorize(
                 &self.image,
@@ -172,22 +177,22 @@ impl Authz<'_> {
     }
 
     /// May the principal perform `op` on the cluster?
-    pub fn cluster(&self, op: AclOperation) -> bool {
+    pub(crate) fn cluster(&self, op: AclOperation) -> bool {
         self.allows(op, AclResourceType::Cluster, CLUSTER_RESOURCE_NAME)
     }
 
     /// May the principal perform `op` on the topic?
-    pub fn topic(&self, op: AclOperation, name: &str) -> bool {
+    pub(crate) fn topic(&self, op: AclOperation, name: &str) -> bool {
         self.allows(op, AclResourceType::Topic, name)
     }
 
     /// May the principal perform `op` on the group?
-    pub fn group(&self, op: AclOperation, name: &str) -> bool {
+    pub(crate) fn group(&self, op: AclOperation, name: &str) -> bool {
         self.allows(op, AclResourceType::Group, name)
     }
 
     /// May the principal perform `op` on some resource of this type?
-    pub fn any_of_type(&self, op: AclOperation, resource_type: AclResourceType) -> bool {
+    pub(crate) fn any_of_type(&self, op: AclOperation, resource_type: AclResourceType) -> bool {
         self.authorizer.is_none_or(|a| {
             a.authorize_any(
                 &self.image,
@@ -208,7 +213,7 @@ pub fn is_supported(key: ApiKey, version: i16) -> bool {
 }
 
 /// What a handler answers.
-pub enum Response {
+pub(crate) enum Response {
     /// A response message, encoded whole.
     Message(ResponseKind),
     /// A Fetch response whose records are still in log files until the writer sends them.
@@ -217,7 +222,7 @@ pub enum Response {
 
 /// Handles one request from `principal` (None: not authenticated); `None` means no response
 /// is sent.
-pub async fn handle(
+pub(crate) async fn handle(
     broker: &Broker,
     peer: std::net::SocketAddr,
     listener: &str,
@@ -436,7 +441,7 @@ fn supported_operations(resource_type: AclResourceType) -> &'static [AclOperatio
 impl Authz<'_> {
     /// The bit field of operations the principal may perform on the resource (bit n set:
     /// operation code n allowed), as Kafka's `authorizedOperations` answers it.
-    pub fn authorized_operations(&self, resource_type: AclResourceType, name: &str) -> i32 {
+    pub(crate) fn authorized_operations(&self, resource_type: AclResourceType, name: &str) -> i32 {
         supported_operations(resource_type)
             .iter()
             .filter(|op| self.allows(**op, resource_type, name))

@@ -13,7 +13,7 @@ use crate::broker::Broker;
 
 /// Answers OffsetForLeaderEpoch: CLUSTER_ACTION on the cluster covers every topic (brokers),
 /// otherwise DESCRIBE on each topic (TOPIC_AUTHORIZATION_FAILED), as in Kafka.
-pub fn handle(
+pub(crate) fn handle(
     broker: &Broker,
     ctx: &RequestContext,
     req: OffsetForLeaderEpochRequest,

@@ -27,7 +27,7 @@ use crate::group_coordinator::offsets_topic::{offset_key, OffsetValue};
 /// Answers OffsetCommit: READ on the group (GROUP_AUTHORIZATION_FAILED on every partition)
 /// and READ on each topic (TOPIC_AUTHORIZATION_FAILED on its partitions, which are not
 /// committed), as in Kafka.
-pub async fn offset_commit(
+pub(crate) async fn offset_commit(
     broker: &Broker,
     ctx: &RequestContext,
     req: OffsetCommitRequest,
@@ -252,7 +252,7 @@ fn fetch_group(
 }
 
 /// Answers OffsetFetch.
-pub fn offset_fetch(
+pub(crate) fn offset_fetch(
     broker: &Broker,
     ctx: &RequestContext,
     req: OffsetFetchRequest,
@@ -393,7 +393,7 @@ pub fn offset_fetch(
 
 /// Answers OffsetDelete: removes offsets of topics the group does not subscribe to. Needs
 /// DELETE on the group and READ on each topic, as in Kafka.
-pub fn offset_delete(
+pub(crate) fn offset_delete(
     broker: &Broker,
     ctx: &RequestContext,
     req: OffsetDeleteRequest,

@@ -62,7 +62,7 @@ fn refuse_topic(
 
 /// Answers Produce: WRITE on each topic (TOPIC_AUTHORIZATION_FAILED on its partitions
 /// otherwise), and WRITE on the transactional id of a transactional producer.
-pub async fn handle(
+pub(crate) async fn handle(
     broker: &Broker,
     ctx: &RequestContext,
     req: ProduceRequest,

@@ -20,7 +20,7 @@ use super::{sb, RequestContext};
 use crate::broker::Broker;
 
 /// Answers AlterPartitionReassignments (ALTER on the cluster).
-pub fn alter(
+pub(crate) fn alter(
     broker: &Broker,
     ctx: &RequestContext,
     req: AlterPartitionReassignmentsRequest,
@@ -99,7 +99,7 @@ pub fn alter(
 }
 
 /// Answers ListPartitionReassignments (DESCRIBE on the cluster) from this broker's image.
-pub fn list(
+pub(crate) fn list(
     broker: &Broker,
     ctx: &RequestContext,
     req: ListPartitionReassignmentsRequest,

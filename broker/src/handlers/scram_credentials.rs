@@ -39,7 +39,7 @@ fn check_user_and_mechanism(user: &str, mechanism: i8) -> Result<ScramMechanism,
 
 /// Answers AlterUserScramCredentials (ALTER on the cluster; CLUSTER_AUTHORIZATION_FAILED for
 /// every user otherwise).
-pub fn alter(
+pub(crate) fn alter(
     broker: &Broker,
     ctx: &RequestContext,
     req: AlterUserScramCredentialsRequest,
@@ -180,7 +180,7 @@ pub fn alter(
 
 /// Answers DescribeUserScramCredentials: every user with a credential when no user is named
 /// (DESCRIBE on the cluster; CLUSTER_AUTHORIZATION_FAILED otherwise).
-pub fn describe(
+pub(crate) fn describe(
     broker: &Broker,
     ctx: &RequestContext,
     req: DescribeUserScramCredentialsRequest,

@@ -42,7 +42,7 @@ fn may_describe_txn(authz: &Authz<'_>, transactional_id: &str) -> bool {
 
 /// Answers DescribeTransactions for the ids this broker coordinates; topics the principal may
 /// not DESCRIBE are left out of each transaction, as in Kafka.
-pub fn describe_transactions(
+pub(crate) fn describe_transactions(
     broker: &Broker,
     ctx: &RequestContext,
     req: DescribeTransactionsRequest,
@@ -95,7 +95,7 @@ pub fn describe_transactions(
 
 /// Answers ListTransactions: the ids this broker coordinates that the principal may DESCRIBE,
 /// filtered by state, producer id, duration (v1+) and id pattern (v2+).
-pub fn list_transactions(
+pub(crate) fn list_transactions(
     broker: &Broker,
     ctx: &RequestContext,
     req: ListTransactionsRequest,
@@ -156,7 +156,7 @@ pub fn list_transactions(
 
 /// Answers DescribeProducers: the producers with state in each partition this broker leads
 /// (READ on the topic needed).
-pub fn describe_producers(
+pub(crate) fn describe_producers(
     broker: &Broker,
     ctx: &RequestContext,
     req: DescribeProducersRequest,

@@ -169,7 +169,7 @@ async fn add_partitions_of(
 
 /// Answers AddPartitionsToTxn: one transaction from a producer (v0-3), or several from
 /// partition leaders (v4+, CLUSTER_ACTION).
-pub async fn add_partitions_to_txn(
+pub(crate) async fn add_partitions_to_txn(
     broker: &Broker,
     ctx: &RequestContext,
     req: AddPartitionsToTxnRequest,
@@ -221,7 +221,7 @@ pub async fn add_partitions_to_txn(
 }
 
 /// Answers AddOffsetsToTxn: the group's offsets partition joins the transaction.
-pub async fn add_offsets_to_txn(
+pub(crate) async fn add_offsets_to_txn(
     broker: &Broker,
     ctx: &RequestContext,
     req: AddOffsetsToTxnRequest,
@@ -257,7 +257,7 @@ pub async fn add_offsets_to_txn(
 
 /// Answers EndTxn: the commit or abort is decided (and replicated) before the answer; its
 /// markers follow.
-pub async fn end_txn(
+pub(crate) async fn end_txn(
     broker: &Broker,
     ctx: &RequestContext,
     req: EndTxnRequest,
@@ -283,7 +283,7 @@ pub async fn end_txn(
 }
 
 /// Answers TxnOffsetCommit: offsets stored as part of the producer's transaction.
-pub async fn txn_offset_commit(
+pub(crate) async fn txn_offset_commit(
     broker: &Broker,
     ctx: &RequestContext,
     req: TxnOffsetCommitRequest,
@@ -395,7 +395,7 @@ pub async fn txn_offset_commit(
 
 /// Answers WriteTxnMarkers (from a transaction coordinator, or an admin aborting a hanging
 /// transaction): appends each marker to the partitions this broker leads, acks=all.
-pub async fn write_txn_markers(
+pub(crate) async fn write_txn_markers(
     broker: &Broker,
     ctx: &RequestContext,
     req: WriteTxnMarkersRequest,

@@ -39,7 +39,7 @@ impl PendingAck {
 
 /// Waits for every pending partition; one outcome each, in order (REQUEST_TIMED_OUT for
 /// those the ISR did not reach within `timeout`).
-pub async fn wait_for_isr(
+pub(crate) async fn wait_for_isr(
     pending: &[PendingAck],
     timeout: Duration,
 ) -> Vec<Result<(), ResponseError>> {
@@ -82,7 +82,7 @@ pub async fn wait_for_isr(
 }
 
 /// Resolves when the first of `futs` resolves.
-pub async fn first_of<F: std::future::Future + Unpin>(mut futs: Vec<F>) {
+pub(crate) async fn first_of<F: std::future::Future + Unpin>(mut futs: Vec<F>) {
     std::future::poll_fn(move |cx| {
         for f in futs.iter_mut() {
             if std::pin::Pin::new(f).poll(cx).is_ready() {

@@ -13,11 +13,11 @@ use tern_storage::{read_entries, write_entries};
 use crate::replica_manager::Partition;
 
 /// The checkpoint file's name in each log dir.
-pub const HIGH_WATERMARK_CHECKPOINT: &str = "replication-offset-checkpoint";
+pub(crate) const HIGH_WATERMARK_CHECKPOINT: &str = "replication-offset-checkpoint";
 
 /// Every checkpointed high watermark in `log_dirs`; unreadable files are skipped with a
 /// warning (the partitions then start as if none was written).
-pub fn load(log_dirs: &[PathBuf]) -> HashMap<(String, i32), i64> {
+pub(crate) fn load(log_dirs: &[PathBuf]) -> HashMap<(String, i32), i64> {
     let mut out = HashMap::new();
     for dir in log_dirs {
         match read_entries(dir, HIGH_WATERMARK_CHECKPOINT) {
@@ -47,7 +47,7 @@ fn parse_entry(line: &str) -> Option<((String, i32), i64)> {
 }
 
 /// Writes the high watermarks of `partitions`, each into the log dir that holds its log.
-pub fn write(log_dirs: &[PathBuf], partitions: &[Arc<Partition>]) {
+pub(crate) fn write(log_dirs: &[PathBuf], partitions: &[Arc<Partition>]) {
     let mut by_dir: BTreeMap<&Path, Vec<String>> =
         log_dirs.iter().map(|d| (d.as_path(), Vec::new())).collect();
     for p in partitions {

@@ -19,7 +19,7 @@ use crate::replica_manager::ReplicaManager;
 const CHECK_INTERVAL: Duration = Duration::from_millis(250);
 
 /// Runs the updater until `shutdown` fires.
-pub fn spawn(
+pub(crate) fn spawn(
     node_id: i32,
     replicas: Arc<ReplicaManager>,
     controller: Arc<Controller>,

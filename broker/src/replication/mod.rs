@@ -4,9 +4,9 @@
 //! ([`partition_state`], [`isr_updater`]); acks=all produces wait for the ISR
 //! ([`delayed_produce`]); high watermarks survive restarts ([`hw_checkpoint`]).
 
-pub mod delayed_produce;
-pub mod fetcher_manager;
-pub mod hw_checkpoint;
-pub mod isr_updater;
-pub mod partition_state;
-pub mod replica_fetcher;
+pub(crate) mod delayed_produce;
+pub(crate) mod fetcher_manager;
+pub(crate) mod hw_checkpoint;
+pub(crate) mod isr_updater;
+pub(crate) mod partition_state;
+pub(crate) mod replica_fetcher;

@@ -34,7 +34,7 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 const RESPONSE_GRACE: Duration = Duration::from_secs(30);
 
 /// A partition's log as the fetcher core reads it.
-pub struct PartitionLog<'a>(pub &'a Partition);
+pub(crate) struct PartitionLog<'a>(pub &'a Partition);
 
 impl LocalLog for PartitionLog<'_> {
     fn log_end_offset(&self) -> i64 {
@@ -64,7 +64,7 @@ pub struct FetcherContext {
 }
 
 /// One fetcher task's shared side.
-pub struct ReplicaFetcher {
+pub(crate) struct ReplicaFetcher {
     /// The leader broker fetched from.
     pub leader: i32,
     /// Its partitions.
@@ -75,7 +75,7 @@ pub struct ReplicaFetcher {
 
 impl ReplicaFetcher {
     /// A fetcher of `leader`'s partitions (none yet).
-    pub fn new(leader: i32, backoff_ms: i64) -> Arc<Self> {
+    pub(crate) fn new(leader: i32, backoff_ms: i64) -> Arc<Self> {
         Arc::new(ReplicaFetcher {
             leader,
             core: Mutex::new(FetcherCore::new(backoff_ms)),
@@ -85,12 +85,12 @@ impl ReplicaFetcher {
     }
 
     /// Wakes the task: its partitions changed.
-    pub fn wake(&self) {
+    pub(crate) fn wake(&self) {
         self.changed.notify_one();
     }
 
     /// Stops the task at its next step.
-    pub fn stop(&self) {
+    pub(crate) fn stop(&self) {
         self.stopped.store(true, Ordering::Release);
         self.changed.notify_one();
     }
@@ -100,7 +100,7 @@ impl ReplicaFetcher {
     }
 
     /// The task: fetch, apply, repeat until stopped.
-    pub async fn run(self: Arc<Self>, ctx: Arc<FetcherContext>) {
+    pub(crate) async fn run(self: Arc<Self>, ctx: Arc<FetcherContext>) {
         let mut conn: Option<KafkaConnection> = None;
         let backoff = Duration::from_millis(ctx.config.fetch_backoff_ms);
         while !self.is_stopped() {

@@ -15,7 +15,7 @@ use super::listener::ListenerSecurity;
 use super::sasl::{CredentialStore, SaslExchange, SaslMechanism, SaslStep};
 
 /// The principal of connections that did not authenticate (PLAINTEXT listeners).
-pub const ANONYMOUS: &str = "User:ANONYMOUS";
+pub(crate) const ANONYMOUS: &str = "User:ANONYMOUS";
 
 #[derive(Debug)]
 enum State {
@@ -32,7 +32,7 @@ enum State {
 
 /// Whether a request may be served now.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Admission {
+pub(crate) enum Admission {
     /// Serve it.
     Serve,
     /// Close the connection without an answer (Kafka's behaviour for these cases).
@@ -41,7 +41,7 @@ pub enum Admission {
 
 /// What to do after a SASL request's answer is sent.
 #[derive(Debug, PartialEq, Eq)]
-pub enum AfterReply {
+pub(crate) enum AfterReply {
     /// Keep serving.
     Continue,
     /// Close the connection.
@@ -50,7 +50,7 @@ pub enum AfterReply {
 
 /// One connection's authentication state.
 #[derive(Debug)]
-pub struct Authenticator {
+pub(crate) struct Authenticator {
     listener: Arc<ListenerSecurity>,
     state: State,
     principal: Option<String>,
@@ -64,7 +64,7 @@ fn sb(s: impl Into<String>) -> StrBytes {
 impl Authenticator {
     /// A new connection on `listener`; `tls_principal` is the principal of the client's TLS
     /// certificate (SSL listeners without SASL authenticate by it; ANONYMOUS without one).
-    pub fn new(listener: Arc<ListenerSecurity>, tls_principal: Option<String>) -> Self {
+    pub(crate) fn new(listener: Arc<ListenerSecurity>, tls_principal: Option<String>) -> Self {
         let sasl = listener.sasl.is_some();
         Authenticator {
             listener,
@@ -79,17 +79,17 @@ impl Authenticator {
     }
 
     /// The name of the listener the connection came in on.
-    pub fn listener_name(&self) -> &str {
+    pub(crate) fn listener_name(&self) -> &str {
         &self.listener.name
     }
 
     /// The authenticated principal (`User:<name>`), once there is one.
-    pub fn principal(&self) -> Option<&str> {
+    pub(crate) fn principal(&self) -> Option<&str> {
         self.principal.as_deref()
     }
 
     /// The listener's PLAIN users (empty on listeners without PLAIN).
-    pub fn plain_users(&self) -> std::collections::BTreeMap<String, String> {
+    pub(crate) fn plain_users(&self) -> std::collections::BTreeMap<String, String> {
         self.listener
             .sasl
             .as_ref()
@@ -98,7 +98,7 @@ impl Authenticator {
     }
 
     /// After SaslHandshake v0 the client sends bare tokens, not Kafka requests.
-    pub fn expects_raw_token(&self) -> bool {
+    pub(crate) fn expects_raw_token(&self) -> bool {
         matches!(
             self.state,
             State::Authenticate {
@@ -110,7 +110,7 @@ impl Authenticator {
 
     /// Whether a request with `api_key` (None: a key the kafka-protocol crate does not know,
     /// such as the mirror RPCs) may be served at `now`.
-    pub fn admit(&self, api_key: Option<ApiKey>, now: Instant) -> Admission {
+    pub(crate) fn admit(&self, api_key: Option<ApiKey>, now: Instant) -> Admission {
         match &self.state {
             State::Handshake => match api_key {
                 Some(ApiKey::ApiVersions) | Some(ApiKey::SaslHandshake) => Admission::Serve,
@@ -132,7 +132,7 @@ impl Authenticator {
     }
 
     /// Answers SaslHandshake.
-    pub fn handshake(
+    pub(crate) fn handshake(
         &mut self,
         mechanism: &str,
         version: i16,
@@ -184,7 +184,7 @@ impl Authenticator {
 
     /// Takes one token; `Ok` holds the token to send back, `Err` the message of a failure
     /// after which the connection closes.
-    pub fn step(
+    pub(crate) fn step(
         &mut self,
         token: &[u8],
         store: &dyn CredentialStore,
@@ -216,7 +216,7 @@ impl Authenticator {
     }
 
     /// Answers SaslAuthenticate.
-    pub fn authenticate(
+    pub(crate) fn authenticate(
         &mut self,
         token: &[u8],
         store: &dyn CredentialStore,

@@ -22,13 +22,13 @@ use tern_controller::acls::{
 use tern_controller::MetadataImage;
 
 /// The `authorizer.class.name` setting.
-pub const AUTHORIZER_CLASS_CONFIG: &str = "authorizer.class.name";
+pub(crate) const AUTHORIZER_CLASS_CONFIG: &str = "authorizer.class.name";
 /// The `super.users` setting.
-pub const SUPER_USERS_CONFIG: &str = "super.users";
+pub(crate) const SUPER_USERS_CONFIG: &str = "super.users";
 /// The `allow.everyone.if.no.acl.found` setting.
-pub const ALLOW_EVERYONE_CONFIG: &str = "allow.everyone.if.no.acl.found";
+pub(crate) const ALLOW_EVERYONE_CONFIG: &str = "allow.everyone.if.no.acl.found";
 /// The authorizer settings Tern reads.
-pub const AUTHORIZER_CONFIGS: &[&str] = &[
+pub(crate) const AUTHORIZER_CONFIGS: &[&str] = &[
     AUTHORIZER_CLASS_CONFIG,
     SUPER_USERS_CONFIG,
     ALLOW_EVERYONE_CONFIG,

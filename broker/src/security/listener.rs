@@ -217,7 +217,7 @@ const IMPLEMENTED: &[&str] = &[
 ];
 
 /// Whether a security setting is one Tern implements; the startup policy refuses every other.
-pub fn is_implemented_security_setting(key: &str) -> bool {
+pub(crate) fn is_implemented_security_setting(key: &str) -> bool {
     if IMPLEMENTED.contains(&key) {
         return true;
     }

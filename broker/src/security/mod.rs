@@ -1,12 +1,12 @@
 //! Client security: listener protocols, TLS (rustls), SASL authentication (PLAIN, SCRAM) and
 //! the per-connection authenticator, and the ACL authorizer.
 
-pub mod authenticator;
-pub mod authorizer;
-pub mod listener;
-pub mod sasl;
-pub mod ssl_principal;
-pub mod tls;
+pub(crate) mod authenticator;
+pub(crate) mod authorizer;
+pub(crate) mod listener;
+pub(crate) mod sasl;
+pub(crate) mod ssl_principal;
+pub(crate) mod tls;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -16,7 +16,7 @@ use tern_controller::MetadataImage;
 use sasl::{CredentialStore, ScramCredential, ScramMechanism};
 
 /// Credentials as a listener sees them: its PLAIN users and the SCRAM users of the metadata.
-pub struct ListenerCredentials<'a> {
+pub(crate) struct ListenerCredentials<'a> {
     /// The listener's PLAIN users.
     pub plain_users: &'a BTreeMap<String, String>,
     /// The metadata image holding SCRAM credentials.

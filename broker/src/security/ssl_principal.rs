@@ -158,7 +158,7 @@ fn escape(value: &str) -> String {
 }
 
 /// The subject of a DER certificate in RFC 2253 form (most specific RDN first).
-pub fn subject_dn(der: &[u8]) -> Result<String, String> {
+pub(crate) fn subject_dn(der: &[u8]) -> Result<String, String> {
     let (_, cert) = X509Certificate::from_der(der).map_err(|e| format!("bad certificate: {e}"))?;
     let mut rdns = Vec::new();
     for rdn in cert.subject().iter() {

@@ -14,7 +14,7 @@ use crate::replica_manager::Partition;
 use crate::replication::delayed_produce::PendingAck;
 
 /// The end-transaction control batch of `producer_id` at `producer_epoch`.
-pub fn marker_batch(
+pub(crate) fn marker_batch(
     producer_id: i64,
     producer_epoch: i16,
     coordinator_epoch: i32,
@@ -46,7 +46,7 @@ pub fn marker_batch(
 
 /// Appends a marker to a partition this broker leads; the returned wait is met once the ISR
 /// has it (markers are written with acks=all, as in Kafka).
-pub fn append_marker(
+pub(crate) fn append_marker(
     partition: &Arc<Partition>,
     producer_id: i64,
     producer_epoch: i16,

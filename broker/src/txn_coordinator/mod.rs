@@ -3,8 +3,8 @@
 //! record formats. A transactional id lives in the partition its id hashes to; the leader of
 //! that partition coordinates it (as groups follow `__consumer_offsets`).
 
-pub mod markers;
-pub mod metadata;
+pub(crate) mod markers;
+pub(crate) mod metadata;
 pub mod state_log;
 
 use std::collections::{BTreeMap, HashMap, HashSet};

@@ -27,7 +27,7 @@ use kafka_protocol::messages::{
     ListOffsetsRequest, MetadataRequest, OffsetCommitRequest, OffsetFetchRequest,
 };
 use kafka_protocol::protocol::StrBytes;
-use tern_broker::server::Server;
+use tern_broker::Server;
 use tern_protocol::client::KafkaConnection;
 use tern_protocol::mirror::*;
 use tern_protocol::record_batch::{Compression, RecordBatchHeader};

@@ -12,9 +12,7 @@ use kafka_protocol::messages::{
     CreateTopicsRequest, CreateTopicsResponse, ProduceRequest, ProduceResponse, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
-use tern_broker::broker::Broker;
-use tern_broker::config::BrokerConfig;
-use tern_broker::server::Server;
+use tern_broker::{Broker, BrokerConfig, Server};
 use tern_protocol::client::KafkaConnection;
 use tern_protocol::record_batch::Compression;
 use tern_protocol::records::RecordBatchBuilder;

@@ -4,9 +4,7 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
-use tern_broker::broker::Broker;
-use tern_broker::config::BrokerConfig;
-use tern_broker::server::Server;
+use tern_broker::{Broker, BrokerConfig, Server};
 
 mod mirrors;
 
@@ -152,14 +150,10 @@ fn main() -> Result<()> {
             let config = BrokerConfig::load(config.as_deref(), &overrides)?;
             let users = add_scram
                 .iter()
-                .map(|u| tern_broker::format::parse_add_scram(u))
+                .map(|u| tern_broker::parse_add_scram(u))
                 .collect::<Result<Vec<_>, _>>()?;
-            let meta = tern_broker::format::format(
-                &config,
-                cluster_id.as_deref(),
-                &users,
-                ignore_formatted,
-            )?;
+            let meta =
+                tern_broker::format(&config, cluster_id.as_deref(), &users, ignore_formatted)?;
             println!(
                 "Formatted {} with cluster id {} (node {}){}",
                 config
@@ -179,7 +173,7 @@ fn main() -> Result<()> {
             Ok(())
         }
         Command::RandomUuid => {
-            println!("{}", tern_broker::meta_properties::new_cluster_id());
+            println!("{}", tern_broker::new_cluster_id());
             Ok(())
         }
         Command::Mirrors(m) => {
@@ -270,8 +264,7 @@ async fn run_server(config: BrokerConfig) -> Result<()> {
 /// `process.roles=controller`: a voter of the metadata quorum that serves no clients.
 async fn run_controller_only(config: BrokerConfig) -> Result<()> {
     let (controller, cluster_id) =
-        tokio::task::spawn_blocking(move || tern_broker::broker::start_controller(&config))
-            .await??;
+        tokio::task::spawn_blocking(move || tern_broker::start_controller(&config)).await??;
     tracing::info!(%cluster_id, "tern controller started");
     wait_for_signal().await?;
     tracing::info!("shutting down");

@@ -1,12 +1,12 @@
 //! SASL mechanisms the broker serves (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512) as sans-I/O
 //! exchanges: tokens in, challenges out, a user name at the end.
 
-pub mod plain;
+pub(crate) mod plain;
 
 use std::collections::BTreeMap;
 
-pub use tern_protocol::sasl::scram::{self, ScramCredential, ScramMechanism};
-pub use tern_protocol::sasl::SaslError;
+pub(crate) use tern_protocol::sasl::scram::{self, ScramCredential, ScramMechanism};
+pub(crate) use tern_protocol::sasl::SaslError;
 
 /// A SASL mechanism Tern serves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -36,7 +36,7 @@ impl SaslMechanism {
 }
 
 /// Where an exchange looks credentials up.
-pub trait CredentialStore {
+pub(crate) trait CredentialStore {
     /// PLAIN users and passwords of the listener (its JAAS `user_<name>` entries).
     fn plain_users(&self) -> &BTreeMap<String, String>;
     /// A user's SCRAM credential for one mechanism.
@@ -45,7 +45,7 @@ pub trait CredentialStore {
 
 /// One step's outcome.
 #[derive(Debug, PartialEq, Eq)]
-pub enum SaslStep {
+pub(crate) enum SaslStep {
     /// Send this challenge; the client answers with another SaslAuthenticate.
     Challenge(Vec<u8>),
     /// Authenticated as `user`; send `token` as the last server message.
@@ -59,14 +59,14 @@ pub enum SaslStep {
 
 /// The server side of one SASL exchange.
 #[derive(Debug)]
-pub struct SaslExchange {
+pub(crate) struct SaslExchange {
     mechanism: SaslMechanism,
     scram: Option<scram::ScramServer>,
 }
 
 impl SaslExchange {
     /// Starts an exchange for a mechanism the client chose in SaslHandshake.
-    pub fn new(mechanism: SaslMechanism) -> Self {
+    pub(crate) fn new(mechanism: SaslMechanism) -> Self {
         SaslExchange {
             mechanism,
             scram: match mechanism {
@@ -76,13 +76,8 @@ impl SaslExchange {
         }
     }
 
-    /// The mechanism of this exchange.
-    pub fn mechanism(&self) -> SaslMechanism {
-        self.mechanism
-    }
-
     /// Takes the client's next token.
-    pub fn step(
+    pub(crate) fn step(
         &mut self,
         token: &[u8],
         store: &dyn CredentialStore,

@@ -6,7 +6,10 @@ use std::collections::BTreeMap;
 use super::SaslError;
 
 /// Checks one PLAIN message `authzid NUL user NUL password`; returns the user.
-pub fn authenticate(message: &[u8], users: &BTreeMap<String, String>) -> Result<String, SaslError> {
+pub(crate) fn authenticate(
+    message: &[u8],
+    users: &BTreeMap<String, String>,
+) -> Result<String, SaslError> {
     let text = std::str::from_utf8(message)
         .map_err(|_| SaslError::InvalidMessage("PLAIN message is not UTF-8".into()))?;
     let mut parts = text.split('\u{0}');

@@ -177,7 +177,7 @@ pub(crate) async fn run(args: MirrorsArgs) -> Result<i32> {
                 .ok_or_else(|| anyhow!("--mirror-config is required with --create"))?;
             let text = std::fs::read_to_string(&path)
                 .with_context(|| format!("reading {}", path.display()))?;
-            let configs = tern_broker::config::parse_properties(&text)
+            let configs = tern_broker::parse_properties(&text)
                 .into_iter()
                 .map(|(k, v)| (k, Some(v)))
                 .collect();
@@ -199,7 +199,7 @@ pub(crate) async fn run(args: MirrorsArgs) -> Result<i32> {
         Action::Verify => {
             let mirror = need_mirror()?;
             let overrides = match &args.mirror_config {
-                Some(path) => tern_broker::config::parse_properties(
+                Some(path) => tern_broker::parse_properties(
                     &std::fs::read_to_string(path)
                         .with_context(|| format!("reading {}", path.display()))?,
                 ),
