@@ -208,11 +208,15 @@ fn internal_replication_factor(controller: &Controller, config: &BrokerConfig) -
         .clamp(1, live.min(i16::MAX as usize) as i16)
 }
 
-/// Creates an internal topic; another node of the cluster may have created it first.
+/// Creates an internal topic unless it exists; another node of the cluster may have created it
+/// first.
 fn create_internal_topic(
     controller: &Controller,
     request: &tern_controller::CreateTopic,
 ) -> Result<()> {
+    if controller.image().topic(&request.name).is_some() {
+        return Ok(());
+    }
     match controller.create_topic(request, false) {
         Err(e) if e.error != ResponseError::TopicAlreadyExists => Err(StartError::Refused(
             format!("creating {}: {e}", request.name),
@@ -223,9 +227,6 @@ fn create_internal_topic(
 
 /// Creates `__consumer_offsets` (compacted, `offsets.topic.num.partitions`) if missing.
 fn ensure_offsets_topic(controller: &Controller, config: &BrokerConfig) -> Result<()> {
-    if controller.image().topic(OFFSETS_TOPIC).is_some() {
-        return Ok(());
-    }
     let request = tern_controller::CreateTopic {
         name: OFFSETS_TOPIC.to_string(),
         num_partitions: config.coordinator.offsets_partitions,
@@ -242,9 +243,6 @@ fn ensure_offsets_topic(controller: &Controller, config: &BrokerConfig) -> Resul
 
 /// Creates `__transaction_state` (compacted, `transaction.state.log.*`) if missing.
 fn ensure_txn_state_topic(controller: &Controller, config: &BrokerConfig) -> Result<()> {
-    if controller.image().topic(TXN_STATE_TOPIC).is_some() {
-        return Ok(());
-    }
     let live = controller.image().live_brokers().len().max(1);
     let replication_factor = config
         .txn
@@ -271,13 +269,6 @@ fn ensure_txn_state_topic(controller: &Controller, config: &BrokerConfig) -> Res
 
 /// Creates `__mirror_state` (compacted, `mirror.state.topic.num.partitions`) if missing.
 fn ensure_mirror_state_topic(controller: &Controller, config: &BrokerConfig) -> Result<()> {
-    if controller
-        .image()
-        .topic(tern_mirror::MIRROR_STATE_TOPIC)
-        .is_some()
-    {
-        return Ok(());
-    }
     let request = tern_controller::CreateTopic {
         name: tern_mirror::MIRROR_STATE_TOPIC.to_string(),
         num_partitions: config.mirror.state_topic_partitions,

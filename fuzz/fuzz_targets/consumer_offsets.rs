@@ -16,7 +16,7 @@ use tern_broker::fuzzing::consumer_offsets::{
     decode_group_value, decode_key, decode_offset_value, group_key, group_value, offset_key,
     offset_value, GroupMetadataValue, OffsetValue, OffsetsKey, StoredMember,
 };
-use tern_broker::fuzzing::Group;
+use tern_broker::fuzzing::{apply_offsets_records, Group};
 use tern_fuzz::seeds::{self, Seed};
 use tern_fuzz::NOW_MS;
 use tern_protocol::record_batch::Compression;
@@ -39,50 +39,29 @@ fn run(data: &[u8]) {
             }
             return;
         }
-        let txn_producer = header.is_transactional().then_some(header.producer_id);
-        for r in records {
-            let Some(key) = r.key.as_deref().and_then(decode_key) else {
+        // What the coordinator reads back re-encodes to the same value.
+        for r in &records {
+            let Some(value) = r.value.as_deref() else {
                 continue;
             };
-            match key {
-                OffsetsKey::Offset {
-                    group,
-                    topic,
-                    partition,
-                } => {
-                    let g = groups
-                        .entry(group.clone())
-                        .or_insert_with(|| Group::new(&group, NOW_MS));
-                    let value = r.value.as_deref().and_then(decode_offset_value);
-                    if let Some(v) = &value {
-                        let again = decode_offset_value(&offset_value(v));
-                        assert_eq!(again.as_ref(), Some(v), "an offset value re-encodes");
-                    }
-                    match (value, txn_producer) {
-                        (Some(v), Some(pid)) => {
-                            g.add_pending_txn_offsets(pid, [((topic, partition), v)])
-                        }
-                        (Some(v), None) => g.commit_offsets([((topic, partition), v)]),
-                        (None, _) => g.remove_offset(&(topic, partition)),
+            match r.key.as_deref().and_then(decode_key) {
+                Some(OffsetsKey::Offset { .. }) => {
+                    if let Some(v) = decode_offset_value(value) {
+                        let again = decode_offset_value(&offset_value(&v));
+                        assert_eq!(again.as_ref(), Some(&v), "an offset value re-encodes");
                     }
                 }
-                OffsetsKey::Group { group } => match r.value.as_deref() {
-                    Some(v) => {
-                        if let Some(v) = decode_group_value(v) {
-                            let again = decode_group_value(&group_value(&v));
-                            assert_eq!(again.as_ref(), Some(&v), "a group value re-encodes");
-                            groups
-                                .entry(group.clone())
-                                .or_insert_with(|| Group::new(&group, NOW_MS))
-                                .restore(&v, NOW_MS);
-                        }
+                Some(OffsetsKey::Group { .. }) => {
+                    if let Some(v) = decode_group_value(value) {
+                        let again = decode_group_value(&group_value(&v));
+                        assert_eq!(again.as_ref(), Some(&v), "a group value re-encodes");
                     }
-                    None => {
-                        groups.remove(&group);
-                    }
-                },
+                }
+                None => {}
             }
         }
+        let txn_producer = header.is_transactional().then_some(header.producer_id);
+        apply_offsets_records(&mut groups, records, txn_producer, NOW_MS);
     });
     for g in groups.values() {
         let _ = g.subscribed_topics();

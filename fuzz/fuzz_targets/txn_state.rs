@@ -58,16 +58,7 @@ fn run(data: &[u8]) {
 
 /// Ids in every state, with partitions, a tombstone, a compressed batch.
 fn make_seeds() -> Vec<Seed> {
-    let states = [
-        TxnState::Empty,
-        TxnState::Ongoing,
-        TxnState::PrepareCommit,
-        TxnState::PrepareAbort,
-        TxnState::CompleteCommit,
-        TxnState::CompleteAbort,
-        TxnState::Dead,
-        TxnState::PrepareEpochFence,
-    ];
+    let states = TxnState::ALL;
     let records: Vec<_> = states
         .iter()
         .enumerate()

@@ -5,6 +5,7 @@
 pub(crate) mod assignor;
 pub(crate) mod consumer_group;
 pub(crate) mod group;
+mod load;
 pub mod offsets_topic;
 
 use std::collections::HashMap;
@@ -20,9 +21,9 @@ use crate::replica_manager::ReplicaManager;
 use crate::replication::delayed_produce::PendingAck;
 use consumer_group::{ConsumerGroupConfig, Heartbeat, HeartbeatAnswer, Refusal, TopicView};
 use group::{Group, GroupConfig, GroupState};
+pub use load::apply_offsets_records;
 use offsets_topic::{
-    decode_group_value, decode_key, decode_offset_value, group_key, group_value, offset_key,
-    offset_value, partition_for, OffsetValue, OffsetsKey, OFFSETS_TOPIC,
+    group_key, group_value, offset_key, offset_value, partition_for, OffsetValue, OFFSETS_TOPIC,
 };
 
 /// Settings of the coordinator (Kafka's `group.*` and `offsets.*` broker configs).
@@ -453,46 +454,7 @@ impl GroupCoordinator {
             }
             // Offsets of a transaction stay pending until its commit marker.
             let txn_producer = header.is_transactional().then_some(header.producer_id);
-            let mut groups = self.groups.lock();
-            for r in records {
-                let Some(key) = r.key.as_deref().and_then(decode_key) else {
-                    continue;
-                };
-                match key {
-                    OffsetsKey::Offset {
-                        group,
-                        topic,
-                        partition,
-                    } => {
-                        let g = groups
-                            .entry(group.clone())
-                            .or_insert_with(|| Group::new(&group, now));
-                        match (
-                            r.value.as_deref().and_then(decode_offset_value),
-                            txn_producer,
-                        ) {
-                            (Some(v), Some(pid)) => {
-                                g.add_pending_txn_offsets(pid, [((topic, partition), v)]);
-                            }
-                            (Some(v), None) => g.commit_offsets([((topic, partition), v)]),
-                            (None, _) => g.remove_offset(&(topic, partition)),
-                        }
-                    }
-                    OffsetsKey::Group { group } => match r.value.as_deref() {
-                        Some(v) => {
-                            if let Some(v) = decode_group_value(v) {
-                                groups
-                                    .entry(group.clone())
-                                    .or_insert_with(|| Group::new(&group, now))
-                                    .restore(&v, now);
-                            }
-                        }
-                        None => {
-                            groups.remove(&group);
-                        }
-                    },
-                }
-            }
+            load::apply_offsets_records(&mut self.groups.lock(), records, txn_producer, now);
         });
     }
 

@@ -21,17 +21,6 @@ use super::{sb, Authz, RequestContext};
 use crate::broker::Broker;
 use crate::txn_coordinator::metadata::TxnState;
 
-const STATES: [TxnState; 8] = [
-    TxnState::Empty,
-    TxnState::Ongoing,
-    TxnState::PrepareCommit,
-    TxnState::PrepareAbort,
-    TxnState::CompleteCommit,
-    TxnState::CompleteAbort,
-    TxnState::Dead,
-    TxnState::PrepareEpochFence,
-];
-
 fn may_describe_txn(authz: &Authz<'_>, transactional_id: &str) -> bool {
     authz.allows(
         AclOperation::Describe,
@@ -104,7 +93,7 @@ pub(crate) fn list_transactions(
     let mut wanted_states = Vec::new();
     let mut unknown = Vec::new();
     for f in &req.state_filters {
-        match STATES.iter().find(|s| s.name() == f.as_str()) {
+        match TxnState::ALL.iter().find(|s| s.name() == f.as_str()) {
             Some(s) => wanted_states.push(*s),
             None => unknown.push(f.clone()),
         }

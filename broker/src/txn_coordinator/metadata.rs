@@ -27,6 +27,18 @@ pub enum TxnState {
 }
 
 impl TxnState {
+    /// Every state, in id order.
+    pub const ALL: [TxnState; 8] = [
+        TxnState::Empty,
+        TxnState::Ongoing,
+        TxnState::PrepareCommit,
+        TxnState::PrepareAbort,
+        TxnState::CompleteCommit,
+        TxnState::CompleteAbort,
+        TxnState::Dead,
+        TxnState::PrepareEpochFence,
+    ];
+
     /// The id stored in `__transaction_state`.
     pub fn id(self) -> i8 {
         match self {
