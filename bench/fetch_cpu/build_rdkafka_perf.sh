@@ -5,9 +5,10 @@
 #
 #     bench/fetch_cpu/build_rdkafka_perf.sh        -> $TERN_CACHE/librdkafka-src/examples/rdkafka_performance
 #
-# Needs cargo (only `cargo fetch`, in a scratch project under /tmp), a C compiler and make; zlib,
-# zstd and libcurl are used when their -dev packages are installed; lz4 is librdkafka's built-in
-# copy.  SSL and SASL are left out (the benchmark speaks PLAINTEXT on loopback).
+# Needs cargo (only `cargo fetch`, in a scratch project under /tmp), a C compiler and make. zstd is
+# required (Kafka sources in the mirror benchmark hold zstd batches): libzstd-dev is installed
+# through apt-get when missing. zlib is used when zlib1g-dev is there; lz4 is librdkafka's
+# built-in copy.  SSL and SASL are left out (the benchmark speaks PLAINTEXT on loopback).
 set -eu
 CACHE=${TERN_CACHE:-$HOME/.cache/tern}
 DEST=$CACHE/librdkafka-src
@@ -39,6 +40,12 @@ TOML
     rm -rf "$DEST.partial"
     cp -r "$SRC" "$DEST.partial"
     mv "$DEST.partial" "$DEST"
+fi
+
+if ! dpkg -s libzstd-dev >/dev/null 2>&1; then
+    SUDO=""
+    [ "$(id -u)" = 0 ] || SUDO=sudo
+    $SUDO apt-get install -y -qq libzstd-dev
 fi
 
 cd "$DEST"
