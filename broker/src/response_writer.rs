@@ -179,16 +179,22 @@ async fn send_all(tcp: &TcpStream, buf: &[u8], more: bool) -> io::Result<()> {
 
 /// Sends the file range with `sendfile`. A file that ends before the range (truncated since
 /// the read) fails the write, and the connection closes, as in Kafka: the frame's size is
-/// already on the wire. Pages not in the page cache are read by the kernel during the call,
-/// on this worker, as Kafka's network threads do.
+/// already on the wire. A chunk whose first and last pages are in the page cache is sent on
+/// this worker; one that would make the kernel read the disk is sent off the async workers
+/// (`disk_io`), so a cold read does not stall the other connections of this worker.
 async fn sendfile_all(tcp: &TcpStream, slice: &FileSlice) -> io::Result<()> {
     let mut offset = slice.position() as i64;
     let end = offset + slice.len() as i64;
     while offset < end {
         tcp.writable().await?;
-        let want = (end - offset) as usize;
+        let want = ((end - offset) as usize).min(SENDFILE_CHUNK);
+        let cached = page_cached(slice, offset) && page_cached(slice, offset + want as i64 - 1);
         match tcp.try_io(Interest::WRITABLE, || {
-            sendfile(tcp, slice, &mut offset, want)
+            if cached {
+                sendfile(tcp, slice, &mut offset, want)
+            } else {
+                disk_io(|| sendfile(tcp, slice, &mut offset, want))
+            }
         }) {
             Ok(0) => {
                 return Err(io::Error::new(
@@ -202,6 +208,26 @@ async fn sendfile_all(tcp: &TcpStream, slice: &FileSlice) -> io::Result<()> {
         }
     }
     Ok(())
+}
+
+/// The most one `sendfile` call is asked to send, so that the page-cache probe before it
+/// speaks for the whole range the call reads.
+const SENDFILE_CHUNK: usize = 256 * 1024;
+
+/// Whether the byte at `offset` of the slice's file is in the page cache: a one-byte
+/// `preadv2` with RWF_NOWAIT, which fails with EAGAIN rather than read the disk. A file system
+/// that cannot answer counts as not cached.
+#[allow(unsafe_code)]
+fn page_cached(slice: &FileSlice, offset: i64) -> bool {
+    let mut byte = 0u8;
+    let iov = libc::iovec {
+        iov_base: (&mut byte as *mut u8).cast::<libc::c_void>(),
+        iov_len: 1,
+    };
+    // SAFETY: the fd is held open by `slice`; `iov` describes one writable byte that lives for
+    // the call.
+    let n = unsafe { libc::preadv2(slice.as_fd().as_raw_fd(), &iov, 1, offset, libc::RWF_NOWAIT) };
+    n == 1
 }
 
 /// One `send(2)` on the socket.
@@ -345,5 +371,31 @@ mod tests {
         let (a, _b) = tokio::io::duplex(1 << 16);
         let err = ResponseWriter::copying(a).write(&f).await.unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::UnexpectedEof);
+    }
+
+    #[test]
+    #[allow(unsafe_code)]
+    fn the_page_cache_probe_tells_cached_pages_from_evicted_ones() {
+        use std::os::fd::AsRawFd;
+        let dir = tempfile::tempdir_in(std::env::temp_dir()).unwrap();
+        let mut f = std::fs::File::create(dir.path().join("probe")).unwrap();
+        f.write_all(&vec![7u8; 1 << 20]).unwrap();
+        f.sync_all().unwrap();
+        let file = Arc::new(std::fs::File::open(dir.path().join("probe")).unwrap());
+        let slice = FileSlice::new(file.clone(), 0, 1 << 20);
+        if !page_cached(&slice, 0) {
+            // This file system cannot answer RWF_NOWAIT reads; the probe says "not cached",
+            // which sends through disk_io, the safe side.
+            eprintln!("skipped: the file system of the temp dir does not take RWF_NOWAIT");
+            return;
+        }
+        assert!(page_cached(&slice, (1 << 20) - 1));
+        // SAFETY: a live fd; DONTNEED drops the clean (synced) pages from the page cache.
+        let rc = unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+        assert_eq!(rc, 0);
+        assert!(
+            !page_cached(&slice, 512 * 1024),
+            "an evicted page is not cached"
+        );
     }
 }
