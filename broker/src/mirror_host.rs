@@ -16,6 +16,7 @@ use tern_protocol::client::KafkaConnection;
 use tern_protocol::error::ResponseError;
 
 use crate::group_coordinator::offsets_topic::OffsetValue;
+use crate::group_coordinator::Committer;
 use crate::group_coordinator::{now_ms, GroupCoordinator};
 use crate::replica_manager::ReplicaManager;
 
@@ -150,7 +151,7 @@ impl MirrorHost for BrokerMirrorHost {
         }
         // A standalone commit: refused while the group has members here (it is active on
         // this cluster, so its own commits win).
-        match self.groups.commit_offsets(group, "", None, -1, changed) {
+        match self.groups.commit_offsets(group, Committer::NONE, changed) {
             Ok(_) => tracing::debug!(group, "synced group offsets from the mirror source"),
             Err(e) => tracing::debug!(group, error = ?e, "group offsets not synced"),
         }

@@ -102,6 +102,27 @@ pub enum Reply<T> {
     Wait(oneshot::Receiver<T>),
 }
 
+/// Who commits offsets: the member id, static instance id and generation (or member epoch)
+/// an OffsetCommit or TxnOffsetCommit names; an admin client names none.
+#[derive(Debug, Clone, Copy)]
+pub struct Committer<'a> {
+    /// Member id ("" for none).
+    pub member_id: &'a str,
+    /// Static membership id.
+    pub instance: Option<&'a str>,
+    /// Generation (classic) or member epoch (consumer protocol); -1 for none.
+    pub generation: i32,
+}
+
+impl Committer<'_> {
+    /// A commit that names no member (admin clients, the mirror's offset sync).
+    pub const NONE: Committer<'static> = Committer {
+        member_id: "",
+        instance: None,
+        generation: -1,
+    };
+}
+
 /// A JoinGroup request, as the group needs it.
 pub struct JoinRequest {
     /// Member id ("" for a new member).
@@ -942,12 +963,12 @@ impl Group {
     /// prepares a rebalance (consumers commit in their revoke callbacks, before they rejoin);
     /// only a group waiting for its leader's assignment (CompletingRebalance) refuses with
     /// REBALANCE_IN_PROGRESS.
-    pub fn check_commit(
-        &self,
-        member_id: &str,
-        instance: Option<&str>,
-        generation: i32,
-    ) -> Result<(), ResponseError> {
+    pub fn check_commit(&self, committer: &Committer<'_>) -> Result<(), ResponseError> {
+        let Committer {
+            member_id,
+            instance,
+            generation,
+        } = *committer;
         if self.state == GroupState::Dead {
             return Err(ResponseError::CoordinatorNotAvailable);
         }
@@ -973,12 +994,12 @@ impl Group {
     /// Whether a TxnOffsetCommit may commit: as Kafka's classic groups, without a member id,
     /// generation or instance id it is taken whatever the group's state; with any of them the
     /// member must be current, and no rebalance refuses it.
-    pub fn check_txn_commit(
-        &self,
-        member_id: &str,
-        instance: Option<&str>,
-        generation: i32,
-    ) -> Result<(), ResponseError> {
+    pub fn check_txn_commit(&self, committer: &Committer<'_>) -> Result<(), ResponseError> {
+        let Committer {
+            member_id,
+            instance,
+            generation,
+        } = *committer;
         if self.state == GroupState::Dead {
             return Err(ResponseError::CoordinatorNotAvailable);
         }
@@ -1242,28 +1263,72 @@ mod tests {
     fn transactional_commits_check_the_member_only_when_one_is_named() {
         let mut g = Group::new("g", 0);
         // An empty group takes any commit without a generation.
-        assert_eq!(g.check_txn_commit("", None, -1), Ok(()));
-        assert_eq!(g.check_txn_commit("ghost", None, -1), Ok(()));
+        assert_eq!(
+            g.check_txn_commit(&Committer {
+                member_id: "",
+                instance: None,
+                generation: -1
+            }),
+            Ok(())
+        );
+        assert_eq!(
+            g.check_txn_commit(&Committer {
+                member_id: "ghost",
+                instance: None,
+                generation: -1
+            }),
+            Ok(())
+        );
         let a = now(g.join(join_req(""), &config(), 0)).member_id;
         now(g.join(join_req(&a), &config(), 0));
         // Completing a rebalance does not refuse a transactional commit.
         assert_eq!(g.state, GroupState::CompletingRebalance);
-        assert_eq!(g.check_txn_commit(&a, None, 1), Ok(()));
-        assert_eq!(g.check_txn_commit("", None, -1), Ok(()));
         assert_eq!(
-            g.check_txn_commit(&a, None, 2),
+            g.check_txn_commit(&Committer {
+                member_id: &a,
+                instance: None,
+                generation: 1
+            }),
+            Ok(())
+        );
+        assert_eq!(
+            g.check_txn_commit(&Committer {
+                member_id: "",
+                instance: None,
+                generation: -1
+            }),
+            Ok(())
+        );
+        assert_eq!(
+            g.check_txn_commit(&Committer {
+                member_id: &a,
+                instance: None,
+                generation: 2
+            }),
             Err(ResponseError::IllegalGeneration)
         );
         assert_eq!(
-            g.check_txn_commit(&a, None, -1),
+            g.check_txn_commit(&Committer {
+                member_id: &a,
+                instance: None,
+                generation: -1
+            }),
             Err(ResponseError::IllegalGeneration)
         );
         assert_eq!(
-            g.check_txn_commit("ghost", None, 1),
+            g.check_txn_commit(&Committer {
+                member_id: "ghost",
+                instance: None,
+                generation: 1
+            }),
             Err(ResponseError::UnknownMemberId)
         );
         assert_eq!(
-            g.check_txn_commit("", None, 1),
+            g.check_txn_commit(&Committer {
+                member_id: "",
+                instance: None,
+                generation: 1
+            }),
             Err(ResponseError::UnknownMemberId)
         );
     }
@@ -1335,28 +1400,58 @@ mod tests {
         now(g.join(join_req(&a), &config(), 0));
         assert_eq!(g.state, GroupState::CompletingRebalance);
         assert_eq!(
-            g.check_commit(&a, None, 1),
+            g.check_commit(&Committer {
+                member_id: &a,
+                instance: None,
+                generation: 1
+            }),
             Err(ResponseError::RebalanceInProgress),
             "generation 1 has no assignment yet"
         );
         now(g.sync(&a, None, 1, vec![], 0).0);
-        assert_eq!(g.check_commit(&a, None, 1), Ok(()));
+        assert_eq!(
+            g.check_commit(&Committer {
+                member_id: &a,
+                instance: None,
+                generation: 1
+            }),
+            Ok(())
+        );
         // A second member joins: the group prepares a rebalance while `a` still owns its
         // partitions and commits them from its revoke callback.
         let b = now(g.join(join_req(""), &config(), 1)).member_id;
         let _wait_b = waiting(g.join(join_req(&b), &config(), 1));
         assert_eq!(g.state, GroupState::PreparingRebalance);
-        assert_eq!(g.check_commit(&a, None, 1), Ok(()));
         assert_eq!(
-            g.check_commit(&a, None, 0),
+            g.check_commit(&Committer {
+                member_id: &a,
+                instance: None,
+                generation: 1
+            }),
+            Ok(())
+        );
+        assert_eq!(
+            g.check_commit(&Committer {
+                member_id: &a,
+                instance: None,
+                generation: 0
+            }),
             Err(ResponseError::IllegalGeneration)
         );
         assert_eq!(
-            g.check_commit("nobody", None, 1),
+            g.check_commit(&Committer {
+                member_id: "nobody",
+                instance: None,
+                generation: 1
+            }),
             Err(ResponseError::UnknownMemberId)
         );
         assert_eq!(
-            g.check_commit("", None, -1),
+            g.check_commit(&Committer {
+                member_id: "",
+                instance: None,
+                generation: -1
+            }),
             Err(ResponseError::UnknownMemberId),
             "a standalone commit into a group with members"
         );
@@ -1364,11 +1459,19 @@ mod tests {
         now(g.join(join_req(&a), &config(), 2));
         assert_eq!(g.state, GroupState::CompletingRebalance);
         assert_eq!(
-            g.check_commit(&a, None, 2),
+            g.check_commit(&Committer {
+                member_id: &a,
+                instance: None,
+                generation: 2
+            }),
             Err(ResponseError::RebalanceInProgress)
         );
         assert_eq!(
-            g.check_commit(&a, None, 1),
+            g.check_commit(&Committer {
+                member_id: &a,
+                instance: None,
+                generation: 1
+            }),
             Err(ResponseError::IllegalGeneration)
         );
     }
@@ -1379,14 +1482,25 @@ mod tests {
         let a = now(g.join(join_req(""), &config(), 0)).member_id;
         now(g.join(join_req(&a), &config(), 0));
         assert_eq!(
-            g.check_commit("", None, -1),
+            g.check_commit(&Committer {
+                member_id: "",
+                instance: None,
+                generation: -1
+            }),
             Err(ResponseError::UnknownMemberId)
         );
         let (codes, store) = g.leave(&[(a.clone(), None)], &config(), 1);
         assert_eq!(codes, vec![0]);
         assert!(store);
         assert_eq!(g.state, GroupState::Empty);
-        assert_eq!(g.check_commit("", None, -1), Ok(()));
+        assert_eq!(
+            g.check_commit(&Committer {
+                member_id: "",
+                instance: None,
+                generation: -1
+            }),
+            Ok(())
+        );
         let (codes, _) = g.leave(&[(a, None)], &config(), 1);
         assert_eq!(codes, vec![ResponseError::UnknownMemberId.code()]);
     }

@@ -20,6 +20,7 @@ use tern_protocol::records::{control_record_type, ControlRecordType};
 use crate::replica_manager::ReplicaManager;
 use crate::replication::delayed_produce::PendingAck;
 use consumer_group::{ConsumerGroupConfig, Heartbeat, HeartbeatAnswer, Refusal, TopicView};
+pub(crate) use group::Committer;
 use group::{Group, GroupConfig, GroupState};
 pub use load::apply_offsets_records;
 use offsets_topic::{
@@ -287,16 +288,12 @@ impl GroupCoordinator {
     pub fn commit_offsets(
         &self,
         group_id: &str,
-        member_id: &str,
-        instance: Option<&str>,
-        generation: i32,
+        committer: Committer<'_>,
         offsets: Vec<(String, i32, OffsetValue)>,
     ) -> Result<Vec<i16>, ResponseError> {
         self.check_coordinator(group_id)?;
-        self.with_group(group_id, true, |g| {
-            g.check_commit(member_id, instance, generation)
-        })
-        .unwrap_or(Err(ResponseError::CoordinatorNotAvailable))?;
+        self.with_group(group_id, true, |g| g.check_commit(&committer))
+            .unwrap_or(Err(ResponseError::CoordinatorNotAvailable))?;
         self.write_offsets(group_id, offsets, None)
     }
 
@@ -348,23 +345,17 @@ impl GroupCoordinator {
 
     /// TxnOffsetCommit: stores the offsets as part of `producer`'s transaction; they take
     /// effect when its commit marker arrives. One error code per partition in request order.
-    #[allow(clippy::too_many_arguments)]
     pub fn txn_commit_offsets(
         &self,
         group_id: &str,
-        producer_id: i64,
-        producer_epoch: i16,
-        member_id: &str,
-        instance: Option<&str>,
-        generation: i32,
+        producer: (i64, i16),
+        committer: Committer<'_>,
         offsets: Vec<(String, i32, OffsetValue)>,
     ) -> Result<Vec<i16>, ResponseError> {
         self.check_coordinator(group_id)?;
-        self.with_group(group_id, true, |g| {
-            g.check_txn_commit(member_id, instance, generation)
-        })
-        .unwrap_or(Err(ResponseError::CoordinatorNotAvailable))?;
-        self.write_offsets(group_id, offsets, Some((producer_id, producer_epoch)))
+        self.with_group(group_id, true, |g| g.check_txn_commit(&committer))
+            .unwrap_or(Err(ResponseError::CoordinatorNotAvailable))?;
+        self.write_offsets(group_id, offsets, Some(producer))
     }
 
     /// A transaction marker of `producer_id` reached offsets partition `partition`: its

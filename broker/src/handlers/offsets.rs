@@ -23,6 +23,7 @@ use crate::broker::Broker;
 use crate::group_coordinator::group::GroupState;
 use crate::group_coordinator::now_ms;
 use crate::group_coordinator::offsets_topic::{offset_key, OffsetValue};
+use crate::group_coordinator::Committer;
 
 /// Answers OffsetCommit: READ on the group (GROUP_AUTHORIZATION_FAILED on every partition)
 /// and READ on each topic (TOPIC_AUTHORIZATION_FAILED on its partitions, which are not
@@ -105,13 +106,12 @@ pub(crate) async fn offset_commit(
         // As Kafka: a member of the KIP-848 protocol commits with OffsetCommit v9 or later.
         Err(ResponseError::UnsupportedVersion)
     } else {
-        broker.groups.commit_offsets(
-            &group_id,
-            req.member_id.as_str(),
-            instance.as_deref(),
-            req.generation_id_or_member_epoch,
-            offsets,
-        )
+        let committer = Committer {
+            member_id: req.member_id.as_str(),
+            instance: instance.as_deref(),
+            generation: req.generation_id_or_member_epoch,
+        };
+        broker.groups.commit_offsets(&group_id, committer, offsets)
     };
     // Acknowledged only once the ISR of the offsets partition has the commit, so that a
     // coordinator failover never loses it (Kafka's errors for a commit that did not make it).

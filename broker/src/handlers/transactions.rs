@@ -26,6 +26,7 @@ use super::{Authz, RequestContext};
 use crate::broker::Broker;
 use crate::group_coordinator::now_ms;
 use crate::group_coordinator::offsets_topic::{OffsetValue, OFFSETS_TOPIC};
+use crate::group_coordinator::Committer;
 use crate::internal_topic::replicated;
 use crate::replication::delayed_produce::wait_for_isr;
 use crate::txn_coordinator::markers::append_marker;
@@ -345,13 +346,15 @@ pub(crate) async fn txn_offset_commit(
         Ok(Vec::new())
     } else {
         let instance = req.group_instance_id.as_ref().map(|s| s.to_string());
+        let committer = Committer {
+            member_id: req.member_id.as_str(),
+            instance: instance.as_deref(),
+            generation: req.generation_id,
+        };
         let codes = broker.groups.txn_commit_offsets(
             &group_id,
-            req.producer_id.0,
-            req.producer_epoch,
-            req.member_id.as_str(),
-            instance.as_deref(),
-            req.generation_id,
+            (req.producer_id.0, req.producer_epoch),
+            committer,
             offsets,
         );
         match codes {
