@@ -256,15 +256,15 @@ impl BrokerConfig {
             None => all_listeners.clone(),
         };
         let node_id = num(&props, "node.id", num(&props, "broker.id", 1)?)?;
-        let refused = policy::refused_settings(
-            &props,
+        let refused = policy::refused_settings(policy::StartSettings {
+            props: &props,
             node_id,
-            &[
+            listeners: &[
                 ("listeners", &all_listeners),
                 ("advertised.listeners", &all_advertised),
             ],
-            &controller_names,
-        );
+            controller_names: &controller_names,
+        });
         let mut refused = refused;
         for a in &all_advertised {
             if !all_listeners.iter().any(|l| l.name == a.name) {

@@ -94,13 +94,24 @@ fn protocol_of(
     }
 }
 
+/// What a start is checked against: the properties, this node's id, the listener lists by the
+/// setting that gives them, and the controller listener names.
+#[derive(Clone, Copy)]
+pub(crate) struct StartSettings<'a> {
+    pub(crate) props: &'a BTreeMap<String, String>,
+    pub(crate) node_id: i32,
+    pub(crate) listeners: &'a [(&'a str, &'a [Listener])],
+    pub(crate) controller_names: &'a [String],
+}
+
 /// Every reason to refuse starting with these settings; empty when Tern can honour them all.
-pub(crate) fn refused_settings(
-    props: &BTreeMap<String, String>,
-    node_id: i32,
-    listeners: &[(&str, &[Listener])],
-    controller_names: &[String],
-) -> Vec<String> {
+pub(crate) fn refused_settings(settings: StartSettings<'_>) -> Vec<String> {
+    let StartSettings {
+        props,
+        listeners,
+        controller_names,
+        ..
+    } = settings;
     let mut problems = Vec::new();
     match protocol_map(props) {
         Err(e) => problems.push(e),
@@ -166,7 +177,7 @@ pub(crate) fn refused_settings(
             ));
         }
     }
-    problems.extend(quorum_problems(props, node_id, listeners, controller_names));
+    problems.extend(quorum_problems(settings));
     problems
 }
 
@@ -197,12 +208,13 @@ pub(crate) fn parse_voters(value: &str) -> Result<Vec<(i32, String)>, String> {
 
 /// The quorum settings that Tern cannot honour: roles it does not know, a voters list that
 /// does not parse or leaves this node out, a controller listener that is missing or secured.
-fn quorum_problems(
-    props: &BTreeMap<String, String>,
-    node_id: i32,
-    listeners: &[(&str, &[Listener])],
-    controller_names: &[String],
-) -> Vec<String> {
+fn quorum_problems(settings: StartSettings<'_>) -> Vec<String> {
+    let StartSettings {
+        props,
+        node_id,
+        listeners,
+        controller_names,
+    } = settings;
     let mut problems = Vec::new();
     let mut roles: Vec<String> = props
         .get("process.roles")
