@@ -134,9 +134,10 @@ impl MetadataState {
             a.image.apply(record);
         }
         a.entries.push(Arc::new(entry));
-        let image = Arc::new(a.image.clone());
+        // Published before the lock is released: a waiter that sees the applied offset under
+        // the lock (wait_for_offset) must find the image it waited for in image().
+        self.publisher.send_replace(Arc::new(a.image.clone()));
         drop(a);
-        self.publisher.send_replace(image);
         self.advanced.notify_all();
     }
 
@@ -170,9 +171,8 @@ impl MetadataState {
         a.index = snapshot.index;
         a.entries.clear();
         a.snapshot = Some(Arc::new(snapshot));
-        let image = Arc::new(a.image.clone());
+        self.publisher.send_replace(Arc::new(a.image.clone()));
         drop(a);
-        self.publisher.send_replace(image);
         self.advanced.notify_all();
     }
 
