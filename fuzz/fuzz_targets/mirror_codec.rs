@@ -10,7 +10,7 @@
 
 use bytes::Bytes;
 use kafka_protocol::messages::{ApiKey, RequestHeader, ResponseKind};
-use kafka_protocol::protocol::{Decodable, StrBytes};
+use kafka_protocol::protocol::StrBytes;
 use libfuzzer_sys::fuzz_target;
 use tern_fuzz::seeds::{self, Seed};
 use tern_protocol::api::{decode_request, encode_request, encode_response};
@@ -36,7 +36,8 @@ fn run(data: &[u8]) {
         assert_eq!(mirror_request(&request_kind(&request)), Some(request));
     } else {
         let api_key = ApiKey::try_from(94 + i16::from(selector >> 1) % 12).expect("a mirror key");
-        let Ok(response) = ResponseKind::decode(api_key, &mut Bytes::copy_from_slice(rest), 0) else {
+        let Ok(response) = ResponseKind::decode(api_key, &mut Bytes::copy_from_slice(rest), 0)
+        else {
             return;
         };
         let encoded = encode_response(7, 0, &response).expect("encodes");
