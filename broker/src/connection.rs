@@ -8,9 +8,6 @@ use kafka_protocol::messages::{ApiKey, RequestKind, ResponseKind};
 use tern_protocol::api::{decode_request, encode_response, peek_prefix, RequestError};
 use tern_protocol::fetch_response::encode_fetch_response;
 use tern_protocol::frame::read_frame;
-use tern_protocol::mirror::{
-    api_keys as mirror_keys, decode_mirror_request, encode_mirror_response,
-};
 use tokio::io::AsyncRead;
 use tokio::sync::watch;
 use tracing::Instrument;
@@ -140,27 +137,6 @@ async fn request(
         return Outcome::Close;
     }
     broker.metrics.request(prefix.api_key);
-    if (mirror_keys::FIRST..=mirror_keys::LAST).contains(&prefix.api_key) {
-        return match decode_mirror_request(frame) {
-            Ok((header, request)) => {
-                let ctx = handlers::RequestContext::new(
-                    peer,
-                    auth.listener_name(),
-                    auth.principal(),
-                    String::new(),
-                );
-                let response = handlers::mirror::handle(broker, &ctx, request).await;
-                Outcome::Reply(
-                    ResponseFrame::bytes(encode_mirror_response(header.correlation_id, &response)),
-                    AfterReply::Continue,
-                )
-            }
-            Err(e) => {
-                tracing::debug!(error = %e, "closing connection: undecodable mirror request");
-                Outcome::Close
-            }
-        };
-    }
     let req = match decode_request(frame, handlers::is_supported) {
         Ok(req) => req,
         Err(RequestError::UnsupportedVersion {

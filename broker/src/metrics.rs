@@ -14,7 +14,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
-use tern_protocol::mirror::{api_keys as mirror_keys, DescribeClusterMirrorsRequest};
+use tern_protocol::mirror::DescribeClusterMirrorsRequest;
 
 use crate::broker::Broker;
 
@@ -31,10 +31,10 @@ pub(crate) struct ApiName(pub i16);
 
 impl EncodeLabelValue for ApiName {
     fn encode(&self, encoder: &mut LabelValueEncoder) -> std::fmt::Result {
-        match (ApiKey::try_from(self.0), mirror_keys::name(self.0)) {
-            (Ok(k), _) => write!(encoder, "{k:?}"),
-            (_, Some(name)) => encoder.write_str(name),
-            _ => write!(encoder, "{}", self.0),
+        // The mirror RPCs are ApiKey variants too, named as Kafka names its own.
+        match ApiKey::try_from(self.0) {
+            Ok(k) => write!(encoder, "{k:?}"),
+            Err(()) => write!(encoder, "{}", self.0),
         }
     }
 }

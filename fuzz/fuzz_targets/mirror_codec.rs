@@ -1,5 +1,6 @@
-//! The mirror RPC codec (api keys 94-105), requests and responses: whatever decodes encodes
-//! again, and decodes to the same value.
+//! The mirror RPCs (api keys 94-105, generated into the kafka-protocol crate from
+//! `protocol/schemas/mirror`), requests and responses: whatever decodes encodes again, and
+//! decodes to the same value, also through the in-memory structs Tern's mirror code uses.
 //!
 //! Input: `[selector][bytes...]`. An even selector: `bytes` is a request frame (header v2 and
 //! body, as the broker reads it). An odd one: `bytes` is the body of a response to api key
@@ -8,8 +9,11 @@
 #![no_main]
 
 use bytes::Bytes;
+use kafka_protocol::messages::{ApiKey, RequestHeader, ResponseKind};
+use kafka_protocol::protocol::StrBytes;
 use libfuzzer_sys::fuzz_target;
 use tern_fuzz::seeds::{self, Seed};
+use tern_protocol::api::{decode_request, encode_request, encode_response};
 use tern_protocol::mirror::*;
 
 fuzz_target!(init: seeds::write_if_asked(make_seeds), |data: &[u8]| run(data));
@@ -19,25 +23,30 @@ fn run(data: &[u8]) {
         return;
     };
     if selector & 1 == 0 {
-        let Ok((header, request)) = decode_mirror_request(Bytes::copy_from_slice(rest)) else {
+        let mirror = |key: ApiKey, version: i16| (94..=105).contains(&(key as i16)) && version == 0;
+        let Ok(req) = decode_request(Bytes::copy_from_slice(rest), mirror) else {
             return;
         };
-        let client_id = header.client_id.as_deref().unwrap_or("");
-        let encoded = encode_mirror_request(header.correlation_id, client_id, &request);
-        let (again_header, again) =
-            decode_mirror_request(encoded.freeze()).expect("an encoded request decodes");
-        assert_eq!(again, request);
-        assert_eq!(again_header.correlation_id, header.correlation_id);
+        let encoded = encode_request(&req.header, req.api_key, &req.body).expect("encodes");
+        let again = decode_request(encoded.freeze(), mirror).expect("an encoded request decodes");
+        assert_eq!(again.body, req.body);
+        assert_eq!(again.header, req.header);
+        // Through the in-memory structs and back (unknown tagged fields stay behind).
+        let request = mirror_request(&req.body).expect("a mirror request");
+        assert_eq!(mirror_request(&request_kind(&request)), Some(request));
     } else {
-        let api_key = api_keys::FIRST + i16::from(selector >> 1) % 12;
-        let Ok(response) = decode_mirror_response(api_key, Bytes::copy_from_slice(rest)) else {
+        let api_key = ApiKey::try_from(94 + i16::from(selector >> 1) % 12).expect("a mirror key");
+        let Ok(response) = ResponseKind::decode(api_key, &mut Bytes::copy_from_slice(rest), 0)
+        else {
             return;
         };
-        let encoded = encode_mirror_response(7, &response);
+        let encoded = encode_response(7, 0, &response).expect("encodes");
         // The response header v1: correlation id, then an empty tagged-field section.
-        let again = decode_mirror_response(api_key, encoded.freeze().slice(5..))
+        let again = ResponseKind::decode(api_key, &mut encoded.freeze().slice(5..), 0)
             .expect("an encoded response decodes");
         assert_eq!(again, response);
+        let converted = mirror_response(&response).expect("a mirror response");
+        assert_eq!(mirror_response(&response_kind(&converted)), Some(converted));
     }
 }
 
@@ -75,7 +84,12 @@ fn make_seeds() -> Vec<Seed> {
     ];
     let mut out = Vec::new();
     for (i, r) in requests.iter().enumerate() {
-        let frame = encode_mirror_request(i as i32, "fuzz", r);
+        let header = RequestHeader::default()
+            .with_request_api_key(r.api_key())
+            .with_correlation_id(i as i32)
+            .with_client_id(Some(StrBytes::from_static_str("fuzz")));
+        let key = ApiKey::try_from(r.api_key()).expect("a mirror key");
+        let frame = encode_request(&header, key, &request_kind(r)).expect("encodes");
         out.push((
             format!("request_{}_{i}", r.api_key()),
             [&[0][..], &frame].concat(),
@@ -108,7 +122,9 @@ fn make_seeds() -> Vec<Seed> {
         MirrorResponse::BumpLeaderEpochs(BumpLeaderEpochsResponse::default()),
     ];
     for (i, r) in responses.iter().enumerate() {
-        let body = encode_mirror_response(0, r).split_off(5);
+        let body = encode_response(0, 0, &response_kind(r))
+            .expect("encodes")
+            .split_off(5);
         let selector = (i as u8) << 1 | 1;
         out.push((
             format!("response_{}", 94 + i),

@@ -1,6 +1,5 @@
-//! Request headers and bodies in, responses out, on top of the kafka-protocol crate's messages.
-//! Dispatch is on the raw api key so that keys the crate does not know (the mirror RPCs, 94..105)
-//! can be handled beside it.
+//! Request headers and bodies in, responses out, on top of the kafka-protocol crate's messages
+//! (Tern's mirror RPCs, 94..=105, among them: see `vendor/README.md`).
 
 use bytes::{Buf, Bytes, BytesMut};
 use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseHeader, ResponseKind};

@@ -2,13 +2,13 @@
 //! typed response. Used by the mirror fetchers and by tests.
 
 use bytes::{Bytes, BytesMut};
-use kafka_protocol::messages::{RequestHeader, ResponseHeader};
+use kafka_protocol::messages::{ApiKey, RequestHeader, ResponseHeader, ResponseKind};
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpStream, ToSocketAddrs};
 
 use crate::frame::{read_frame, write_frame, FrameError};
-use crate::mirror::{decode_mirror_response, encode_mirror_request, MirrorRequest, MirrorResponse};
+use crate::mirror::{mirror_response, request_kind, MirrorRequest, MirrorResponse};
 
 /// Largest response a client accepts.
 const MAX_RESPONSE_BYTES: usize = 256 * 1024 * 1024;
@@ -125,20 +125,34 @@ impl KafkaConnection {
         &mut self,
         request: &MirrorRequest,
     ) -> Result<MirrorResponse, ClientError> {
+        let codec = |e: anyhow::Error| ClientError::Codec(e.to_string());
+        let api_key = ApiKey::try_from(request.api_key())
+            .map_err(|()| ClientError::Codec(format!("api key {}", request.api_key())))?;
         let correlation_id = self.next_correlation_id;
         self.next_correlation_id = self.next_correlation_id.wrapping_add(1);
-        let buf = encode_mirror_request(correlation_id, &self.client_id, request);
+        let header = RequestHeader::default()
+            .with_request_api_key(request.api_key())
+            .with_request_api_version(0)
+            .with_correlation_id(correlation_id)
+            .with_client_id(Some(StrBytes::from_string(self.client_id.clone())));
+        let mut buf = BytesMut::new();
+        header
+            .encode(&mut buf, api_key.request_header_version(0))
+            .map_err(codec)?;
+        request_kind(request).encode(&mut buf, 0).map_err(codec)?;
         self.send_raw_frame(&buf).await?;
         let mut frame = self.read_raw_frame().await?;
-        // Response header v1: correlation id, then a tagged-field section.
         let response_header =
-            ResponseHeader::decode(&mut frame, 1).map_err(|e| ClientError::Codec(e.to_string()))?;
+            ResponseHeader::decode(&mut frame, api_key.response_header_version(0))
+                .map_err(codec)?;
         if response_header.correlation_id != correlation_id {
             return Err(ClientError::CorrelationMismatch {
                 sent: correlation_id,
                 got: response_header.correlation_id,
             });
         }
-        decode_mirror_response(request.api_key(), frame).map_err(ClientError::Codec)
+        let response = ResponseKind::decode(api_key, &mut frame, 0).map_err(codec)?;
+        mirror_response(&response)
+            .ok_or_else(|| ClientError::Codec(format!("not a mirror response: {api_key:?}")))
     }
 }

@@ -4,7 +4,7 @@ several Tern brokers.
 - The mirror state RPCs spoken raw to exactly one broker: ReadMirrorStates (100),
   WriteMirrorStates (101) and DescribeClusterMirrors (99), all version 0 and flexible (request
   header v2, response header v1, compact strings and arrays, a tagged-field section after every
-  struct), after protocol/src/mirror/codec.rs, with Tern's tagged fields:
+  struct), after the schemas in protocol/schemas/mirror, with Tern's tagged fields:
     WriteMirrorStatePartition  tag 0 retry_attempt INT16, tag 1 error_message
                                COMPACT_NULLABLE_STRING, tag 2 last_mirrored_offset INT64,
                                tag 3 previous_state INT8, tag 4 leader_epoch INT32 (the writer's

@@ -7,19 +7,13 @@ use kafka_protocol::ResponseError;
 use super::SUPPORTED_APIS;
 
 fn api_keys() -> Vec<ApiVersion> {
-    let kafka = SUPPORTED_APIS
+    SUPPORTED_APIS
         .iter()
-        .map(|(k, min, max)| (*k as i16, *min, *max));
-    // The mirror RPCs (94..=105), version 0 each.
-    let mirror = (tern_protocol::mirror::api_keys::FIRST..=tern_protocol::mirror::api_keys::LAST)
-        .map(|k| (k, 0, 0));
-    kafka
-        .chain(mirror)
         .map(|(k, min, max)| {
             ApiVersion::default()
-                .with_api_key(k)
-                .with_min_version(min)
-                .with_max_version(max)
+                .with_api_key(*k as i16)
+                .with_min_version(*min)
+                .with_max_version(*max)
         })
         .collect()
 }

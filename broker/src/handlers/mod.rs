@@ -99,6 +99,19 @@ pub const SUPPORTED_APIS: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeLogDirs, 1, 5),
     (ApiKey::AlterReplicaLogDirs, 1, 2),
     (ApiKey::ListConfigResources, 0, 1),
+    // Tern's cluster-mirroring RPCs (protocol/schemas/mirror).
+    (ApiKey::CreateClusterMirror, 0, 0),
+    (ApiKey::StartMirrorTopics, 0, 0),
+    (ApiKey::StopMirrorTopics, 0, 0),
+    (ApiKey::LastMirroredOffsets, 0, 0),
+    (ApiKey::ListClusterMirrors, 0, 0),
+    (ApiKey::DescribeClusterMirrors, 0, 0),
+    (ApiKey::ReadMirrorStates, 0, 0),
+    (ApiKey::WriteMirrorStates, 0, 0),
+    (ApiKey::PauseMirrorTopics, 0, 0),
+    (ApiKey::ResumeMirrorTopics, 0, 0),
+    (ApiKey::DeleteClusterMirror, 0, 0),
+    (ApiKey::BumpLeaderEpochs, 0, 0),
 ];
 
 /// Who sent a request.
@@ -385,6 +398,21 @@ pub(crate) async fn handle(
         }
         RequestKind::DeleteAcls(r) => {
             ResponseKind::DeleteAcls(acls::delete(broker, &ctx, r, version))
+        }
+        body @ (RequestKind::CreateClusterMirror(_)
+        | RequestKind::StartMirrorTopics(_)
+        | RequestKind::StopMirrorTopics(_)
+        | RequestKind::LastMirroredOffsets(_)
+        | RequestKind::ListClusterMirrors(_)
+        | RequestKind::DescribeClusterMirrors(_)
+        | RequestKind::ReadMirrorStates(_)
+        | RequestKind::WriteMirrorStates(_)
+        | RequestKind::PauseMirrorTopics(_)
+        | RequestKind::ResumeMirrorTopics(_)
+        | RequestKind::DeleteClusterMirror(_)
+        | RequestKind::BumpLeaderEpochs(_)) => {
+            let request = tern_protocol::mirror::mirror_request(&body)?;
+            tern_protocol::mirror::response_kind(&mirror::handle(broker, &ctx, request).await)
         }
         other => {
             tracing::warn!(request = ?std::mem::discriminant(&other), "no handler");

@@ -1,8 +1,9 @@
-//! The mirror RPC messages as plain structs, field for field after the prototype's JSON
-//! schemas (aiven/inkless, branch inkless-linking): every one is version 0 and flexible
-//! (compact strings and arrays, a tagged-field section after every struct).
-//! LastMirroredOffsets (97) follows the prototype's earlier schema with one change: the
-//! offset is an int64, since Tern answers with an offset where the prototype kept an epoch.
+//! The mirror RPC messages as the plain structs Tern's mirror code works with. The wire types
+//! are generated from the schemas in `protocol/schemas/mirror` (after the prototype's, aiven/inkless
+//! branch inkless-linking; every one version 0 and flexible; LastMirroredOffsets (97) follows the
+//! prototype's earlier schema with the offset an int64, since Tern answers with an offset where
+//! the prototype kept an epoch); `convert.rs` maps these to and from them. These go away once
+//! the users work with the generated types directly.
 
 use uuid::Uuid;
 

@@ -313,6 +313,42 @@ pub use alter_share_group_offsets_request::AlterShareGroupOffsetsRequest;
 pub mod delete_share_group_offsets_request;
 pub use delete_share_group_offsets_request::DeleteShareGroupOffsetsRequest;
 
+pub mod create_cluster_mirror_request;
+pub use create_cluster_mirror_request::CreateClusterMirrorRequest;
+
+pub mod start_mirror_topics_request;
+pub use start_mirror_topics_request::StartMirrorTopicsRequest;
+
+pub mod stop_mirror_topics_request;
+pub use stop_mirror_topics_request::StopMirrorTopicsRequest;
+
+pub mod last_mirrored_offsets_request;
+pub use last_mirrored_offsets_request::LastMirroredOffsetsRequest;
+
+pub mod list_cluster_mirrors_request;
+pub use list_cluster_mirrors_request::ListClusterMirrorsRequest;
+
+pub mod describe_cluster_mirrors_request;
+pub use describe_cluster_mirrors_request::DescribeClusterMirrorsRequest;
+
+pub mod read_mirror_states_request;
+pub use read_mirror_states_request::ReadMirrorStatesRequest;
+
+pub mod write_mirror_states_request;
+pub use write_mirror_states_request::WriteMirrorStatesRequest;
+
+pub mod pause_mirror_topics_request;
+pub use pause_mirror_topics_request::PauseMirrorTopicsRequest;
+
+pub mod resume_mirror_topics_request;
+pub use resume_mirror_topics_request::ResumeMirrorTopicsRequest;
+
+pub mod delete_cluster_mirror_request;
+pub use delete_cluster_mirror_request::DeleteClusterMirrorRequest;
+
+pub mod bump_leader_epochs_request;
+pub use bump_leader_epochs_request::BumpLeaderEpochsRequest;
+
 pub mod produce_response;
 pub use produce_response::ProduceResponse;
 
@@ -573,6 +609,42 @@ pub use alter_share_group_offsets_response::AlterShareGroupOffsetsResponse;
 
 pub mod delete_share_group_offsets_response;
 pub use delete_share_group_offsets_response::DeleteShareGroupOffsetsResponse;
+
+pub mod create_cluster_mirror_response;
+pub use create_cluster_mirror_response::CreateClusterMirrorResponse;
+
+pub mod start_mirror_topics_response;
+pub use start_mirror_topics_response::StartMirrorTopicsResponse;
+
+pub mod stop_mirror_topics_response;
+pub use stop_mirror_topics_response::StopMirrorTopicsResponse;
+
+pub mod last_mirrored_offsets_response;
+pub use last_mirrored_offsets_response::LastMirroredOffsetsResponse;
+
+pub mod list_cluster_mirrors_response;
+pub use list_cluster_mirrors_response::ListClusterMirrorsResponse;
+
+pub mod describe_cluster_mirrors_response;
+pub use describe_cluster_mirrors_response::DescribeClusterMirrorsResponse;
+
+pub mod read_mirror_states_response;
+pub use read_mirror_states_response::ReadMirrorStatesResponse;
+
+pub mod write_mirror_states_response;
+pub use write_mirror_states_response::WriteMirrorStatesResponse;
+
+pub mod pause_mirror_topics_response;
+pub use pause_mirror_topics_response::PauseMirrorTopicsResponse;
+
+pub mod resume_mirror_topics_response;
+pub use resume_mirror_topics_response::ResumeMirrorTopicsResponse;
+
+pub mod delete_cluster_mirror_response;
+pub use delete_cluster_mirror_response::DeleteClusterMirrorResponse;
+
+pub mod bump_leader_epochs_response;
+pub use bump_leader_epochs_response::BumpLeaderEpochsResponse;
 
 #[cfg(all(feature = "client", feature = "broker"))]
 impl Request for ProduceRequest {
@@ -1096,6 +1168,78 @@ impl Request for DeleteShareGroupOffsetsRequest {
     type Response = DeleteShareGroupOffsetsResponse;
 }
 
+#[cfg(all(feature = "client", feature = "broker"))]
+impl Request for CreateClusterMirrorRequest {
+    const KEY: i16 = 94;
+    type Response = CreateClusterMirrorResponse;
+}
+
+#[cfg(all(feature = "client", feature = "broker"))]
+impl Request for StartMirrorTopicsRequest {
+    const KEY: i16 = 95;
+    type Response = StartMirrorTopicsResponse;
+}
+
+#[cfg(all(feature = "client", feature = "broker"))]
+impl Request for StopMirrorTopicsRequest {
+    const KEY: i16 = 96;
+    type Response = StopMirrorTopicsResponse;
+}
+
+#[cfg(all(feature = "client", feature = "broker"))]
+impl Request for LastMirroredOffsetsRequest {
+    const KEY: i16 = 97;
+    type Response = LastMirroredOffsetsResponse;
+}
+
+#[cfg(all(feature = "client", feature = "broker"))]
+impl Request for ListClusterMirrorsRequest {
+    const KEY: i16 = 98;
+    type Response = ListClusterMirrorsResponse;
+}
+
+#[cfg(all(feature = "client", feature = "broker"))]
+impl Request for DescribeClusterMirrorsRequest {
+    const KEY: i16 = 99;
+    type Response = DescribeClusterMirrorsResponse;
+}
+
+#[cfg(all(feature = "client", feature = "broker"))]
+impl Request for ReadMirrorStatesRequest {
+    const KEY: i16 = 100;
+    type Response = ReadMirrorStatesResponse;
+}
+
+#[cfg(all(feature = "client", feature = "broker"))]
+impl Request for WriteMirrorStatesRequest {
+    const KEY: i16 = 101;
+    type Response = WriteMirrorStatesResponse;
+}
+
+#[cfg(all(feature = "client", feature = "broker"))]
+impl Request for PauseMirrorTopicsRequest {
+    const KEY: i16 = 102;
+    type Response = PauseMirrorTopicsResponse;
+}
+
+#[cfg(all(feature = "client", feature = "broker"))]
+impl Request for ResumeMirrorTopicsRequest {
+    const KEY: i16 = 103;
+    type Response = ResumeMirrorTopicsResponse;
+}
+
+#[cfg(all(feature = "client", feature = "broker"))]
+impl Request for DeleteClusterMirrorRequest {
+    const KEY: i16 = 104;
+    type Response = DeleteClusterMirrorResponse;
+}
+
+#[cfg(all(feature = "client", feature = "broker"))]
+impl Request for BumpLeaderEpochsRequest {
+    const KEY: i16 = 105;
+    type Response = BumpLeaderEpochsResponse;
+}
+
 /// Valid API keys in the Kafka protocol.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ApiKey {
@@ -1273,6 +1417,30 @@ pub enum ApiKey {
     AlterShareGroupOffsets = 91,
     /// API key for request DeleteShareGroupOffsetsRequest
     DeleteShareGroupOffsets = 92,
+    /// API key for request CreateClusterMirrorRequest
+    CreateClusterMirror = 94,
+    /// API key for request StartMirrorTopicsRequest
+    StartMirrorTopics = 95,
+    /// API key for request StopMirrorTopicsRequest
+    StopMirrorTopics = 96,
+    /// API key for request LastMirroredOffsetsRequest
+    LastMirroredOffsets = 97,
+    /// API key for request ListClusterMirrorsRequest
+    ListClusterMirrors = 98,
+    /// API key for request DescribeClusterMirrorsRequest
+    DescribeClusterMirrors = 99,
+    /// API key for request ReadMirrorStatesRequest
+    ReadMirrorStates = 100,
+    /// API key for request WriteMirrorStatesRequest
+    WriteMirrorStates = 101,
+    /// API key for request PauseMirrorTopicsRequest
+    PauseMirrorTopics = 102,
+    /// API key for request ResumeMirrorTopicsRequest
+    ResumeMirrorTopics = 103,
+    /// API key for request DeleteClusterMirrorRequest
+    DeleteClusterMirror = 104,
+    /// API key for request BumpLeaderEpochsRequest
+    BumpLeaderEpochs = 105,
 }
 
 impl ApiKey {
@@ -1396,6 +1564,20 @@ impl ApiKey {
             ApiKey::DeleteShareGroupOffsets => {
                 DeleteShareGroupOffsetsRequest::header_version(version)
             }
+            ApiKey::CreateClusterMirror => CreateClusterMirrorRequest::header_version(version),
+            ApiKey::StartMirrorTopics => StartMirrorTopicsRequest::header_version(version),
+            ApiKey::StopMirrorTopics => StopMirrorTopicsRequest::header_version(version),
+            ApiKey::LastMirroredOffsets => LastMirroredOffsetsRequest::header_version(version),
+            ApiKey::ListClusterMirrors => ListClusterMirrorsRequest::header_version(version),
+            ApiKey::DescribeClusterMirrors => {
+                DescribeClusterMirrorsRequest::header_version(version)
+            }
+            ApiKey::ReadMirrorStates => ReadMirrorStatesRequest::header_version(version),
+            ApiKey::WriteMirrorStates => WriteMirrorStatesRequest::header_version(version),
+            ApiKey::PauseMirrorTopics => PauseMirrorTopicsRequest::header_version(version),
+            ApiKey::ResumeMirrorTopics => ResumeMirrorTopicsRequest::header_version(version),
+            ApiKey::DeleteClusterMirror => DeleteClusterMirrorRequest::header_version(version),
+            ApiKey::BumpLeaderEpochs => BumpLeaderEpochsRequest::header_version(version),
         }
     }
     /// Get the version of response header that needs to be prepended to this message
@@ -1518,6 +1700,20 @@ impl ApiKey {
             ApiKey::DeleteShareGroupOffsets => {
                 DeleteShareGroupOffsetsResponse::header_version(version)
             }
+            ApiKey::CreateClusterMirror => CreateClusterMirrorResponse::header_version(version),
+            ApiKey::StartMirrorTopics => StartMirrorTopicsResponse::header_version(version),
+            ApiKey::StopMirrorTopics => StopMirrorTopicsResponse::header_version(version),
+            ApiKey::LastMirroredOffsets => LastMirroredOffsetsResponse::header_version(version),
+            ApiKey::ListClusterMirrors => ListClusterMirrorsResponse::header_version(version),
+            ApiKey::DescribeClusterMirrors => {
+                DescribeClusterMirrorsResponse::header_version(version)
+            }
+            ApiKey::ReadMirrorStates => ReadMirrorStatesResponse::header_version(version),
+            ApiKey::WriteMirrorStates => WriteMirrorStatesResponse::header_version(version),
+            ApiKey::PauseMirrorTopics => PauseMirrorTopicsResponse::header_version(version),
+            ApiKey::ResumeMirrorTopics => ResumeMirrorTopicsResponse::header_version(version),
+            ApiKey::DeleteClusterMirror => DeleteClusterMirrorResponse::header_version(version),
+            ApiKey::BumpLeaderEpochs => BumpLeaderEpochsResponse::header_version(version),
         }
     }
     /// Returns the valid versions that can be used with this ApiKey
@@ -1610,12 +1806,24 @@ impl ApiKey {
             ApiKey::DescribeShareGroupOffsets => VersionRange { min: 0, max: 0 },
             ApiKey::AlterShareGroupOffsets => VersionRange { min: 0, max: 0 },
             ApiKey::DeleteShareGroupOffsets => VersionRange { min: 0, max: 0 },
+            ApiKey::CreateClusterMirror => VersionRange { min: 0, max: 0 },
+            ApiKey::StartMirrorTopics => VersionRange { min: 0, max: 0 },
+            ApiKey::StopMirrorTopics => VersionRange { min: 0, max: 0 },
+            ApiKey::LastMirroredOffsets => VersionRange { min: 0, max: 0 },
+            ApiKey::ListClusterMirrors => VersionRange { min: 0, max: 0 },
+            ApiKey::DescribeClusterMirrors => VersionRange { min: 0, max: 0 },
+            ApiKey::ReadMirrorStates => VersionRange { min: 0, max: 0 },
+            ApiKey::WriteMirrorStates => VersionRange { min: 0, max: 0 },
+            ApiKey::PauseMirrorTopics => VersionRange { min: 0, max: 0 },
+            ApiKey::ResumeMirrorTopics => VersionRange { min: 0, max: 0 },
+            ApiKey::DeleteClusterMirror => VersionRange { min: 0, max: 0 },
+            ApiKey::BumpLeaderEpochs => VersionRange { min: 0, max: 0 },
         }
     }
 
     /// Iterate through every ApiKey variant in the order of the internal code.
     pub fn iter() -> impl Iterator<Item = ApiKey> {
-        (0..=92).filter_map(|i| ApiKey::try_from(i).ok())
+        (0..=105).filter_map(|i| ApiKey::try_from(i).ok())
     }
 }
 impl TryFrom<i16> for ApiKey {
@@ -1726,6 +1934,18 @@ impl TryFrom<i16> for ApiKey {
             }
             x if x == ApiKey::AlterShareGroupOffsets as i16 => Ok(ApiKey::AlterShareGroupOffsets),
             x if x == ApiKey::DeleteShareGroupOffsets as i16 => Ok(ApiKey::DeleteShareGroupOffsets),
+            x if x == ApiKey::CreateClusterMirror as i16 => Ok(ApiKey::CreateClusterMirror),
+            x if x == ApiKey::StartMirrorTopics as i16 => Ok(ApiKey::StartMirrorTopics),
+            x if x == ApiKey::StopMirrorTopics as i16 => Ok(ApiKey::StopMirrorTopics),
+            x if x == ApiKey::LastMirroredOffsets as i16 => Ok(ApiKey::LastMirroredOffsets),
+            x if x == ApiKey::ListClusterMirrors as i16 => Ok(ApiKey::ListClusterMirrors),
+            x if x == ApiKey::DescribeClusterMirrors as i16 => Ok(ApiKey::DescribeClusterMirrors),
+            x if x == ApiKey::ReadMirrorStates as i16 => Ok(ApiKey::ReadMirrorStates),
+            x if x == ApiKey::WriteMirrorStates as i16 => Ok(ApiKey::WriteMirrorStates),
+            x if x == ApiKey::PauseMirrorTopics as i16 => Ok(ApiKey::PauseMirrorTopics),
+            x if x == ApiKey::ResumeMirrorTopics as i16 => Ok(ApiKey::ResumeMirrorTopics),
+            x if x == ApiKey::DeleteClusterMirror as i16 => Ok(ApiKey::DeleteClusterMirror),
+            x if x == ApiKey::BumpLeaderEpochs as i16 => Ok(ApiKey::BumpLeaderEpochs),
             _ => Err(()),
         }
     }
@@ -1910,6 +2130,30 @@ pub enum RequestKind {
     AlterShareGroupOffsets(AlterShareGroupOffsetsRequest),
     /// DeleteShareGroupOffsetsRequest,
     DeleteShareGroupOffsets(DeleteShareGroupOffsetsRequest),
+    /// CreateClusterMirrorRequest,
+    CreateClusterMirror(CreateClusterMirrorRequest),
+    /// StartMirrorTopicsRequest,
+    StartMirrorTopics(StartMirrorTopicsRequest),
+    /// StopMirrorTopicsRequest,
+    StopMirrorTopics(StopMirrorTopicsRequest),
+    /// LastMirroredOffsetsRequest,
+    LastMirroredOffsets(LastMirroredOffsetsRequest),
+    /// ListClusterMirrorsRequest,
+    ListClusterMirrors(ListClusterMirrorsRequest),
+    /// DescribeClusterMirrorsRequest,
+    DescribeClusterMirrors(DescribeClusterMirrorsRequest),
+    /// ReadMirrorStatesRequest,
+    ReadMirrorStates(ReadMirrorStatesRequest),
+    /// WriteMirrorStatesRequest,
+    WriteMirrorStates(WriteMirrorStatesRequest),
+    /// PauseMirrorTopicsRequest,
+    PauseMirrorTopics(PauseMirrorTopicsRequest),
+    /// ResumeMirrorTopicsRequest,
+    ResumeMirrorTopics(ResumeMirrorTopicsRequest),
+    /// DeleteClusterMirrorRequest,
+    DeleteClusterMirror(DeleteClusterMirrorRequest),
+    /// BumpLeaderEpochsRequest,
+    BumpLeaderEpochs(BumpLeaderEpochsRequest),
 }
 
 #[cfg(feature = "messages_enums")]
@@ -2005,6 +2249,18 @@ impl RequestKind {
             RequestKind::DescribeShareGroupOffsets(x) => encode(x, bytes, version),
             RequestKind::AlterShareGroupOffsets(x) => encode(x, bytes, version),
             RequestKind::DeleteShareGroupOffsets(x) => encode(x, bytes, version),
+            RequestKind::CreateClusterMirror(x) => encode(x, bytes, version),
+            RequestKind::StartMirrorTopics(x) => encode(x, bytes, version),
+            RequestKind::StopMirrorTopics(x) => encode(x, bytes, version),
+            RequestKind::LastMirroredOffsets(x) => encode(x, bytes, version),
+            RequestKind::ListClusterMirrors(x) => encode(x, bytes, version),
+            RequestKind::DescribeClusterMirrors(x) => encode(x, bytes, version),
+            RequestKind::ReadMirrorStates(x) => encode(x, bytes, version),
+            RequestKind::WriteMirrorStates(x) => encode(x, bytes, version),
+            RequestKind::PauseMirrorTopics(x) => encode(x, bytes, version),
+            RequestKind::ResumeMirrorTopics(x) => encode(x, bytes, version),
+            RequestKind::DeleteClusterMirror(x) => encode(x, bytes, version),
+            RequestKind::BumpLeaderEpochs(x) => encode(x, bytes, version),
         }
     }
     /// Decode the message from the provided buffer and version
@@ -2172,6 +2428,36 @@ impl RequestKind {
             ApiKey::DeleteShareGroupOffsets => Ok(RequestKind::DeleteShareGroupOffsets(decode(
                 bytes, version,
             )?)),
+            ApiKey::CreateClusterMirror => {
+                Ok(RequestKind::CreateClusterMirror(decode(bytes, version)?))
+            }
+            ApiKey::StartMirrorTopics => {
+                Ok(RequestKind::StartMirrorTopics(decode(bytes, version)?))
+            }
+            ApiKey::StopMirrorTopics => Ok(RequestKind::StopMirrorTopics(decode(bytes, version)?)),
+            ApiKey::LastMirroredOffsets => {
+                Ok(RequestKind::LastMirroredOffsets(decode(bytes, version)?))
+            }
+            ApiKey::ListClusterMirrors => {
+                Ok(RequestKind::ListClusterMirrors(decode(bytes, version)?))
+            }
+            ApiKey::DescribeClusterMirrors => {
+                Ok(RequestKind::DescribeClusterMirrors(decode(bytes, version)?))
+            }
+            ApiKey::ReadMirrorStates => Ok(RequestKind::ReadMirrorStates(decode(bytes, version)?)),
+            ApiKey::WriteMirrorStates => {
+                Ok(RequestKind::WriteMirrorStates(decode(bytes, version)?))
+            }
+            ApiKey::PauseMirrorTopics => {
+                Ok(RequestKind::PauseMirrorTopics(decode(bytes, version)?))
+            }
+            ApiKey::ResumeMirrorTopics => {
+                Ok(RequestKind::ResumeMirrorTopics(decode(bytes, version)?))
+            }
+            ApiKey::DeleteClusterMirror => {
+                Ok(RequestKind::DeleteClusterMirror(decode(bytes, version)?))
+            }
+            ApiKey::BumpLeaderEpochs => Ok(RequestKind::BumpLeaderEpochs(decode(bytes, version)?)),
         }
     }
 }
@@ -2783,6 +3069,89 @@ impl From<DeleteShareGroupOffsetsRequest> for RequestKind {
         RequestKind::DeleteShareGroupOffsets(value)
     }
 }
+#[cfg(feature = "messages_enums")]
+impl From<CreateClusterMirrorRequest> for RequestKind {
+    fn from(value: CreateClusterMirrorRequest) -> RequestKind {
+        RequestKind::CreateClusterMirror(value)
+    }
+}
+
+#[cfg(feature = "messages_enums")]
+impl From<StartMirrorTopicsRequest> for RequestKind {
+    fn from(value: StartMirrorTopicsRequest) -> RequestKind {
+        RequestKind::StartMirrorTopics(value)
+    }
+}
+
+#[cfg(feature = "messages_enums")]
+impl From<StopMirrorTopicsRequest> for RequestKind {
+    fn from(value: StopMirrorTopicsRequest) -> RequestKind {
+        RequestKind::StopMirrorTopics(value)
+    }
+}
+
+#[cfg(feature = "messages_enums")]
+impl From<LastMirroredOffsetsRequest> for RequestKind {
+    fn from(value: LastMirroredOffsetsRequest) -> RequestKind {
+        RequestKind::LastMirroredOffsets(value)
+    }
+}
+
+#[cfg(feature = "messages_enums")]
+impl From<ListClusterMirrorsRequest> for RequestKind {
+    fn from(value: ListClusterMirrorsRequest) -> RequestKind {
+        RequestKind::ListClusterMirrors(value)
+    }
+}
+
+#[cfg(feature = "messages_enums")]
+impl From<DescribeClusterMirrorsRequest> for RequestKind {
+    fn from(value: DescribeClusterMirrorsRequest) -> RequestKind {
+        RequestKind::DescribeClusterMirrors(value)
+    }
+}
+
+#[cfg(feature = "messages_enums")]
+impl From<ReadMirrorStatesRequest> for RequestKind {
+    fn from(value: ReadMirrorStatesRequest) -> RequestKind {
+        RequestKind::ReadMirrorStates(value)
+    }
+}
+
+#[cfg(feature = "messages_enums")]
+impl From<WriteMirrorStatesRequest> for RequestKind {
+    fn from(value: WriteMirrorStatesRequest) -> RequestKind {
+        RequestKind::WriteMirrorStates(value)
+    }
+}
+
+#[cfg(feature = "messages_enums")]
+impl From<PauseMirrorTopicsRequest> for RequestKind {
+    fn from(value: PauseMirrorTopicsRequest) -> RequestKind {
+        RequestKind::PauseMirrorTopics(value)
+    }
+}
+
+#[cfg(feature = "messages_enums")]
+impl From<ResumeMirrorTopicsRequest> for RequestKind {
+    fn from(value: ResumeMirrorTopicsRequest) -> RequestKind {
+        RequestKind::ResumeMirrorTopics(value)
+    }
+}
+
+#[cfg(feature = "messages_enums")]
+impl From<DeleteClusterMirrorRequest> for RequestKind {
+    fn from(value: DeleteClusterMirrorRequest) -> RequestKind {
+        RequestKind::DeleteClusterMirror(value)
+    }
+}
+
+#[cfg(feature = "messages_enums")]
+impl From<BumpLeaderEpochsRequest> for RequestKind {
+    fn from(value: BumpLeaderEpochsRequest) -> RequestKind {
+        RequestKind::BumpLeaderEpochs(value)
+    }
+}
 
 #[cfg(feature = "messages_enums")]
 #[cfg(any(feature = "client", feature = "broker"))]
@@ -2987,6 +3356,30 @@ pub enum ResponseKind {
     AlterShareGroupOffsets(AlterShareGroupOffsetsResponse),
     /// DeleteShareGroupOffsetsResponse,
     DeleteShareGroupOffsets(DeleteShareGroupOffsetsResponse),
+    /// CreateClusterMirrorResponse,
+    CreateClusterMirror(CreateClusterMirrorResponse),
+    /// StartMirrorTopicsResponse,
+    StartMirrorTopics(StartMirrorTopicsResponse),
+    /// StopMirrorTopicsResponse,
+    StopMirrorTopics(StopMirrorTopicsResponse),
+    /// LastMirroredOffsetsResponse,
+    LastMirroredOffsets(LastMirroredOffsetsResponse),
+    /// ListClusterMirrorsResponse,
+    ListClusterMirrors(ListClusterMirrorsResponse),
+    /// DescribeClusterMirrorsResponse,
+    DescribeClusterMirrors(DescribeClusterMirrorsResponse),
+    /// ReadMirrorStatesResponse,
+    ReadMirrorStates(ReadMirrorStatesResponse),
+    /// WriteMirrorStatesResponse,
+    WriteMirrorStates(WriteMirrorStatesResponse),
+    /// PauseMirrorTopicsResponse,
+    PauseMirrorTopics(PauseMirrorTopicsResponse),
+    /// ResumeMirrorTopicsResponse,
+    ResumeMirrorTopics(ResumeMirrorTopicsResponse),
+    /// DeleteClusterMirrorResponse,
+    DeleteClusterMirror(DeleteClusterMirrorResponse),
+    /// BumpLeaderEpochsResponse,
+    BumpLeaderEpochs(BumpLeaderEpochsResponse),
 }
 
 #[cfg(feature = "messages_enums")]
@@ -3082,6 +3475,18 @@ impl ResponseKind {
             ResponseKind::DescribeShareGroupOffsets(x) => encode(x, bytes, version),
             ResponseKind::AlterShareGroupOffsets(x) => encode(x, bytes, version),
             ResponseKind::DeleteShareGroupOffsets(x) => encode(x, bytes, version),
+            ResponseKind::CreateClusterMirror(x) => encode(x, bytes, version),
+            ResponseKind::StartMirrorTopics(x) => encode(x, bytes, version),
+            ResponseKind::StopMirrorTopics(x) => encode(x, bytes, version),
+            ResponseKind::LastMirroredOffsets(x) => encode(x, bytes, version),
+            ResponseKind::ListClusterMirrors(x) => encode(x, bytes, version),
+            ResponseKind::DescribeClusterMirrors(x) => encode(x, bytes, version),
+            ResponseKind::ReadMirrorStates(x) => encode(x, bytes, version),
+            ResponseKind::WriteMirrorStates(x) => encode(x, bytes, version),
+            ResponseKind::PauseMirrorTopics(x) => encode(x, bytes, version),
+            ResponseKind::ResumeMirrorTopics(x) => encode(x, bytes, version),
+            ResponseKind::DeleteClusterMirror(x) => encode(x, bytes, version),
+            ResponseKind::BumpLeaderEpochs(x) => encode(x, bytes, version),
         }
     }
     /// Decode the message from the provided buffer and version
@@ -3249,6 +3654,36 @@ impl ResponseKind {
             ApiKey::DeleteShareGroupOffsets => Ok(ResponseKind::DeleteShareGroupOffsets(decode(
                 bytes, version,
             )?)),
+            ApiKey::CreateClusterMirror => {
+                Ok(ResponseKind::CreateClusterMirror(decode(bytes, version)?))
+            }
+            ApiKey::StartMirrorTopics => {
+                Ok(ResponseKind::StartMirrorTopics(decode(bytes, version)?))
+            }
+            ApiKey::StopMirrorTopics => Ok(ResponseKind::StopMirrorTopics(decode(bytes, version)?)),
+            ApiKey::LastMirroredOffsets => {
+                Ok(ResponseKind::LastMirroredOffsets(decode(bytes, version)?))
+            }
+            ApiKey::ListClusterMirrors => {
+                Ok(ResponseKind::ListClusterMirrors(decode(bytes, version)?))
+            }
+            ApiKey::DescribeClusterMirrors => Ok(ResponseKind::DescribeClusterMirrors(decode(
+                bytes, version,
+            )?)),
+            ApiKey::ReadMirrorStates => Ok(ResponseKind::ReadMirrorStates(decode(bytes, version)?)),
+            ApiKey::WriteMirrorStates => {
+                Ok(ResponseKind::WriteMirrorStates(decode(bytes, version)?))
+            }
+            ApiKey::PauseMirrorTopics => {
+                Ok(ResponseKind::PauseMirrorTopics(decode(bytes, version)?))
+            }
+            ApiKey::ResumeMirrorTopics => {
+                Ok(ResponseKind::ResumeMirrorTopics(decode(bytes, version)?))
+            }
+            ApiKey::DeleteClusterMirror => {
+                Ok(ResponseKind::DeleteClusterMirror(decode(bytes, version)?))
+            }
+            ApiKey::BumpLeaderEpochs => Ok(ResponseKind::BumpLeaderEpochs(decode(bytes, version)?)),
         }
     }
     /// Get the version of request header that needs to be prepended to this message
@@ -3411,6 +3846,36 @@ impl ResponseKind {
             ResponseKind::DeleteShareGroupOffsets(_) => {
                 DeleteShareGroupOffsetsResponse::header_version(version)
             }
+            ResponseKind::CreateClusterMirror(_) => {
+                CreateClusterMirrorResponse::header_version(version)
+            }
+            ResponseKind::StartMirrorTopics(_) => {
+                StartMirrorTopicsResponse::header_version(version)
+            }
+            ResponseKind::StopMirrorTopics(_) => StopMirrorTopicsResponse::header_version(version),
+            ResponseKind::LastMirroredOffsets(_) => {
+                LastMirroredOffsetsResponse::header_version(version)
+            }
+            ResponseKind::ListClusterMirrors(_) => {
+                ListClusterMirrorsResponse::header_version(version)
+            }
+            ResponseKind::DescribeClusterMirrors(_) => {
+                DescribeClusterMirrorsResponse::header_version(version)
+            }
+            ResponseKind::ReadMirrorStates(_) => ReadMirrorStatesResponse::header_version(version),
+            ResponseKind::WriteMirrorStates(_) => {
+                WriteMirrorStatesResponse::header_version(version)
+            }
+            ResponseKind::PauseMirrorTopics(_) => {
+                PauseMirrorTopicsResponse::header_version(version)
+            }
+            ResponseKind::ResumeMirrorTopics(_) => {
+                ResumeMirrorTopicsResponse::header_version(version)
+            }
+            ResponseKind::DeleteClusterMirror(_) => {
+                DeleteClusterMirrorResponse::header_version(version)
+            }
+            ResponseKind::BumpLeaderEpochs(_) => BumpLeaderEpochsResponse::header_version(version),
         }
     }
 }
@@ -4021,6 +4486,90 @@ impl From<AlterShareGroupOffsetsResponse> for ResponseKind {
 impl From<DeleteShareGroupOffsetsResponse> for ResponseKind {
     fn from(value: DeleteShareGroupOffsetsResponse) -> ResponseKind {
         ResponseKind::DeleteShareGroupOffsets(value)
+    }
+}
+
+#[cfg(feature = "messages_enums")]
+impl From<CreateClusterMirrorResponse> for ResponseKind {
+    fn from(value: CreateClusterMirrorResponse) -> ResponseKind {
+        ResponseKind::CreateClusterMirror(value)
+    }
+}
+
+#[cfg(feature = "messages_enums")]
+impl From<StartMirrorTopicsResponse> for ResponseKind {
+    fn from(value: StartMirrorTopicsResponse) -> ResponseKind {
+        ResponseKind::StartMirrorTopics(value)
+    }
+}
+
+#[cfg(feature = "messages_enums")]
+impl From<StopMirrorTopicsResponse> for ResponseKind {
+    fn from(value: StopMirrorTopicsResponse) -> ResponseKind {
+        ResponseKind::StopMirrorTopics(value)
+    }
+}
+
+#[cfg(feature = "messages_enums")]
+impl From<LastMirroredOffsetsResponse> for ResponseKind {
+    fn from(value: LastMirroredOffsetsResponse) -> ResponseKind {
+        ResponseKind::LastMirroredOffsets(value)
+    }
+}
+
+#[cfg(feature = "messages_enums")]
+impl From<ListClusterMirrorsResponse> for ResponseKind {
+    fn from(value: ListClusterMirrorsResponse) -> ResponseKind {
+        ResponseKind::ListClusterMirrors(value)
+    }
+}
+
+#[cfg(feature = "messages_enums")]
+impl From<DescribeClusterMirrorsResponse> for ResponseKind {
+    fn from(value: DescribeClusterMirrorsResponse) -> ResponseKind {
+        ResponseKind::DescribeClusterMirrors(value)
+    }
+}
+
+#[cfg(feature = "messages_enums")]
+impl From<ReadMirrorStatesResponse> for ResponseKind {
+    fn from(value: ReadMirrorStatesResponse) -> ResponseKind {
+        ResponseKind::ReadMirrorStates(value)
+    }
+}
+
+#[cfg(feature = "messages_enums")]
+impl From<WriteMirrorStatesResponse> for ResponseKind {
+    fn from(value: WriteMirrorStatesResponse) -> ResponseKind {
+        ResponseKind::WriteMirrorStates(value)
+    }
+}
+
+#[cfg(feature = "messages_enums")]
+impl From<PauseMirrorTopicsResponse> for ResponseKind {
+    fn from(value: PauseMirrorTopicsResponse) -> ResponseKind {
+        ResponseKind::PauseMirrorTopics(value)
+    }
+}
+
+#[cfg(feature = "messages_enums")]
+impl From<ResumeMirrorTopicsResponse> for ResponseKind {
+    fn from(value: ResumeMirrorTopicsResponse) -> ResponseKind {
+        ResponseKind::ResumeMirrorTopics(value)
+    }
+}
+
+#[cfg(feature = "messages_enums")]
+impl From<DeleteClusterMirrorResponse> for ResponseKind {
+    fn from(value: DeleteClusterMirrorResponse) -> ResponseKind {
+        ResponseKind::DeleteClusterMirror(value)
+    }
+}
+
+#[cfg(feature = "messages_enums")]
+impl From<BumpLeaderEpochsResponse> for ResponseKind {
+    fn from(value: BumpLeaderEpochsResponse) -> ResponseKind {
+        ResponseKind::BumpLeaderEpochs(value)
     }
 }
 
