@@ -2,8 +2,8 @@
 //! that brokers apply, and the controller that validates admin commands.
 //!
 //! The metadata log is a Raft log (the `raft` crate, persisted in RocksDB): a sans-I/O
-//! [`quorum::RaftNode`] moved by a driver thread, voters talking over the controller listener
-//! ([`server`], [`client`], [`wire`]), nodes without a vote following it ([`start`]).
+//! `quorum::RaftNode` moved by a driver thread, voters talking over the controller listener
+//! (`server`, `client`, [`wire`]), nodes without a vote following it (`start`).
 
 pub mod acls;
 mod client;

@@ -94,7 +94,7 @@ const MIRROR_KEYS: &[(&str, Kind, &str)] = &[
 ];
 
 /// Whether a key holds a secret that is never returned to clients.
-pub fn is_secret(key: &str) -> bool {
+pub(crate) fn is_secret(key: &str) -> bool {
     key == "sasl.jaas.config"
         || key.contains("password")
         || key == "ssl.keystore.key"
@@ -103,7 +103,7 @@ pub fn is_secret(key: &str) -> bool {
 }
 
 /// Checks a CreateClusterMirror config and fills nothing in; returns the configs to store.
-pub fn validate_mirror_configs(
+pub(crate) fn validate_mirror_configs(
     configs: &[(String, Option<String>)],
 ) -> Result<BTreeMap<String, String>, InvalidMirrorConfig> {
     let mut out = BTreeMap::new();
@@ -193,7 +193,7 @@ fn check_range(key: &str, value: &str) -> Result<(), InvalidMirrorConfig> {
 const MAX_FETCH_CONNECTIONS: i64 = 16;
 
 /// Splits a comma-separated list, trimming and dropping empty items.
-pub fn split_list(value: &str) -> impl Iterator<Item = &str> {
+pub(crate) fn split_list(value: &str) -> impl Iterator<Item = &str> {
     value.split(',').map(str::trim).filter(|s| !s.is_empty())
 }
 

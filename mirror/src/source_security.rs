@@ -10,7 +10,7 @@ use tern_protocol::sasl::jaas;
 use crate::config::InvalidMirrorConfig;
 
 /// The `sasl.*` and `ssl.*` mirror configs Tern implements; any other is refused.
-pub const SECURITY_KEYS: &[&str] = &[
+pub(crate) const SECURITY_KEYS: &[&str] = &[
     "sasl.mechanism",
     "sasl.jaas.config",
     "ssl.truststore.type",
@@ -32,7 +32,7 @@ fn read(path: &str, what: &str) -> Result<Vec<u8>, InvalidMirrorConfig> {
 }
 
 /// The client security of a mirror's configs; the same checks run when the mirror is created.
-pub fn client_security(
+pub(crate) fn client_security(
     configs: &BTreeMap<String, String>,
 ) -> Result<ClientSecurity, InvalidMirrorConfig> {
     let get = |k: &str| configs.get(k).map(|v| v.trim()).filter(|v| !v.is_empty());

@@ -24,7 +24,7 @@ pub struct MirrorCounters {
 
 /// Every mirror's counters, by mirror name.
 #[derive(Debug, Default)]
-pub struct MirrorStats {
+pub(crate) struct MirrorStats {
     mirrors: Mutex<HashMap<String, MirrorCounters>>,
 }
 
@@ -68,7 +68,7 @@ impl MirrorStats {
     }
 
     /// The counters of every mirror seen.
-    pub fn snapshot(&self) -> Vec<(String, MirrorCounters)> {
+    pub(crate) fn snapshot(&self) -> Vec<(String, MirrorCounters)> {
         let mut all: Vec<_> = self
             .mirrors
             .lock()

@@ -16,7 +16,7 @@ use crate::state::{MirrorPartitionState, PartitionStateRecord};
 
 /// What a topic's `mirror.name` asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DesiredState {
+pub(crate) enum DesiredState {
     /// `M`: mirror it.
     Mirroring,
     /// `M.paused`: keep it read-only, do not fetch.
@@ -28,7 +28,7 @@ pub enum DesiredState {
 
 /// A partition's state as its coordinator holds it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct StoredState {
+pub(crate) struct StoredState {
     /// The state record (None: UNKNOWN, nothing recorded).
     pub record: Option<PartitionStateRecord>,
     /// The offset recorded when it was last stopped.
@@ -37,7 +37,7 @@ pub struct StoredState {
 
 impl StoredState {
     /// The state (UNKNOWN when none is recorded).
-    pub fn state(&self) -> MirrorPartitionState {
+    pub(crate) fn state(&self) -> MirrorPartitionState {
         self.record
             .as_ref()
             .map(|r| r.state)
@@ -47,7 +47,7 @@ impl StoredState {
 
 /// How FAILED partitions are retried.
 #[derive(Debug, Clone, Copy)]
-pub struct RetryPolicy {
+pub(crate) struct RetryPolicy {
     /// Retries before a partition stays FAILED (0: never retry).
     pub max_attempts: i16,
     /// The first backoff.
@@ -58,7 +58,7 @@ pub struct RetryPolicy {
 
 /// The local log's span.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct LocalLog {
+pub(crate) struct LocalLog {
     /// Log start offset.
     pub start: i64,
     /// Log end offset.
@@ -67,7 +67,7 @@ pub struct LocalLog {
 
 /// What the broker observes of the partition when the machine is asked.
 #[derive(Debug, Clone, Copy)]
-pub struct Observed {
+pub(crate) struct Observed {
     /// The local log, if this broker still leads the partition.
     pub log: Option<LocalLog>,
     /// Whether a mirror fetcher has the partition.
@@ -79,7 +79,7 @@ pub struct Observed {
 
 /// One thing for the driver to do.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Action {
+pub(crate) enum Action {
     /// Write this state to the partition's coordinator (and, once it is acknowledged, take it
     /// as the stored state). Outcome: `Done` or `Failed`.
     Persist {
@@ -119,7 +119,7 @@ pub enum Action {
 
 /// What the source said of the offset it last mirrored (failback).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum RemoteOffset {
+pub(crate) enum RemoteOffset {
     /// The other side stopped mirroring the topic at this offset.
     At(i64),
     /// The other side knows nothing of it (never mirrored it, or not a Tern).
@@ -130,7 +130,7 @@ pub enum RemoteOffset {
 
 /// How an action went.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Outcome {
+pub(crate) enum Outcome {
     /// Done.
     Done,
     /// Nothing was done, and nothing needs to be.
@@ -147,11 +147,11 @@ pub enum Outcome {
 }
 
 /// Wait before looking up a moved source leader again (Kafka's replica.fetch.backoff.ms).
-pub const LEADER_LOOKUP_BACKOFF: Duration = Duration::from_millis(200);
+pub(crate) const LEADER_LOOKUP_BACKOFF: Duration = Duration::from_millis(200);
 /// Wait before retrying a step that failed without the partition entering FAILED.
-pub const STEP_RETRY: Duration = Duration::from_millis(500);
+pub(crate) const STEP_RETRY: Duration = Duration::from_millis(500);
 /// Wait before looking at the followers of a truncated partition again.
-pub const FOLLOWERS_POLL: Duration = Duration::from_millis(100);
+pub(crate) const FOLLOWERS_POLL: Duration = Duration::from_millis(100);
 
 /// Progress of a PREPARING partition, kept in memory: a restart redoes the step.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -166,7 +166,7 @@ struct PrepareProgress {
 
 /// One mirror partition led by this broker.
 #[derive(Debug, Clone)]
-pub struct PartitionMachine {
+pub(crate) struct PartitionMachine {
     stored: StoredState,
     policy: RetryPolicy,
     /// The last action handed out, until its outcome is reported.
@@ -191,7 +191,7 @@ pub struct PartitionMachine {
 impl PartitionMachine {
     /// A machine for a partition whose coordinator holds `stored`; `jitter_seed` spreads the
     /// retries of many partitions.
-    pub fn new(stored: StoredState, policy: RetryPolicy, jitter_seed: u64) -> Self {
+    pub(crate) fn new(stored: StoredState, policy: RetryPolicy, jitter_seed: u64) -> Self {
         PartitionMachine {
             stored,
             policy,
@@ -209,29 +209,34 @@ impl PartitionMachine {
     }
 
     /// The state as the coordinator holds it.
-    pub fn stored(&self) -> &StoredState {
+    pub(crate) fn stored(&self) -> &StoredState {
         &self.stored
     }
 
     /// The current state.
-    pub fn state(&self) -> MirrorPartitionState {
+    pub(crate) fn state(&self) -> MirrorPartitionState {
         self.stored.state()
     }
 
     /// The last error seen (kept while the partition recovers).
-    pub fn last_error(&self) -> Option<&str> {
+    pub(crate) fn last_error(&self) -> Option<&str> {
         self.last_error.as_deref()
     }
 
     /// Whether a write to the coordinator failed: the machine must be dropped and the state
     /// read from the coordinator again.
-    pub fn is_stale(&self) -> bool {
+    pub(crate) fn is_stale(&self) -> bool {
         self.stale
     }
 
     /// The next action, if any. Call [`PartitionMachine::on_outcome`] with how it went before
     /// asking again.
-    pub fn poll(&mut self, now: Instant, desired: DesiredState, seen: Observed) -> Option<Action> {
+    pub(crate) fn poll(
+        &mut self,
+        now: Instant,
+        desired: DesiredState,
+        seen: Observed,
+    ) -> Option<Action> {
         use MirrorPartitionState::*;
         if self.stale || self.awaiting.is_some() || seen.log.is_none() {
             return None;
@@ -437,7 +442,7 @@ impl PartitionMachine {
     }
 
     /// Reports how the last action went.
-    pub fn on_outcome(&mut self, now: Instant, outcome: Outcome) {
+    pub(crate) fn on_outcome(&mut self, now: Instant, outcome: Outcome) {
         let Some(action) = self.awaiting.take() else {
             return;
         };
@@ -519,7 +524,7 @@ impl PartitionMachine {
     }
 
     /// A fetch of the partition succeeded: it has recovered, its retries start over.
-    pub fn on_fetch_succeeded(&mut self) {
+    pub(crate) fn on_fetch_succeeded(&mut self) {
         self.last_error = None;
         if let Some(r) = self.stored.record.as_ref() {
             if r.state == MirrorPartitionState::Mirroring && r.retry_attempt != 0 {
@@ -534,13 +539,13 @@ impl PartitionMachine {
 
     /// The fetcher dropped the partition because its source leader moved: look it up again
     /// after a short backoff.
-    pub fn on_needs_leader(&mut self, now: Instant, reason: String) {
+    pub(crate) fn on_needs_leader(&mut self, now: Instant, reason: String) {
         self.last_error = Some(reason);
         self.next_retry = Some(now + LEADER_LOOKUP_BACKOFF);
     }
 
     /// The fetcher dropped the partition after an error.
-    pub fn on_fetch_failed(&mut self, now: Instant, reason: String) {
+    pub(crate) fn on_fetch_failed(&mut self, now: Instant, reason: String) {
         self.fail(now, reason);
     }
 

@@ -5,13 +5,12 @@
 //! - [`store`]: the coordinator's persisted states (`__mirror_state` partitions led here).
 //! - [`states`]: reading and writing a partition's state at its coordinator, here or a peer.
 
-pub mod machine;
-pub mod states;
-pub mod store;
+pub(crate) mod machine;
+pub(crate) mod states;
+pub(crate) mod store;
 
-pub use machine::{
+pub(crate) use machine::{
     Action, DesiredState, LocalLog, Observed, Outcome, PartitionMachine, RemoteOffset, RetryPolicy,
     StoredState,
 };
-pub use states::{apply_write, stored_here, CoordinationError, PartitionStates};
-pub use store::{Pending, StateStore, StoreError};
+pub(crate) use states::{apply_write, stored_here, CoordinationError, PartitionStates};

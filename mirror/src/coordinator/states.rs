@@ -38,7 +38,7 @@ enum Coordinator {
 /// answers a ReadMirrorStates / WriteMirrorStates partition with [`CoordinationError::error`]
 /// and its message.
 #[derive(Debug, Clone, thiserror::Error)]
-pub enum CoordinationError {
+pub(crate) enum CoordinationError {
     /// The `__mirror_state` partition that coordinates the partition has no leader (or this
     /// broker leads it but has not loaded it).
     #[error("{MIRROR_STATE_TOPIC} partition {partition} has no leader")]
@@ -118,7 +118,7 @@ fn left_out(partition: &Option<i32>) -> String {
 
 impl CoordinationError {
     /// The Kafka error a ReadMirrorStates / WriteMirrorStates partition answers with.
-    pub fn error(&self) -> ResponseError {
+    pub(crate) fn error(&self) -> ResponseError {
         match self {
             CoordinationError::Peer(e) if matches!(**e, PeerError::WrongApi { .. }) => {
                 ResponseError::UnknownServerError
@@ -141,13 +141,13 @@ impl CoordinationError {
     }
 
     /// Kafka's numeric error code of [`CoordinationError::error`].
-    pub fn code(&self) -> i16 {
+    pub(crate) fn code(&self) -> i16 {
         self.error().code()
     }
 }
 
 /// Mirror partition states, at this broker's store or at the peers that coordinate them.
-pub struct PartitionStates {
+pub(crate) struct PartitionStates {
     host: Arc<dyn MirrorHost>,
     controller: Arc<Controller>,
     store: Mutex<StateStore>,
@@ -171,7 +171,7 @@ impl PartitionStates {
     }
 
     /// This broker's store (the `__mirror_state` partitions it leads).
-    pub fn store(&self) -> MutexGuard<'_, StateStore> {
+    pub(crate) fn store(&self) -> MutexGuard<'_, StateStore> {
         self.store.lock()
     }
 
@@ -208,7 +208,7 @@ impl PartitionStates {
     }
 
     /// The coordinators' states of some partitions of one topic.
-    pub async fn read(
+    pub(crate) async fn read(
         &self,
         mirror: &str,
         topic: &str,
@@ -289,7 +289,7 @@ impl PartitionStates {
     }
 
     /// Records a partition's new state with its coordinator.
-    pub async fn write(
+    pub(crate) async fn write(
         &self,
         key: &MirrorPartitionKey,
         topic: &str,
@@ -344,7 +344,7 @@ impl PartitionStates {
 
     /// Waits until a `__mirror_state` write is committed: the partition's ISR has it, so a new
     /// coordinator after a leader change loads it too.
-    pub async fn committed(&self, pending: Pending) -> Result<(), CoordinationError> {
+    pub(crate) async fn committed(&self, pending: Pending) -> Result<(), CoordinationError> {
         let timed_out = || CoordinationError::CommitTimeout {
             partition: pending.partition,
             offset: pending.offset,
@@ -371,7 +371,7 @@ impl PartitionStates {
 }
 
 /// What this broker's store holds of `key` (it coordinates it).
-pub fn stored_here(store: &StateStore, key: &MirrorPartitionKey) -> StoredState {
+pub(crate) fn stored_here(store: &StateStore, key: &MirrorPartitionKey) -> StoredState {
     StoredState {
         record: store.get(key).cloned(),
         last_mirrored_offset: store.last_mirrored_offset(key),
@@ -395,7 +395,7 @@ fn stored_from_wire(p: &ReadMirrorStatePartition) -> StoredState {
 /// The coordinator's side of a write, local or from WriteMirrorStates: a writer fenced by a
 /// newer leader epoch of the partition, a write to a broker that does not coordinate the key,
 /// or a transition the spec does not allow changes nothing.
-pub fn apply_write(
+pub(crate) fn apply_write(
     store: &mut StateStore,
     image: &MetadataImage,
     key: &MirrorPartitionKey,

@@ -22,7 +22,7 @@ const LOAD_MAX_UNCOMPRESSED: usize = 64 << 20;
 
 /// Why a state could not be persisted.
 #[derive(Debug, Clone, thiserror::Error)]
-pub enum StoreError {
+pub(crate) enum StoreError {
     /// This broker does not lead the coordinator partition.
     #[error("not the mirror coordinator for {0:?} (partition {1} of {MIRROR_STATE_TOPIC})")]
     NotCoordinator(MirrorPartitionKey, i32),
@@ -32,7 +32,7 @@ pub enum StoreError {
 }
 
 /// In-memory mirror partition states, backed by `__mirror_state`.
-pub struct StateStore {
+pub(crate) struct StateStore {
     host: Arc<dyn MirrorHost>,
     num_partitions: i32,
     states: HashMap<MirrorPartitionKey, PartitionStateRecord>,
@@ -43,7 +43,7 @@ pub struct StateStore {
 
 impl StateStore {
     /// An empty store over `num_partitions` coordinator partitions.
-    pub fn new(host: Arc<dyn MirrorHost>, num_partitions: i32) -> Self {
+    pub(crate) fn new(host: Arc<dyn MirrorHost>, num_partitions: i32) -> Self {
         StateStore {
             host,
             num_partitions,
@@ -54,19 +54,19 @@ impl StateStore {
     }
 
     /// The number of `__mirror_state` partitions.
-    pub fn num_partitions(&self) -> i32 {
+    pub(crate) fn num_partitions(&self) -> i32 {
         self.num_partitions
     }
 
     /// Whether this broker coordinates `key` (leads its `__mirror_state` partition).
-    pub fn coordinates(&self, key: &MirrorPartitionKey) -> bool {
+    pub(crate) fn coordinates(&self, key: &MirrorPartitionKey) -> bool {
         self.loaded
             .contains(&coordinator_partition(key, self.num_partitions))
     }
 
     /// Loads the `__mirror_state` partitions this broker now leads and forgets the ones it
     /// no longer leads (another broker coordinates them now).
-    pub fn sync_leadership(&mut self) {
+    pub(crate) fn sync_leadership(&mut self) {
         for p in 0..self.num_partitions {
             let leads = self.host.leader_replica(MIRROR_STATE_TOPIC, p).is_some();
             if leads && !self.loaded.contains(&p) {
@@ -144,32 +144,27 @@ impl StateStore {
     }
 
     /// The persisted record of a partition.
-    pub fn get(&self, key: &MirrorPartitionKey) -> Option<&PartitionStateRecord> {
+    pub(crate) fn get(&self, key: &MirrorPartitionKey) -> Option<&PartitionStateRecord> {
         self.states.get(key)
     }
 
     /// The state of a partition (`Unknown` when none is recorded).
-    pub fn state(&self, key: &MirrorPartitionKey) -> MirrorPartitionState {
+    pub(crate) fn state(&self, key: &MirrorPartitionKey) -> MirrorPartitionState {
         self.states
             .get(key)
             .map(|r| r.state)
             .unwrap_or(MirrorPartitionState::Unknown)
     }
 
-    /// All recorded states.
-    pub fn all(&self) -> impl Iterator<Item = (&MirrorPartitionKey, &PartitionStateRecord)> {
-        self.states.iter()
-    }
-
     /// The last mirrored offset recorded when the partition was stopped.
-    pub fn last_mirrored_offset(&self, key: &MirrorPartitionKey) -> Option<i64> {
+    pub(crate) fn last_mirrored_offset(&self, key: &MirrorPartitionKey) -> Option<i64> {
         self.last_mirrored.get(key).copied()
     }
 
     /// Persists a state and, when given, the last mirrored offset first (a STOPPED partition
     /// always has its offset recorded), then applies them. The write is durable once the
     /// returned [`Pending`] is committed (the ISR of the `__mirror_state` partition has it).
-    pub fn write(
+    pub(crate) fn write(
         &mut self,
         key: &MirrorPartitionKey,
         record: PartitionStateRecord,
@@ -222,7 +217,7 @@ impl StateStore {
 
 /// A `__mirror_state` write waiting for the partition's high watermark.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Pending {
+pub(crate) struct Pending {
     /// The `__mirror_state` partition written.
     pub partition: i32,
     /// Committed once the high watermark reaches this offset.

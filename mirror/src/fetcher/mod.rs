@@ -6,8 +6,8 @@
 //! [`FetcherCore`] that the replica fetchers run on too. [`runtime`] holds each mirror's
 //! fetchers and its source connection.
 
-pub mod rate;
-pub mod runtime;
+pub(crate) mod rate;
+pub(crate) mod runtime;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -35,11 +35,11 @@ const FENCED_LEADER_EPOCH: i16 = 74;
 const UNKNOWN_LEADER_EPOCH: i16 = 75;
 
 /// A topic partition by name.
-pub type TopicPartition = (String, i32);
+pub(crate) type TopicPartition = (String, i32);
 
 /// Why fetched batches could not be appended to the local log (the partition's FAILED reason).
 #[derive(Debug, thiserror::Error)]
-pub enum AppendError {
+pub(crate) enum AppendError {
     /// This broker no longer leads the partition.
     #[error("this broker no longer leads the partition")]
     NotLeader,
@@ -82,7 +82,7 @@ pub enum AppendError {
 
 /// Why a partition fetched out of range could not be brought back in range (its FAILED reason).
 #[derive(Debug, thiserror::Error)]
-pub enum OffsetResetError {
+pub(crate) enum OffsetResetError {
     /// ListOffsets for the source's log start failed.
     #[error("ListOffsets earliest: {0}")]
     Earliest(SourceError),
@@ -115,7 +115,7 @@ pub enum OffsetResetError {
 
 /// What a fetcher keeps per partition.
 #[derive(Debug, Clone)]
-pub struct PartitionFetchState {
+pub(crate) struct PartitionFetchState {
     /// Next offset to fetch (the local log end offset).
     pub fetch_offset: i64,
     /// The source leader epoch we believe current, or -1.
@@ -124,7 +124,7 @@ pub struct PartitionFetchState {
 
 /// What a fetcher reports to the manager.
 #[derive(Debug)]
-pub enum FetcherEvent {
+pub(crate) enum FetcherEvent {
     /// The partition was taken out of this fetcher: its source leader must be looked up again.
     NeedsLeader {
         /// Mirror name.
@@ -157,7 +157,7 @@ pub enum FetcherEvent {
 }
 
 /// The shared side of one fetcher task.
-pub struct MirrorFetcher {
+pub(crate) struct MirrorFetcher {
     mirror: String,
     /// Source broker id.
     pub broker_id: i32,
@@ -171,7 +171,7 @@ pub struct MirrorFetcher {
 impl MirrorFetcher {
     /// Starts a fetcher task for `mirror` against source broker `broker_id` at `host:port`,
     /// counting what it does in `stats`.
-    pub fn spawn(
+    pub(crate) fn spawn(
         mirror: &str,
         broker_id: i32,
         addr: (String, u16),
@@ -194,7 +194,7 @@ impl MirrorFetcher {
     }
 
     /// Adds (or replaces) a partition.
-    pub fn add(&self, tp: TopicPartition, state: PartitionFetchState) {
+    pub(crate) fn add(&self, tp: TopicPartition, state: PartitionFetchState) {
         self.partitions
             .lock()
             .add(tp, state.source_epoch, state.fetch_offset);
@@ -202,27 +202,27 @@ impl MirrorFetcher {
     }
 
     /// Removes a partition; once this returns, no append for it is in progress or will follow.
-    pub fn remove(&self, tp: &TopicPartition) -> bool {
+    pub(crate) fn remove(&self, tp: &TopicPartition) -> bool {
         self.partitions.lock().remove(tp)
     }
 
     /// Whether the fetcher holds a partition.
-    pub fn contains(&self, tp: &TopicPartition) -> bool {
+    pub(crate) fn contains(&self, tp: &TopicPartition) -> bool {
         self.partitions.lock().leader_epoch(tp).is_some()
     }
 
     /// Number of partitions.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.partitions.lock().len()
     }
 
     /// Whether the fetcher holds no partition.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
     /// Stops the task (partitions are dropped).
-    pub fn shutdown(&self) {
+    pub(crate) fn shutdown(&self) {
         self.partitions.lock().clear();
         self.shutdown.notify_one();
     }
@@ -740,7 +740,7 @@ fn build_request(targets: &[(FetchTarget, i64)], settings: &MirrorSettings) -> F
 /// The highest partition leader epoch among whole batches (-1 if none has one).
 /// What one append of fetched batches added to the local log.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Appended {
+pub(crate) struct Appended {
     /// Bytes of the batches.
     pub bytes: u64,
     /// Records in them.

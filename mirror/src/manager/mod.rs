@@ -22,7 +22,7 @@ use tokio::sync::{mpsc, watch, Notify};
 use uuid::Uuid;
 
 use crate::config::BrokerMirrorConfig;
-pub use crate::coordinator::DesiredState;
+pub(crate) use crate::coordinator::DesiredState;
 use crate::coordinator::{
     Action, LocalLog, Observed, Outcome, PartitionMachine, RemoteOffset, RetryPolicy,
 };
@@ -96,7 +96,7 @@ impl From<StepError> for Outcome {
 }
 
 /// Splits a `mirror.name` value into the mirror and what it asks for.
-pub fn parse_mirror_name(value: &str) -> Option<(&str, DesiredState)> {
+pub(crate) fn parse_mirror_name(value: &str) -> Option<(&str, DesiredState)> {
     if value.is_empty() {
         return None;
     }
@@ -115,7 +115,7 @@ pub fn parse_mirror_name(value: &str) -> Option<(&str, DesiredState)> {
 
 /// What the manager knows of a partition beyond its state machine.
 #[derive(Debug, Clone, Default)]
-pub struct PartitionStatus {
+pub(crate) struct PartitionStatus {
     /// Source high watermark from the last fetch, or None.
     pub source_high_watermark: Option<i64>,
     /// The newest record timestamp mirrored so far (batch max timestamps), or None.
@@ -1011,7 +1011,7 @@ fn jitter_seed(key: &MirrorPartitionKey) -> u64 {
 
 /// Whether a `mirror.name` value says the topic's failover is complete (every partition
 /// STOPPED): `M.stopped`.
-pub fn failover_complete(value: &str) -> bool {
+pub(crate) fn failover_complete(value: &str) -> bool {
     value.ends_with(MIRROR_STOPPED_SUFFIX)
 }
 

@@ -5,5 +5,5 @@
 //!   consumer-group offsets (clamped to what is mirrored).
 //! - [`acl_sync`]: ACLs on what the mirror mirrors.
 
-pub mod acl_sync;
-pub mod sync;
+pub(crate) mod acl_sync;
+pub(crate) mod sync;

@@ -91,7 +91,7 @@ fn is_pattern(item: &str) -> bool {
 /// The items of `--topics` / `--exclude`: names and regexes, split only between them (a
 /// comma inside `{1,3}` stays in its regex).
 fn split(list: &str) -> Vec<String> {
-    tern_mirror::config::split_patterns(list)
+    tern_mirror::split_patterns(list)
         .into_iter()
         .map(str::to_string)
         .collect()
@@ -296,7 +296,7 @@ pub(crate) async fn run(args: MirrorsArgs) -> Result<i32> {
                     ))
                     .await?;
                 if let MirrorResponse::ListClusterMirrors(l) = r {
-                    let set = tern_mirror::config::PatternSet::compile(&patterns)?;
+                    let set = tern_mirror::PatternSet::compile(&patterns)?;
                     for m in l.mirrors.into_iter().filter(|m| m.mirror_name == mirror) {
                         names.extend(m.topic_names.into_iter().filter(|t| set.matches(t)));
                     }

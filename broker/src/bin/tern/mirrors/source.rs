@@ -10,8 +10,7 @@ use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::{BrokerId, DescribeConfigsRequest, FetchRequest, TopicName};
 use kafka_protocol::protocol::StrBytes;
-use tern_mirror::source::{connect_bootstrap, SourceConnection, SourceMetadata};
-use tern_mirror::MirrorSettings;
+use tern_mirror::{connect_bootstrap, MirrorSettings, SourceConnection, SourceMetadata};
 use tern_protocol::client::KafkaConnection;
 use tern_protocol::client_security::ClientSecurity;
 use tern_protocol::mirror::{
@@ -27,7 +26,7 @@ const RESOURCE_CLUSTER_MIRROR: i8 = 64;
 pub(crate) fn destination_servers(bootstrap_server: &str) -> Result<Vec<(String, u16)>> {
     bootstrap_server
         .split(',')
-        .map(|s| tern_mirror::config::parse_host_port(s.trim()).map_err(|e| anyhow!(e.0)))
+        .map(|s| tern_mirror::parse_host_port(s.trim()).map_err(|e| anyhow!(e.0)))
         .collect::<Result<Vec<_>>>()
         .with_context(|| format!("--bootstrap-server {bootstrap_server}"))
 }
