@@ -1030,6 +1030,24 @@ fn mirror_conversions_give_the_golden_bytes() {
 /// Decoding through the normal path: unknown keys and versions are refused before the body,
 /// bodies that do not decode are malformed, unknown tags are kept aside, a forged count fails
 /// fast.
+/// A varint of more than five bytes is refused, as Kafka refuses it: read as five bytes, its
+/// rest became the next field, so what decoded did not encode back to anything decodable
+/// (found by the mirror_codec fuzz target).
+#[test]
+fn a_varint_longer_than_five_bytes_is_refused() {
+    // BumpLeaderEpochsResponse: throttle, error code, no topics, then a tagged-field count
+    // whose varint runs six bytes.
+    let body: &[u8] = &[0, 0, 0, 0, 0, 0, 1, 0x80, 0x80, 0x80, 0x80, 0x80, 0x00];
+    let err = ResponseKind::decode(ApiKey::BumpLeaderEpochs, &mut Bytes::from_static(body), 0)
+        .unwrap_err();
+    assert!(format!("{err:#}").contains("Varint is too long"), "{err:#}");
+    // Five bytes is the longest varint and still decodes.
+    let body: &[u8] = &[0, 0, 0, 0, 0, 0, 1, 0x80, 0x80, 0x80, 0x80, 0x00];
+    let r =
+        ResponseKind::decode(ApiKey::BumpLeaderEpochs, &mut Bytes::from_static(body), 0).unwrap();
+    assert!(matches!(r, ResponseKind::BumpLeaderEpochs(_)));
+}
+
 #[test]
 fn mirror_request_errors() {
     let supported = |key: ApiKey, version: i16| MIRROR_KEYS.contains(&(key as i16)) && version == 0;

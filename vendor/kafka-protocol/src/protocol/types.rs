@@ -124,10 +124,13 @@ impl<T: NewType<u32>> Decoder<T> for UnsignedVarInt {
             let b = buf.try_get_u8()? as u32;
             value |= (b & 0x7F) << (i * 7);
             if b < 0x80 {
-                break;
+                return Ok(value.into());
             }
         }
-        Ok(value.into())
+        // Tern's patch (vendor/README.md): a fifth byte with its continuation bit set is
+        // refused, as Kafka's ByteUtils.readUnsignedVarint refuses it. Stopping there instead
+        // left the varint's remaining bytes to be read as the next field.
+        bail!("Varint is too long: more than 5 bytes")
     }
 }
 
@@ -171,10 +174,11 @@ impl<T: NewType<u64>> Decoder<T> for UnsignedVarLong {
             let b = buf.try_get_u8()? as u64;
             value |= (b & 0x7F) << (i * 7);
             if b < 0x80 {
-                break;
+                return Ok(value.into());
             }
         }
-        Ok(value.into())
+        // Tern's patch, as for UnsignedVarInt: Kafka refuses a varlong of more than 10 bytes.
+        bail!("Varlong is too long: more than 10 bytes")
     }
 }
 
