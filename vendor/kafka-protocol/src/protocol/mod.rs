@@ -243,7 +243,18 @@ pub(crate) fn write_unknown_tagged_fields<B: ByteBufMut, R: RangeBounds<i32>>(
     range: R,
     unknown_tagged_fields: &BTreeMap<i32, Bytes>,
 ) -> Result<()> {
-    for (&k, v) in unknown_tagged_fields.range(range) {
+    // Tern's patch (vendor/README.md): a tag of 2^31 or more is kept under a negative key, and
+    // the ranges the generated code passes (`N..`) left it out while the field count the caller
+    // wrote included it. As the largest tags, negative keys go last.
+    let negative = match range.end_bound() {
+        std::ops::Bound::Unbounded => Some(unknown_tagged_fields.range(..0)),
+        _ => None,
+    };
+    for (&k, v) in unknown_tagged_fields
+        .range(range)
+        .filter(|(k, _)| **k >= 0)
+        .chain(negative.into_iter().flatten())
+    {
         if v.len() > u32::MAX as usize {
             bail!("Tagged field is too long to encode ({} bytes)", v.len());
         }
