@@ -1089,6 +1089,19 @@ impl Group {
 mod tests {
     use super::*;
 
+    /// The committer an OffsetCommit or TxnOffsetCommit names.
+    fn committer<'a>(
+        member_id: &'a str,
+        instance: Option<&'a str>,
+        generation: i32,
+    ) -> Committer<'a> {
+        Committer {
+            member_id,
+            instance,
+            generation,
+        }
+    }
+
     fn config() -> GroupConfig {
         GroupConfig {
             min_session_timeout_ms: 10,
@@ -1263,72 +1276,28 @@ mod tests {
     fn transactional_commits_check_the_member_only_when_one_is_named() {
         let mut g = Group::new("g", 0);
         // An empty group takes any commit without a generation.
-        assert_eq!(
-            g.check_txn_commit(&Committer {
-                member_id: "",
-                instance: None,
-                generation: -1
-            }),
-            Ok(())
-        );
-        assert_eq!(
-            g.check_txn_commit(&Committer {
-                member_id: "ghost",
-                instance: None,
-                generation: -1
-            }),
-            Ok(())
-        );
+        assert_eq!(g.check_txn_commit(&committer("", None, -1)), Ok(()));
+        assert_eq!(g.check_txn_commit(&committer("ghost", None, -1)), Ok(()));
         let a = now(g.join(join_req(""), &config(), 0)).member_id;
         now(g.join(join_req(&a), &config(), 0));
         // Completing a rebalance does not refuse a transactional commit.
         assert_eq!(g.state, GroupState::CompletingRebalance);
+        assert_eq!(g.check_txn_commit(&committer(&a, None, 1)), Ok(()));
+        assert_eq!(g.check_txn_commit(&committer("", None, -1)), Ok(()));
         assert_eq!(
-            g.check_txn_commit(&Committer {
-                member_id: &a,
-                instance: None,
-                generation: 1
-            }),
-            Ok(())
-        );
-        assert_eq!(
-            g.check_txn_commit(&Committer {
-                member_id: "",
-                instance: None,
-                generation: -1
-            }),
-            Ok(())
-        );
-        assert_eq!(
-            g.check_txn_commit(&Committer {
-                member_id: &a,
-                instance: None,
-                generation: 2
-            }),
+            g.check_txn_commit(&committer(&a, None, 2)),
             Err(ResponseError::IllegalGeneration)
         );
         assert_eq!(
-            g.check_txn_commit(&Committer {
-                member_id: &a,
-                instance: None,
-                generation: -1
-            }),
+            g.check_txn_commit(&committer(&a, None, -1)),
             Err(ResponseError::IllegalGeneration)
         );
         assert_eq!(
-            g.check_txn_commit(&Committer {
-                member_id: "ghost",
-                instance: None,
-                generation: 1
-            }),
+            g.check_txn_commit(&committer("ghost", None, 1)),
             Err(ResponseError::UnknownMemberId)
         );
         assert_eq!(
-            g.check_txn_commit(&Committer {
-                member_id: "",
-                instance: None,
-                generation: 1
-            }),
+            g.check_txn_commit(&committer("", None, 1)),
             Err(ResponseError::UnknownMemberId)
         );
     }
@@ -1400,58 +1369,28 @@ mod tests {
         now(g.join(join_req(&a), &config(), 0));
         assert_eq!(g.state, GroupState::CompletingRebalance);
         assert_eq!(
-            g.check_commit(&Committer {
-                member_id: &a,
-                instance: None,
-                generation: 1
-            }),
+            g.check_commit(&committer(&a, None, 1)),
             Err(ResponseError::RebalanceInProgress),
             "generation 1 has no assignment yet"
         );
         now(g.sync(&a, None, 1, vec![], 0).0);
-        assert_eq!(
-            g.check_commit(&Committer {
-                member_id: &a,
-                instance: None,
-                generation: 1
-            }),
-            Ok(())
-        );
+        assert_eq!(g.check_commit(&committer(&a, None, 1)), Ok(()));
         // A second member joins: the group prepares a rebalance while `a` still owns its
         // partitions and commits them from its revoke callback.
         let b = now(g.join(join_req(""), &config(), 1)).member_id;
         let _wait_b = waiting(g.join(join_req(&b), &config(), 1));
         assert_eq!(g.state, GroupState::PreparingRebalance);
+        assert_eq!(g.check_commit(&committer(&a, None, 1)), Ok(()));
         assert_eq!(
-            g.check_commit(&Committer {
-                member_id: &a,
-                instance: None,
-                generation: 1
-            }),
-            Ok(())
-        );
-        assert_eq!(
-            g.check_commit(&Committer {
-                member_id: &a,
-                instance: None,
-                generation: 0
-            }),
+            g.check_commit(&committer(&a, None, 0)),
             Err(ResponseError::IllegalGeneration)
         );
         assert_eq!(
-            g.check_commit(&Committer {
-                member_id: "nobody",
-                instance: None,
-                generation: 1
-            }),
+            g.check_commit(&committer("nobody", None, 1)),
             Err(ResponseError::UnknownMemberId)
         );
         assert_eq!(
-            g.check_commit(&Committer {
-                member_id: "",
-                instance: None,
-                generation: -1
-            }),
+            g.check_commit(&committer("", None, -1)),
             Err(ResponseError::UnknownMemberId),
             "a standalone commit into a group with members"
         );
@@ -1459,19 +1398,11 @@ mod tests {
         now(g.join(join_req(&a), &config(), 2));
         assert_eq!(g.state, GroupState::CompletingRebalance);
         assert_eq!(
-            g.check_commit(&Committer {
-                member_id: &a,
-                instance: None,
-                generation: 2
-            }),
+            g.check_commit(&committer(&a, None, 2)),
             Err(ResponseError::RebalanceInProgress)
         );
         assert_eq!(
-            g.check_commit(&Committer {
-                member_id: &a,
-                instance: None,
-                generation: 1
-            }),
+            g.check_commit(&committer(&a, None, 1)),
             Err(ResponseError::IllegalGeneration)
         );
     }
@@ -1482,25 +1413,14 @@ mod tests {
         let a = now(g.join(join_req(""), &config(), 0)).member_id;
         now(g.join(join_req(&a), &config(), 0));
         assert_eq!(
-            g.check_commit(&Committer {
-                member_id: "",
-                instance: None,
-                generation: -1
-            }),
+            g.check_commit(&committer("", None, -1)),
             Err(ResponseError::UnknownMemberId)
         );
         let (codes, store) = g.leave(&[(a.clone(), None)], &config(), 1);
         assert_eq!(codes, vec![0]);
         assert!(store);
         assert_eq!(g.state, GroupState::Empty);
-        assert_eq!(
-            g.check_commit(&Committer {
-                member_id: "",
-                instance: None,
-                generation: -1
-            }),
-            Ok(())
-        );
+        assert_eq!(g.check_commit(&committer("", None, -1)), Ok(()));
         let (codes, _) = g.leave(&[(a, None)], &config(), 1);
         assert_eq!(codes, vec![ResponseError::UnknownMemberId.code()]);
     }
