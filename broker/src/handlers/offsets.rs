@@ -25,6 +25,35 @@ use crate::group_coordinator::now_ms;
 use crate::group_coordinator::offsets_topic::{offset_key, OffsetValue};
 use crate::group_coordinator::Committer;
 
+/// A partition of an OffsetCommit or TxnOffsetCommit request (generated types with the same
+/// fields).
+pub(super) trait CommitPartition {
+    /// The row to store for it in `topic`: topic, partition and the value committed at `now`.
+    fn to_commit(&self, topic: &TopicName, now: i64) -> (String, i32, OffsetValue);
+}
+
+/// Implements [`CommitPartition`] through the generated `committed_*` fields.
+macro_rules! commit_partition {
+    ($($part:ty),* $(,)?) => {
+        $(impl CommitPartition for $part {
+            fn to_commit(&self, topic: &TopicName, now: i64) -> (String, i32, OffsetValue) {
+                let value = OffsetValue::committed(
+                    self.committed_offset,
+                    self.committed_leader_epoch,
+                    self.committed_metadata.as_deref(),
+                    now,
+                );
+                (topic.0.to_string(), self.partition_index, value)
+            }
+        })*
+    };
+}
+
+commit_partition!(
+    kafka_protocol::messages::offset_commit_request::OffsetCommitRequestPartition,
+    kafka_protocol::messages::txn_offset_commit_request::TxnOffsetCommitRequestPartition,
+);
+
 /// Answers OffsetCommit: READ on the group (GROUP_AUTHORIZATION_FAILED on every partition)
 /// and READ on each topic (TOPIC_AUTHORIZATION_FAILED on its partitions, which are not
 /// committed), as in Kafka.
@@ -83,16 +112,7 @@ pub(crate) async fn offset_commit(
         .filter(|((_, a), _)| **a)
     {
         for (p, _) in t.partitions.iter().zip(known).filter(|(_, k)| **k) {
-            offsets.push((
-                t.name.0.to_string(),
-                p.partition_index,
-                OffsetValue::committed(
-                    p.committed_offset,
-                    p.committed_leader_epoch,
-                    p.committed_metadata.as_deref(),
-                    now,
-                ),
-            ));
+            offsets.push(p.to_commit(&t.name, now));
         }
     }
     let instance = req.group_instance_id.as_ref().map(|s| s.to_string());

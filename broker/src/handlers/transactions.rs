@@ -24,10 +24,11 @@ use kafka_protocol::ResponseError;
 
 use tern_controller::acls::{AclOperation, AclResourceType};
 
+use super::offsets::CommitPartition;
 use super::{Authz, RequestContext};
 use crate::broker::Broker;
 use crate::group_coordinator::now_ms;
-use crate::group_coordinator::offsets_topic::{OffsetValue, OFFSETS_TOPIC};
+use crate::group_coordinator::offsets_topic::OFFSETS_TOPIC;
 use crate::group_coordinator::Committer;
 use crate::internal_topic::replicated;
 use crate::replication::delayed_produce::{wait_for_isr, PendingAck};
@@ -298,16 +299,7 @@ pub(crate) async fn txn_offset_commit(
     let mut offsets = Vec::new();
     for (t, pre) in req.topics.iter().zip(&pre) {
         for (p, _) in t.partitions.iter().zip(pre).filter(|(_, e)| e.is_none()) {
-            offsets.push((
-                t.name.0.to_string(),
-                p.partition_index,
-                OffsetValue::committed(
-                    p.committed_offset,
-                    p.committed_leader_epoch,
-                    p.committed_metadata.as_deref(),
-                    now,
-                ),
-            ));
+            offsets.push(p.to_commit(&t.name, now));
         }
     }
     let result = if offsets.is_empty() {
