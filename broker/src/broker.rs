@@ -199,88 +199,105 @@ pub(crate) fn default_log_config(config: &BrokerConfig) -> Result<LogConfig> {
     Ok(log_config)
 }
 
-/// The replication factor of an internal topic: `offsets.topic.replication.factor` capped at
-/// the live brokers, so that one node needs no configuration.
-fn internal_replication_factor(controller: &Controller, config: &BrokerConfig) -> i16 {
+/// The replication factor of an internal topic: `wanted` (the configured one) capped at the
+/// live brokers, so that one node needs no configuration.
+fn internal_replication_factor(controller: &Controller, wanted: i16) -> i16 {
     let live = controller.image().live_brokers().len().max(1);
-    config
-        .offsets_topic_replication_factor
-        .clamp(1, live.min(i16::MAX as usize) as i16)
+    wanted.clamp(1, live.min(i16::MAX as usize) as i16)
 }
 
-/// Creates an internal topic unless it exists; another node of the cluster may have created it
-/// first.
+/// Creates the internal topic `name` with `configs` unless it exists; another node of the
+/// cluster may have created it first.
 fn create_internal_topic(
     controller: &Controller,
-    request: &tern_controller::CreateTopic,
+    name: &str,
+    num_partitions: i32,
+    replication_factor: i16,
+    configs: &[(&str, &str)],
 ) -> Result<()> {
-    if controller.image().topic(&request.name).is_some() {
+    if controller.image().topic(name).is_some() {
         return Ok(());
     }
-    match controller.create_topic(request, false) {
-        Err(e) if e.error != ResponseError::TopicAlreadyExists => Err(StartError::Refused(
-            format!("creating {}: {e}", request.name),
-        )),
+    let request = tern_controller::CreateTopic {
+        name: name.to_string(),
+        num_partitions,
+        replication_factor,
+        configs: configs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+        ..Default::default()
+    };
+    match controller.create_topic(&request, false) {
+        Err(e) if e.error != ResponseError::TopicAlreadyExists => {
+            Err(StartError::Refused(format!("creating {name}: {e}")))
+        }
         _ => Ok(()),
     }
 }
 
 /// Creates `__consumer_offsets` (compacted, `offsets.topic.num.partitions`) if missing.
 fn ensure_offsets_topic(controller: &Controller, config: &BrokerConfig) -> Result<()> {
-    let request = tern_controller::CreateTopic {
-        name: OFFSETS_TOPIC.to_string(),
-        num_partitions: config.coordinator.offsets_partitions,
-        replication_factor: internal_replication_factor(controller, config),
-        configs: vec![
-            ("cleanup.policy".into(), "compact".into()),
-            ("segment.bytes".into(), "104857600".into()),
-            ("compression.type".into(), "producer".into()),
+    create_internal_topic(
+        controller,
+        OFFSETS_TOPIC,
+        config.coordinator.offsets_partitions,
+        internal_replication_factor(controller, config.offsets_topic_replication_factor),
+        &[
+            ("cleanup.policy", "compact"),
+            ("segment.bytes", "104857600"),
+            ("compression.type", "producer"),
         ],
-        ..Default::default()
-    };
-    create_internal_topic(controller, &request)
+    )
 }
 
 /// Creates `__transaction_state` (compacted, `transaction.state.log.*`) if missing.
 fn ensure_txn_state_topic(controller: &Controller, config: &BrokerConfig) -> Result<()> {
-    let live = controller.image().live_brokers().len().max(1);
-    let replication_factor = config
-        .txn
-        .replication_factor
-        .clamp(1, live.min(i16::MAX as usize) as i16);
-    let request = tern_controller::CreateTopic {
-        name: TXN_STATE_TOPIC.to_string(),
-        num_partitions: config.txn.num_partitions,
+    let replication_factor = internal_replication_factor(controller, config.txn.replication_factor);
+    let segment_bytes = config.txn.segment_bytes.to_string();
+    let min_isr = config.txn.min_isr.clamp(1, replication_factor).to_string();
+    create_internal_topic(
+        controller,
+        TXN_STATE_TOPIC,
+        config.txn.num_partitions,
         replication_factor,
-        configs: vec![
-            ("cleanup.policy".into(), "compact".into()),
-            ("segment.bytes".into(), config.txn.segment_bytes.to_string()),
-            ("compression.type".into(), "uncompressed".into()),
-            (
-                "min.insync.replicas".into(),
-                config.txn.min_isr.clamp(1, replication_factor).to_string(),
-            ),
-            ("unclean.leader.election.enable".into(), "false".into()),
+        &[
+            ("cleanup.policy", "compact"),
+            ("segment.bytes", &segment_bytes),
+            ("compression.type", "uncompressed"),
+            ("min.insync.replicas", &min_isr),
+            ("unclean.leader.election.enable", "false"),
         ],
-        ..Default::default()
-    };
-    create_internal_topic(controller, &request)
+    )
 }
 
 /// Creates `__mirror_state` (compacted, `mirror.state.topic.num.partitions`) if missing.
 fn ensure_mirror_state_topic(controller: &Controller, config: &BrokerConfig) -> Result<()> {
-    let request = tern_controller::CreateTopic {
-        name: tern_mirror::MIRROR_STATE_TOPIC.to_string(),
-        num_partitions: config.mirror.state_topic_partitions,
-        replication_factor: internal_replication_factor(controller, config),
-        configs: vec![
-            ("cleanup.policy".into(), "compact".into()),
-            ("compression.type".into(), "producer".into()),
-            ("retention.ms".into(), "-1".into()),
+    create_internal_topic(
+        controller,
+        tern_mirror::MIRROR_STATE_TOPIC,
+        config.mirror.state_topic_partitions,
+        internal_replication_factor(controller, config.offsets_topic_replication_factor),
+        &[
+            ("cleanup.policy", "compact"),
+            ("compression.type", "producer"),
+            ("retention.ms", "-1"),
         ],
-        ..Default::default()
-    };
-    create_internal_topic(controller, &request)
+    )
+}
+
+/// Waits `interval`, then answers the broker for the next round of a periodic task; `None`
+/// once `shutdown` fires (or its sender is gone) or the broker has been dropped.
+async fn next_tick(
+    broker: &std::sync::Weak<Broker>,
+    interval: std::time::Duration,
+    shutdown: &mut tokio::sync::watch::Receiver<bool>,
+) -> Option<Arc<Broker>> {
+    tokio::select! {
+        _ = tokio::time::sleep(interval) => {}
+        _ = shutdown.changed() => return None,
+    }
+    broker.upgrade()
 }
 
 /// A registration of `config`'s broker with `endpoints` (listener, host, port).
@@ -417,12 +434,7 @@ impl Broker {
         let broker = Arc::downgrade(self);
         let interval = std::time::Duration::from_millis(self.config.broker_heartbeat_interval_ms);
         tokio::spawn(async move {
-            loop {
-                tokio::select! {
-                    _ = tokio::time::sleep(interval) => {}
-                    _ = shutdown.changed() => return,
-                }
-                let Some(b) = broker.upgrade() else { return };
+            while let Some(b) = next_tick(&broker, interval, &mut shutdown).await {
                 let beat = tokio::task::spawn_blocking(move || {
                     let beat = b
                         .controller
@@ -585,12 +597,7 @@ impl Broker {
         let interval =
             std::time::Duration::from_millis(self.config.replication.hw_checkpoint_interval_ms);
         tokio::spawn(async move {
-            loop {
-                tokio::select! {
-                    _ = tokio::time::sleep(interval) => {}
-                    _ = shutdown.changed() => return,
-                }
-                let Some(b) = broker.upgrade() else { return };
+            while let Some(b) = next_tick(&broker, interval, &mut shutdown).await {
                 let _ = tokio::task::spawn_blocking(move || b.checkpoint_high_watermarks()).await;
             }
         })

@@ -44,9 +44,12 @@ const OFF_BASE_SEQUENCE: usize = 53;
 const OFF_RECORDS_COUNT: usize = 57;
 
 const ATTR_COMPRESSION_MASK: i16 = 0x07;
-const ATTR_TIMESTAMP_TYPE: i16 = 0x08;
-const ATTR_TRANSACTIONAL: i16 = 0x10;
-const ATTR_CONTROL: i16 = 0x20;
+/// Attributes bit: timestamps are LOG_APPEND_TIME (clear: CREATE_TIME).
+pub(crate) const ATTR_TIMESTAMP_TYPE: i16 = 0x08;
+/// Attributes bit: the batch belongs to a transaction.
+pub(crate) const ATTR_TRANSACTIONAL: i16 = 0x10;
+/// Attributes bit: the batch holds control records (transaction markers).
+pub(crate) const ATTR_CONTROL: i16 = 0x20;
 const ATTR_DELETE_HORIZON: i16 = 0x40;
 
 /// Why bytes are not a valid record batch.

@@ -13,17 +13,14 @@ use bytes::{BufMut, Bytes, BytesMut};
 
 use crate::compression::{self, CompressionError};
 use crate::record_batch::{
-    self, BatchError, Compression, RecordBatchHeader, TimestampType, LOG_OVERHEAD, MAGIC_V2,
-    NO_PARTITION_LEADER_EPOCH, NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE,
-    RECORD_BATCH_OVERHEAD,
+    self, BatchError, Compression, RecordBatchHeader, TimestampType, ATTR_CONTROL,
+    ATTR_TIMESTAMP_TYPE, ATTR_TRANSACTIONAL, LOG_OVERHEAD, MAGIC_V2, NO_PARTITION_LEADER_EPOCH,
+    NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE, RECORD_BATCH_OVERHEAD,
 };
 
 /// Timestamp of a batch without records ("no timestamp" in Kafka).
 pub const NO_TIMESTAMP: i64 = -1;
 
-const ATTR_TIMESTAMP_TYPE: i16 = 0x08;
-const ATTR_TRANSACTIONAL: i16 = 0x10;
-const ATTR_CONTROL: i16 = 0x20;
 /// The smallest encoded record: length, attributes, two deltas, two null lengths, no headers.
 const MIN_RECORD_SIZE: usize = 7;
 /// Version of the control record key and of the end-transaction marker value.

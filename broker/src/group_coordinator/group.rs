@@ -964,37 +964,23 @@ impl Group {
     /// only a group waiting for its leader's assignment (CompletingRebalance) refuses with
     /// REBALANCE_IN_PROGRESS.
     pub fn check_commit(&self, committer: &Committer<'_>) -> Result<(), ResponseError> {
-        let Committer {
-            member_id,
-            instance,
-            generation,
-        } = *committer;
-        if self.state == GroupState::Dead {
-            return Err(ResponseError::CoordinatorNotAvailable);
-        }
-        if let Some(c) = &self.consumer {
-            return c.check_commit(member_id, generation);
-        }
-        if generation < 0 && self.state == GroupState::Empty {
-            // A client that manages its own assignment (assign() + commit), or an admin client.
-            return Ok(());
-        }
-        if generation >= 0 || !member_id.is_empty() || instance.is_some() {
-            self.check_member(member_id, instance, generation)?;
-        } else {
-            // No member id and no generation: only an empty group takes such commits.
-            return Err(ResponseError::UnknownMemberId);
-        }
-        if self.state == GroupState::CompletingRebalance {
-            return Err(ResponseError::RebalanceInProgress);
-        }
-        Ok(())
+        self.check_commit_of(committer, false)
     }
 
     /// Whether a TxnOffsetCommit may commit: as Kafka's classic groups, without a member id,
     /// generation or instance id it is taken whatever the group's state; with any of them the
     /// member must be current, and no rebalance refuses it.
     pub fn check_txn_commit(&self, committer: &Committer<'_>) -> Result<(), ResponseError> {
+        self.check_commit_of(committer, true)
+    }
+
+    /// [`Self::check_commit`] or, `transactional`, [`Self::check_txn_commit`]: they differ
+    /// only in a classic group.
+    fn check_commit_of(
+        &self,
+        committer: &Committer<'_>,
+        transactional: bool,
+    ) -> Result<(), ResponseError> {
         let Committer {
             member_id,
             instance,
@@ -1006,12 +992,26 @@ impl Group {
         if let Some(c) = &self.consumer {
             return c.check_commit(member_id, generation);
         }
-        if generation < 0
-            && (self.state == GroupState::Empty || (member_id.is_empty() && instance.is_none()))
-        {
+        let anonymous = member_id.is_empty() && instance.is_none();
+        if transactional {
+            if generation < 0 && (self.state == GroupState::Empty || anonymous) {
+                return Ok(());
+            }
+            return self.check_member(member_id, instance, generation);
+        }
+        if generation < 0 && self.state == GroupState::Empty {
+            // A client that manages its own assignment (assign() + commit), or an admin client.
             return Ok(());
         }
-        self.check_member(member_id, instance, generation)
+        if generation < 0 && anonymous {
+            // No member id and no generation: only an empty group takes such commits.
+            return Err(ResponseError::UnknownMemberId);
+        }
+        self.check_member(member_id, instance, generation)?;
+        if self.state == GroupState::CompletingRebalance {
+            return Err(ResponseError::RebalanceInProgress);
+        }
+        Ok(())
     }
 
     /// Topics some member subscribes to (consumer protocol only).

@@ -75,49 +75,79 @@ fn apply_broker(
     Ok(())
 }
 
-#[allow(clippy::too_many_arguments)]
-fn apply(
-    broker: &Broker,
-    authz: &Authz<'_>,
-    resource_type: i8,
-    name: &str,
-    changes: Result<Vec<(String, Option<String>)>, ApiError>,
+/// One AlterConfigs or IncrementalAlterConfigs request: who asks, and how its changes apply.
+struct Alteration<'a> {
+    broker: &'a Broker,
+    authz: Authz<'a>,
+    /// The legacy AlterConfigs: configs not named are reset to their defaults.
     replace_all: bool,
     validate_only: bool,
-) -> Result<(), ApiError> {
-    if let Some(e) = config_authorization(authz, AclOperation::AlterConfigs, resource_type, name) {
-        return Err(ApiError::new(e, "Authorization failed."));
-    }
-    if resource_type == RESOURCE_BROKER {
-        return apply_broker(broker, name, changes?, replace_all, validate_only);
-    }
-    if resource_type != RESOURCE_TOPIC {
-        return Err(unsupported_resource(resource_type));
-    }
-    let changes = changes?;
-    for (key, value) in &changes {
-        let throttle = key == tern_controller::topic_configs::THROTTLED_REPLICAS_LEADER
-            || key == tern_controller::topic_configs::THROTTLED_REPLICAS_FOLLOWER;
-        if throttle && value.as_deref().is_some_and(|v| !v.trim().is_empty()) {
-            tracing::warn!(topic = name, config = %key, "replication throttles are kept but not enforced yet");
+}
+
+impl<'a> Alteration<'a> {
+    fn new(
+        broker: &'a Broker,
+        ctx: &'a RequestContext,
+        replace_all: bool,
+        validate_only: bool,
+    ) -> Self {
+        Alteration {
+            broker,
+            authz: ctx.authz(broker),
+            replace_all,
+            validate_only,
         }
     }
-    if changes
-        .iter()
-        .any(|(k, _)| k == tern_controller::topic_configs::MIRROR_NAME_CONFIG)
-    {
-        return Err(ApiError::new(
+
+    /// Authorizes and applies `changes` to the resource `resource_type`/`name`.
+    fn apply(
+        &self,
+        resource_type: i8,
+        name: &str,
+        changes: Result<Vec<(String, Option<String>)>, ApiError>,
+    ) -> Result<(), ApiError> {
+        let Self {
+            broker,
+            ref authz,
+            replace_all,
+            validate_only,
+        } = *self;
+        if let Some(e) =
+            config_authorization(authz, AclOperation::AlterConfigs, resource_type, name)
+        {
+            return Err(ApiError::new(e, "Authorization failed."));
+        }
+        if resource_type == RESOURCE_BROKER {
+            return apply_broker(broker, name, changes?, replace_all, validate_only);
+        }
+        if resource_type != RESOURCE_TOPIC {
+            return Err(unsupported_resource(resource_type));
+        }
+        let changes = changes?;
+        for (key, value) in &changes {
+            let throttle = key == tern_controller::topic_configs::THROTTLED_REPLICAS_LEADER
+                || key == tern_controller::topic_configs::THROTTLED_REPLICAS_FOLLOWER;
+            if throttle && value.as_deref().is_some_and(|v| !v.trim().is_empty()) {
+                tracing::warn!(topic = name, config = %key, "replication throttles are kept but not enforced yet");
+            }
+        }
+        if changes
+            .iter()
+            .any(|(k, _)| k == tern_controller::topic_configs::MIRROR_NAME_CONFIG)
+        {
+            return Err(ApiError::new(
             ResponseError::InvalidConfig,
             "mirror.name is managed by cluster mirroring (tern mirrors --start/--stop) and cannot be altered",
         ));
+        }
+        broker
+            .controller
+            .alter_topic_configs(name, &changes, replace_all, validate_only)?;
+        if !validate_only {
+            broker.replicas.apply_image(&broker.controller.image());
+        }
+        Ok(())
     }
-    broker
-        .controller
-        .alter_topic_configs(name, &changes, replace_all, validate_only)?;
-    if !validate_only {
-        broker.replicas.apply_image(&broker.controller.image());
-    }
-    Ok(())
 }
 
 /// Answers the legacy AlterConfigs: the given set replaces every topic config (ALTER_CONFIGS
@@ -127,7 +157,7 @@ pub(crate) fn handle_legacy(
     ctx: &RequestContext,
     req: AlterConfigsRequest,
 ) -> AlterConfigsResponse {
-    let authz = ctx.authz(broker);
+    let alteration = Alteration::new(broker, ctx, true, req.validate_only);
     let responses = req
         .resources
         .into_iter()
@@ -137,22 +167,11 @@ pub(crate) fn handle_legacy(
                 .iter()
                 .map(|c| (c.name.to_string(), c.value.as_ref().map(|v| v.to_string())))
                 .collect();
-            let result = apply(
-                broker,
-                &authz,
-                r.resource_type,
-                r.resource_name.as_str(),
-                Ok(changes),
-                true,
-                req.validate_only,
-            );
-            let resp = alter_configs_response::AlterConfigsResourceResponse::default()
+            let result = alteration.apply(r.resource_type, r.resource_name.as_str(), Ok(changes));
+            alter_configs_response::AlterConfigsResourceResponse::default()
                 .with_resource_type(r.resource_type)
-                .with_resource_name(r.resource_name);
-            match result {
-                Ok(()) => resp,
-                Err(e) => resp.with_api_error(e),
-            }
+                .with_resource_name(r.resource_name)
+                .with_result(result)
         })
         .collect();
     AlterConfigsResponse::default().with_responses(responses)
@@ -230,29 +249,18 @@ pub(crate) fn handle_incremental(
     ctx: &RequestContext,
     req: IncrementalAlterConfigsRequest,
 ) -> IncrementalAlterConfigsResponse {
-    let authz = ctx.authz(broker);
+    let alteration = Alteration::new(broker, ctx, false, req.validate_only);
     let responses = req
         .resources
         .into_iter()
         .map(|r| {
             let name = r.resource_name.to_string();
             let changes = incremental_changes(broker, r.resource_type, &name, &r.configs);
-            let result = apply(
-                broker,
-                &authz,
-                r.resource_type,
-                &name,
-                changes,
-                false,
-                req.validate_only,
-            );
-            let resp = incremental_alter_configs_response::AlterConfigsResourceResponse::default()
+            let result = alteration.apply(r.resource_type, &name, changes);
+            incremental_alter_configs_response::AlterConfigsResourceResponse::default()
                 .with_resource_type(r.resource_type)
-                .with_resource_name(r.resource_name);
-            match result {
-                Ok(()) => resp,
-                Err(e) => resp.with_api_error(e),
-            }
+                .with_resource_name(r.resource_name)
+                .with_result(result)
         })
         .collect();
     IncrementalAlterConfigsResponse::default().with_responses(responses)

@@ -16,6 +16,14 @@ use super::sb;
 pub(crate) trait WithApiError: Sized {
     /// Sets the error code and message from `e`.
     fn with_api_error(self, e: ApiError) -> Self;
+
+    /// Unchanged for `Ok`, with the error of an `Err`.
+    fn with_result(self, result: Result<(), ApiError>) -> Self {
+        match result {
+            Ok(()) => self,
+            Err(e) => self.with_api_error(e),
+        }
+    }
 }
 
 /// Implements [`WithApiError`] through the generated `with_error_code`/`with_error_message`.

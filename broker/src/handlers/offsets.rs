@@ -25,6 +25,35 @@ use crate::group_coordinator::now_ms;
 use crate::group_coordinator::offsets_topic::{offset_key, OffsetValue};
 use crate::group_coordinator::Committer;
 
+/// A partition of an OffsetCommit or TxnOffsetCommit request (generated types with the same
+/// fields).
+pub(super) trait CommitPartition {
+    /// The row to store for it in `topic`: topic, partition and the value committed at `now`.
+    fn to_commit(&self, topic: &TopicName, now: i64) -> (String, i32, OffsetValue);
+}
+
+/// Implements [`CommitPartition`] through the generated `committed_*` fields.
+macro_rules! commit_partition {
+    ($($part:ty),* $(,)?) => {
+        $(impl CommitPartition for $part {
+            fn to_commit(&self, topic: &TopicName, now: i64) -> (String, i32, OffsetValue) {
+                let value = OffsetValue::committed(
+                    self.committed_offset,
+                    self.committed_leader_epoch,
+                    self.committed_metadata.as_deref(),
+                    now,
+                );
+                (topic.0.to_string(), self.partition_index, value)
+            }
+        })*
+    };
+}
+
+commit_partition!(
+    kafka_protocol::messages::offset_commit_request::OffsetCommitRequestPartition,
+    kafka_protocol::messages::txn_offset_commit_request::TxnOffsetCommitRequestPartition,
+);
+
 /// Answers OffsetCommit: READ on the group (GROUP_AUTHORIZATION_FAILED on every partition)
 /// and READ on each topic (TOPIC_AUTHORIZATION_FAILED on its partitions, which are not
 /// committed), as in Kafka.
@@ -83,16 +112,7 @@ pub(crate) async fn offset_commit(
         .filter(|((_, a), _)| **a)
     {
         for (p, _) in t.partitions.iter().zip(known).filter(|(_, k)| **k) {
-            offsets.push((
-                t.name.0.to_string(),
-                p.partition_index,
-                OffsetValue::committed(
-                    p.committed_offset,
-                    p.committed_leader_epoch,
-                    p.committed_metadata.as_deref(),
-                    now,
-                ),
-            ));
+            offsets.push(p.to_commit(&t.name, now));
         }
     }
     let instance = req.group_instance_id.as_ref().map(|s| s.to_string());
@@ -170,9 +190,42 @@ pub(crate) async fn offset_commit(
     OffsetCommitResponse::default().with_topics(topics)
 }
 
-/// (topic, [(partition, offset, epoch, metadata, error code)]) for the requested or all
-/// partitions.
-type FetchedTopic = (String, Vec<(i32, i64, i32, String, i16)>);
+/// (partition, offset, epoch, metadata, error code) of one partition.
+type FetchedRow = (i32, i64, i32, String, i16);
+
+/// (topic, [`FetchedRow`]) for the requested or all partitions.
+type FetchedTopic = (String, Vec<FetchedRow>);
+
+/// A partition of an OffsetFetch answer (v0-7 and v8+ have their own generated types with the
+/// same fields).
+trait FetchedPartition: Default {
+    /// This part filled from `row`.
+    fn with_row(self, row: FetchedRow) -> Self;
+}
+
+/// Implements [`FetchedPartition`] through the generated setters.
+macro_rules! fetched_partition {
+    ($($part:ty),* $(,)?) => {
+        $(impl FetchedPartition for $part {
+            fn with_row(self, (p, o, e, m, code): FetchedRow) -> Self {
+                self.with_error_code(code)
+                    .with_partition_index(p)
+                    .with_committed_offset(o)
+                    .with_committed_leader_epoch(e)
+                    .with_metadata(Some(sb(m)))
+            }
+        })*
+    };
+}
+
+fetched_partition!(OffsetFetchResponsePartition, OffsetFetchResponsePartitions);
+
+/// The answer parts of `rows`, in order.
+fn fetched_partitions<P: FetchedPartition>(rows: Vec<FetchedRow>) -> Vec<P> {
+    rows.into_iter()
+        .map(|row| P::default().with_row(row))
+        .collect()
+}
 
 /// The committed offsets of a group: DESCRIBE on the group is needed; a requested topic the
 /// principal may not DESCRIBE answers TOPIC_AUTHORIZATION_FAILED per partition, and when all
@@ -313,19 +366,7 @@ pub(crate) fn offset_fetch(
                                     OffsetFetchResponseTopics::default()
                                         .with_name(TopicName(sb(t)))
                                         .with_topic_id(id.unwrap_or_default())
-                                        .with_partitions(
-                                            parts
-                                                .into_iter()
-                                                .map(|(p, o, e, m, code)| {
-                                                    OffsetFetchResponsePartitions::default()
-                                                        .with_error_code(code)
-                                                        .with_partition_index(p)
-                                                        .with_committed_offset(o)
-                                                        .with_committed_leader_epoch(e)
-                                                        .with_metadata(Some(sb(m)))
-                                                })
-                                                .collect(),
-                                        ),
+                                        .with_partitions(fetched_partitions(parts)),
                                 )
                             })
                             .collect();
@@ -371,19 +412,7 @@ pub(crate) fn offset_fetch(
                 .map(|(t, parts)| {
                     OffsetFetchResponseTopic::default()
                         .with_name(TopicName(sb(t)))
-                        .with_partitions(
-                            parts
-                                .into_iter()
-                                .map(|(p, o, e, m, code)| {
-                                    OffsetFetchResponsePartition::default()
-                                        .with_error_code(code)
-                                        .with_partition_index(p)
-                                        .with_committed_offset(o)
-                                        .with_committed_leader_epoch(e)
-                                        .with_metadata(Some(sb(m)))
-                                })
-                                .collect(),
-                        )
+                        .with_partitions(fetched_partitions(parts))
                 })
                 .collect(),
         ),

@@ -3,7 +3,9 @@
 
 use std::collections::HashSet;
 
-use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
+use kafka_protocol::messages::add_partitions_to_txn_request::{
+    AddPartitionsToTxnTopic, AddPartitionsToTxnTransaction,
+};
 use kafka_protocol::messages::add_partitions_to_txn_response::{
     AddPartitionsToTxnPartitionResult, AddPartitionsToTxnResult, AddPartitionsToTxnTopicResult,
 };
@@ -22,13 +24,14 @@ use kafka_protocol::ResponseError;
 
 use tern_controller::acls::{AclOperation, AclResourceType};
 
+use super::offsets::CommitPartition;
 use super::{Authz, RequestContext};
 use crate::broker::Broker;
 use crate::group_coordinator::now_ms;
-use crate::group_coordinator::offsets_topic::{OffsetValue, OFFSETS_TOPIC};
+use crate::group_coordinator::offsets_topic::OFFSETS_TOPIC;
 use crate::group_coordinator::Committer;
 use crate::internal_topic::replicated;
-use crate::replication::delayed_produce::wait_for_isr;
+use crate::replication::delayed_produce::{wait_for_isr, PendingAck};
 use crate::txn_coordinator::markers::append_marker;
 
 /// How long markers and transactional offset commits wait for their ISR.
@@ -41,6 +44,17 @@ fn fenced_as(e: ResponseError, version: i16, first_with_fenced: i16) -> Response
     } else {
         e
     }
+}
+
+/// The error code of a transaction state change (AddPartitionsToTxn, AddOffsetsToTxn, EndTxn)
+/// once the coordinator's answer is replicated: 0, or the refusal (PRODUCER_FENCED as v0-1
+/// name it).
+async fn txn_change_code(accepted: Result<Option<PendingAck>, ResponseError>, version: i16) -> i16 {
+    let outcome = match accepted {
+        Ok(ack) => replicated(ack).await,
+        Err(e) => Err(e),
+    };
+    outcome.err().map_or(0, |e| fenced_as(e, version, 2).code())
 }
 
 fn may_write_txn(authz: &Authz<'_>, transactional_id: &str) -> bool {
@@ -75,27 +89,16 @@ fn topic_results(
         .collect()
 }
 
-/// A transactional producer as a request names it.
-struct TxnProducer<'a> {
-    transactional_id: &'a str,
-    producer_id: i64,
-    epoch: i16,
-}
-
 /// Adds one transaction's partitions (or, with `verify_only`, checks they are in it).
 async fn add_partitions_of(
     broker: &Broker,
     authz: &Authz<'_>,
-    producer: TxnProducer<'_>,
-    verify_only: bool,
-    topics: &[AddPartitionsToTxnTopic],
+    txn: &AddPartitionsToTxnTransaction,
     version: i16,
 ) -> Vec<AddPartitionsToTxnTopicResult> {
-    let TxnProducer {
-        transactional_id,
-        producer_id,
-        epoch,
-    } = producer;
+    let transactional_id = txn.transactional_id.0.as_str();
+    let (producer_id, epoch) = (txn.producer_id.0, txn.producer_epoch);
+    let (verify_only, topics) = (txn.verify_only, txn.topics.as_slice());
     if !may_write_txn(authz, transactional_id) {
         let code = ResponseError::TransactionalIdAuthorizationFailed.code();
         return topic_results(topics, |_, _| code);
@@ -156,15 +159,10 @@ async fn add_partitions_of(
             Err(e) => topic_results(topics, |_, _| e.code()),
         };
     }
-    let outcome =
-        match broker
-            .txns
-            .add_partitions(transactional_id, producer_id, epoch, &partitions)
-        {
-            Ok(ack) => replicated(ack).await,
-            Err(e) => Err(e),
-        };
-    let code = outcome.err().map_or(0, |e| fenced_as(e, version, 2).code());
+    let accepted = broker
+        .txns
+        .add_partitions(transactional_id, producer_id, epoch, &partitions);
+    let code = txn_change_code(accepted, version).await;
     topic_results(topics, |_, _| code)
 }
 
@@ -178,19 +176,13 @@ pub(crate) async fn add_partitions_to_txn(
 ) -> AddPartitionsToTxnResponse {
     let authz = ctx.authz(broker);
     if version < 4 {
-        let results = add_partitions_of(
-            broker,
-            &authz,
-            TxnProducer {
-                transactional_id: req.v3_and_below_transactional_id.0.as_str(),
-                producer_id: req.v3_and_below_producer_id.0,
-                epoch: req.v3_and_below_producer_epoch,
-            },
-            false,
-            &req.v3_and_below_topics,
-            version,
-        )
-        .await;
+        // The one transaction of v0-3, never verify-only, as v4+ names each of its several.
+        let txn = AddPartitionsToTxnTransaction::default()
+            .with_transactional_id(req.v3_and_below_transactional_id)
+            .with_producer_id(req.v3_and_below_producer_id)
+            .with_producer_epoch(req.v3_and_below_producer_epoch)
+            .with_topics(req.v3_and_below_topics);
+        let results = add_partitions_of(broker, &authz, &txn, version).await;
         return AddPartitionsToTxnResponse::default().with_results_by_topic_v3_and_below(results);
     }
     if !authz.cluster(AclOperation::ClusterAction) {
@@ -199,19 +191,7 @@ pub(crate) async fn add_partitions_to_txn(
     }
     let mut results = Vec::with_capacity(req.transactions.len());
     for txn in &req.transactions {
-        let topic_results = add_partitions_of(
-            broker,
-            &authz,
-            TxnProducer {
-                transactional_id: txn.transactional_id.0.as_str(),
-                producer_id: txn.producer_id.0,
-                epoch: txn.producer_epoch,
-            },
-            txn.verify_only,
-            &txn.topics,
-            version,
-        )
-        .await;
+        let topic_results = add_partitions_of(broker, &authz, txn, version).await;
         results.push(
             AddPartitionsToTxnResult::default()
                 .with_transactional_id(txn.transactional_id.clone())
@@ -231,7 +211,7 @@ pub(crate) async fn add_offsets_to_txn(
     let authz = ctx.authz(broker);
     let txn_id = req.transactional_id.0.as_str();
     let group = req.group_id.0.as_str();
-    let outcome = if !may_write_txn(&authz, txn_id) {
+    let accepted = if !may_write_txn(&authz, txn_id) {
         Err(ResponseError::TransactionalIdAuthorizationFailed)
     } else if !authz.group(AclOperation::Read, group) {
         Err(ResponseError::GroupAuthorizationFailed)
@@ -242,18 +222,11 @@ pub(crate) async fn add_offsets_to_txn(
             OFFSETS_TOPIC.to_string(),
             broker.groups.partition_for(group),
         );
-        match broker.txns.add_partitions(
-            txn_id,
-            req.producer_id.0,
-            req.producer_epoch,
-            &[partition],
-        ) {
-            Ok(ack) => replicated(ack).await,
-            Err(e) => Err(e),
-        }
+        broker
+            .txns
+            .add_partitions(txn_id, req.producer_id.0, req.producer_epoch, &[partition])
     };
-    AddOffsetsToTxnResponse::default()
-        .with_error_code(outcome.err().map_or(0, |e| fenced_as(e, version, 2).code()))
+    AddOffsetsToTxnResponse::default().with_error_code(txn_change_code(accepted, version).await)
 }
 
 /// Answers EndTxn: the commit or abort is decided (and replicated) before the answer; its
@@ -266,19 +239,15 @@ pub(crate) async fn end_txn(
 ) -> EndTxnResponse {
     let authz = ctx.authz(broker);
     let txn_id = req.transactional_id.0.as_str();
-    let outcome = if !may_write_txn(&authz, txn_id) {
+    let accepted = if !may_write_txn(&authz, txn_id) {
         Err(ResponseError::TransactionalIdAuthorizationFailed)
     } else {
-        match broker
+        broker
             .txns
             .end_txn(txn_id, req.producer_id.0, req.producer_epoch, req.committed)
-        {
-            Ok(ack) => replicated(ack).await,
-            Err(e) => Err(e),
-        }
     };
     EndTxnResponse::default()
-        .with_error_code(outcome.err().map_or(0, |e| fenced_as(e, version, 2).code()))
+        .with_error_code(txn_change_code(accepted, version).await)
         .with_producer_id(kafka_protocol::messages::ProducerId(-1))
         .with_producer_epoch(-1)
 }
@@ -330,16 +299,7 @@ pub(crate) async fn txn_offset_commit(
     let mut offsets = Vec::new();
     for (t, pre) in req.topics.iter().zip(&pre) {
         for (p, _) in t.partitions.iter().zip(pre).filter(|(_, e)| e.is_none()) {
-            offsets.push((
-                t.name.0.to_string(),
-                p.partition_index,
-                OffsetValue::committed(
-                    p.committed_offset,
-                    p.committed_leader_epoch,
-                    p.committed_metadata.as_deref(),
-                    now,
-                ),
-            ));
+            offsets.push(p.to_commit(&t.name, now));
         }
     }
     let result = if offsets.is_empty() {

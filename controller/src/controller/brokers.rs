@@ -12,9 +12,28 @@ use uuid::Uuid;
 use super::partitions::{elect_leaders_for_returning, fence_records};
 use super::{unexpected, Controller};
 use crate::commands::{BrokerRegistration, Command, QuorumDescription, ReplicaDescription, Reply};
+use crate::image::{BrokerInfo, MetadataImage};
 use crate::quorum::QuorumHandle;
 use crate::records::MetadataRecord;
 use crate::start::node_id;
+
+/// The registration of broker `broker_id` if `incarnation_id` is its current process, else
+/// why not.
+fn current_registration(
+    image: &MetadataImage,
+    broker_id: i32,
+    incarnation_id: Uuid,
+) -> Result<&BrokerInfo, String> {
+    let Some(b) = image.brokers.get(&broker_id) else {
+        return Err(format!("Broker {broker_id} is not registered"));
+    };
+    if b.incarnation_id != Some(incarnation_id) {
+        return Err(format!(
+            "Broker {broker_id} registered again with another incarnation"
+        ));
+    }
+    Ok(b)
+}
 
 /// Heartbeats the active controller has seen (kept in memory, as Kafka's
 /// BrokerHeartbeatManager does: a new active controller starts everyone's clock anew).
@@ -192,18 +211,8 @@ impl Controller {
         incarnation_id: Uuid,
     ) -> Result<(), ApiError> {
         let image = self.image();
-        let Some(b) = image.brokers.get(&broker_id) else {
-            return Err(ApiError::new(
-                ResponseError::StaleBrokerEpoch,
-                format!("Broker {broker_id} is not registered"),
-            ));
-        };
-        if b.incarnation_id != Some(incarnation_id) {
-            return Err(ApiError::new(
-                ResponseError::StaleBrokerEpoch,
-                format!("Broker {broker_id} registered again with another incarnation"),
-            ));
-        }
+        let b = current_registration(&image, broker_id, incarnation_id)
+            .map_err(|why| ApiError::new(ResponseError::StaleBrokerEpoch, why))?;
         self.liveness
             .lock()
             .last_seen
@@ -222,11 +231,10 @@ impl Controller {
         incarnation_id: Uuid,
     ) -> Result<(), ApiError> {
         let image = self.image();
-        let Some(b) = image.brokers.get(&broker_id) else {
-            return Ok(());
-        };
-        if b.incarnation_id != Some(incarnation_id) || b.fenced {
-            return Ok(());
+        // A process the controller does not know (any more) has nothing to hand over.
+        match current_registration(&image, broker_id, incarnation_id) {
+            Ok(b) if !b.fenced => {}
+            _ => return Ok(()),
         }
         self.liveness.lock().last_seen.remove(&broker_id);
         self.commit(fence_records(
