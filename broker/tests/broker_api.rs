@@ -34,6 +34,57 @@ async fn api_versions_lists_produce_and_fetch() {
 }
 
 #[tokio::test]
+async fn api_versions_v5_checks_the_cluster_and_node_a_client_names() {
+    let s = TestServer::start().await;
+    let (cluster, node) = (
+        s.server.broker.cluster_id.clone(),
+        s.server.broker.config.node_id,
+    );
+    let mut c = s.connect().await;
+    let ask = |cluster: Option<&str>, node: i32| {
+        ApiVersionsRequest::default()
+            .with_client_software_name(str_bytes("test"))
+            .with_client_software_version(str_bytes("1"))
+            .with_cluster_id(cluster.map(str_bytes))
+            .with_node_id(node)
+    };
+    // As Kafka 4.4 answers each case (probed side by side): neither or both matching serve;
+    // a mismatch asks the client to rebootstrap; one without the other is a bad request.
+    let cases = [
+        (None, -1, 0),
+        (Some(cluster.as_str()), node, 0),
+        (
+            Some("another-cluster"),
+            node,
+            ResponseError::RebootstrapRequired.code(),
+        ),
+        (
+            Some(cluster.as_str()),
+            node + 1,
+            ResponseError::RebootstrapRequired.code(),
+        ),
+        (
+            Some(cluster.as_str()),
+            -1,
+            ResponseError::InvalidRequest.code(),
+        ),
+        (None, node, ResponseError::InvalidRequest.code()),
+    ];
+    for (cluster, node, code) in cases {
+        let resp = c.send(&ask(cluster, node), 5).await.unwrap();
+        assert_eq!(resp.error_code, code, "cluster {cluster:?} node {node}");
+        assert_eq!(
+            resp.api_keys.is_empty(),
+            code != 0,
+            "cluster {cluster:?} node {node}"
+        );
+    }
+    // Before v5 the fields do not exist: nothing is checked.
+    let resp = c.send(&ask(None, -1), 4).await.unwrap();
+    assert_eq!((resp.error_code, resp.api_keys.is_empty()), (0, false));
+}
+
+#[tokio::test]
 async fn unknown_api_versions_version_gets_v0_unsupported_reply() {
     let s = TestServer::start().await;
     let mut c = s.connect().await;

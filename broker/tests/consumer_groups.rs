@@ -289,11 +289,27 @@ async fn partitions_move_after_revocation_and_the_group_shows_as_kafkas() {
     let del = c
         .send(
             &DeleteGroupsRequest::default().with_groups_names(vec![GroupId(s(GROUP))]),
-            2,
+            3,
         )
         .await
         .unwrap();
     assert_eq!(del.results[0].error_code, 0);
+    assert_eq!(del.results[0].error_message, None);
+    // v3 carries an error message; Kafka 4.4 leaves it null, for a missing group too.
+    let del = c
+        .send(
+            &DeleteGroupsRequest::default().with_groups_names(vec![GroupId(s(GROUP))]),
+            3,
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        (
+            del.results[0].error_code,
+            del.results[0].error_message.as_ref()
+        ),
+        (ResponseError::GroupIdNotFound.code(), None)
+    );
 }
 
 #[tokio::test]

@@ -18,9 +18,21 @@ fn api_keys() -> Vec<ApiVersion> {
         .collect()
 }
 
-/// Answers ApiVersions.
-pub fn handle(_req: ApiVersionsRequest, _version: i16) -> ApiVersionsResponse {
-    ApiVersionsResponse::default().with_api_keys(api_keys())
+/// Answers ApiVersions. From v5 a client may name the cluster and node it means to reach
+/// (KIP-1242): both or neither, and both must be this broker's, as Kafka 4.4 checks them.
+pub fn handle(req: ApiVersionsRequest, cluster_id: &str, node_id: i32) -> ApiVersionsResponse {
+    let refused = match (req.cluster_id.as_deref(), req.node_id) {
+        (None, -1) => None,
+        (Some(cluster), node) if node >= 0 => {
+            (cluster != cluster_id || node != node_id).then_some(ResponseError::RebootstrapRequired)
+        }
+        _ => Some(ResponseError::InvalidRequest),
+    };
+    match refused {
+        // Kafka answers a refused check without the api keys.
+        Some(error) => ApiVersionsResponse::default().with_error_code(error.code()),
+        None => ApiVersionsResponse::default().with_api_keys(api_keys()),
+    }
 }
 
 /// The v0 reply to a version we do not know: UNSUPPORTED_VERSION plus our ranges.

@@ -51,7 +51,7 @@ pub const SUPPORTED_APIS: &[(ApiKey, i16, i16)] = &[
     (ApiKey::Fetch, 4, 18),
     (ApiKey::ListOffsets, 1, 11),
     (ApiKey::Metadata, 0, 13),
-    (ApiKey::ApiVersions, 0, 4),
+    (ApiKey::ApiVersions, 0, 5),
     (ApiKey::CreateTopics, 2, 7),
     (ApiKey::DeleteTopics, 1, 6),
     (ApiKey::DeleteRecords, 0, 2),
@@ -81,7 +81,7 @@ pub const SUPPORTED_APIS: &[(ApiKey, i16, i16)] = &[
     (ApiKey::OffsetDelete, 0, 0),
     (ApiKey::ListGroups, 0, 5),
     (ApiKey::DescribeGroups, 0, 6),
-    (ApiKey::DeleteGroups, 0, 2),
+    (ApiKey::DeleteGroups, 0, 3),
     (ApiKey::ConsumerGroupHeartbeat, 0, 1),
     (ApiKey::ConsumerGroupDescribe, 0, 1),
     (ApiKey::DescribeTopicPartitions, 0, 0),
@@ -251,7 +251,11 @@ pub(crate) async fn handle(
         .unwrap_or_default();
     let ctx = RequestContext::new(peer, listener, principal, client_id);
     let response = match req.body {
-        RequestKind::ApiVersions(r) => ResponseKind::ApiVersions(api_versions::handle(r, version)),
+        RequestKind::ApiVersions(r) => ResponseKind::ApiVersions(api_versions::handle(
+            r,
+            &broker.cluster_id,
+            broker.config.node_id,
+        )),
         RequestKind::Metadata(r) => {
             ResponseKind::Metadata(metadata::handle(broker, &ctx, r, version))
         }

@@ -58,7 +58,12 @@ pub async fn start_in(dir: &std::path::Path, extra: &[(&str, &str)]) -> Server {
 }
 
 pub fn name(s: &str) -> TopicName {
-    TopicName(StrBytes::from_string(s.to_string()))
+    TopicName(str_bytes(s))
+}
+
+/// A protocol string.
+pub fn str_bytes(s: &str) -> StrBytes {
+    StrBytes::from_string(s.to_string())
 }
 
 pub async fn create_topic(
