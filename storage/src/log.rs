@@ -78,6 +78,47 @@ pub struct TimestampAndOffset {
     pub leader_epoch: Option<i32>,
 }
 
+/// Batches on their way into the log: a producer's are patched in place (offsets, epoch,
+/// append time); a replica's or a mirror's are written as received, copied only if their
+/// leader epoch is rewritten.
+struct Incoming {
+    /// The bytes as received, shared with the rest of their fetch response.
+    received: Bytes,
+    /// Owned bytes the append may change; when present, these are what is appended.
+    patched: Option<BytesMut>,
+}
+
+impl Incoming {
+    /// A producer's batches, owned.
+    fn owned(records: BytesMut) -> Self {
+        Incoming {
+            received: Bytes::new(),
+            patched: Some(records),
+        }
+    }
+
+    /// Fetched batches, appended as they are.
+    fn received(records: Bytes) -> Self {
+        Incoming {
+            received: records,
+            patched: None,
+        }
+    }
+
+    /// The bytes to patch, copied out of the shared buffer the first time.
+    fn patchable(&mut self) -> &mut BytesMut {
+        self.patched
+            .get_or_insert_with(|| BytesMut::from(&self.received[..]))
+    }
+}
+
+impl std::ops::Deref for Incoming {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        self.patched.as_deref().unwrap_or(&self.received)
+    }
+}
+
 #[derive(Debug, Clone, Copy)]
 enum Origin {
     Leader { epoch: i32 },
@@ -158,28 +199,29 @@ impl Log {
     /// Appends batches from a producer: validates all, assigns offsets and the leader epoch.
     pub fn append_as_leader(&self, records: BytesMut, leader_epoch: i32) -> Result<LogAppendInfo> {
         self.append(
-            records,
+            Incoming::owned(records),
             Origin::Leader {
                 epoch: leader_epoch,
             },
         )
     }
 
-    /// Appends batches fetched from a leader or a mirror source, keeping their offsets.
+    /// Appends batches fetched from a leader or a mirror source, keeping their offsets. The
+    /// bytes are written as received (no copy) unless their leader epoch is rewritten.
     pub fn append_replicated(
         &self,
-        records: BytesMut,
+        records: Bytes,
         rewrite_leader_epoch: Option<i32>,
     ) -> Result<LogAppendInfo> {
         self.append(
-            records,
+            Incoming::received(records),
             Origin::Replicated {
                 rewrite_epoch: rewrite_leader_epoch,
             },
         )
     }
 
-    fn append(&self, mut records: BytesMut, origin: Origin) -> Result<LogAppendInfo> {
+    fn append(&self, mut records: Incoming, origin: Origin) -> Result<LogAppendInfo> {
         let mut w = self.writer.lock();
         self.local.check_online()?;
         let config = self.config.read().clone();
@@ -220,7 +262,7 @@ impl Log {
         {
             active = self.io_guard(self.roll_locked(first_offset))?;
         }
-        self.io_guard(active.append(&records, &batches, config.index_interval_bytes))?;
+        self.io_guard(active.append(&records[..], &batches, config.index_interval_bytes))?;
         self.assign_epochs(&batches)?;
         {
             let mut producers = self.producers.lock();
@@ -256,7 +298,7 @@ impl Log {
     /// a duplicate of one of the producer's recent batches: nothing is to be appended.
     fn assign(
         &self,
-        records: &mut BytesMut,
+        records: &mut Incoming,
         mut batches: Vec<(usize, RecordBatchHeader)>,
         origin: Origin,
         log_append_time: i64,
@@ -266,9 +308,10 @@ impl Log {
         let mut completed = Vec::new();
         let mut next = self.log_end_offset();
         for (pos, h) in batches.iter_mut() {
-            let batch = &mut records[*pos..*pos + h.size()];
+            let range = *pos..*pos + h.size();
             match origin {
                 Origin::Leader { epoch } => {
+                    let batch = &mut records.patchable()[range.clone()];
                     set_base_offset(batch, next);
                     set_partition_leader_epoch(batch, epoch);
                     if log_append_time >= 0 {
@@ -300,12 +343,12 @@ impl Log {
                         });
                     }
                     if let Some(e) = rewrite_epoch {
-                        set_partition_leader_epoch(batch, e);
+                        set_partition_leader_epoch(&mut records.patchable()[range.clone()], e);
                         h.partition_leader_epoch = e;
                     }
                 }
             }
-            if let Some(done) = producers.update(&mut staged, h, control_of(h, batch)) {
+            if let Some(done) = producers.update(&mut staged, h, control_of(h, &records[range])) {
                 completed.push(done);
             }
             next = h.next_offset();

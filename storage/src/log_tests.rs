@@ -154,7 +154,7 @@ fn replicated_append_keeps_offsets_and_allows_gaps() {
         },
         1,
     ));
-    let info = log.append_replicated(req, None).unwrap();
+    let info = log.append_replicated(req.freeze(), None).unwrap();
     assert_eq!((info.first_offset, info.last_offset), (10, 20));
     assert_eq!(log.log_end_offset(), 21);
     assert_eq!(log.epoch_entries(), vec![(3, 10), (4, 20)]);
@@ -172,7 +172,7 @@ fn replicated_append_keeps_offsets_and_allows_gaps() {
         1,
     );
     assert!(matches!(
-        log.append_replicated(below, None),
+        log.append_replicated(below.freeze(), None),
         Err(StorageError::InvalidOffsets { .. })
     ));
     let info = log
@@ -184,7 +184,8 @@ fn replicated_append_keeps_offsets_and_allows_gaps() {
                     ..BatchSpec::default()
                 },
                 1,
-            ),
+            )
+            .freeze(),
             Some(9),
         )
         .unwrap();

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
 use proptest::prelude::*;
 use tern_protocol::record_batch::{set_base_offset, set_partition_leader_epoch, BatchIter};
 use tern_storage::record::{build_batch, BatchSpec, KeyValue};
@@ -183,7 +183,7 @@ fn run(ops: Vec<Op>) {
                 let base = model.leo + gap;
                 let bytes = make_batch(records, value_len, base, epoch);
                 let info = log
-                    .append_replicated(BytesMut::from(&bytes[..]), None)
+                    .append_replicated(Bytes::copy_from_slice(&bytes), None)
                     .unwrap();
                 assert_eq!(
                     (info.first_offset, info.last_offset),

@@ -9,7 +9,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::BytesMut;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::{BrokerId, FetchRequest, ListOffsetsRequest, TopicName};
@@ -363,7 +362,7 @@ fn append(
     if !whole.is_empty() {
         partition
             .log
-            .append_replicated(BytesMut::from(&whole[..]), None)
+            .append_replicated(whole, None)
             .map_err(|e| e.to_string())?;
         partition.on_local_append();
     }

@@ -13,7 +13,6 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::BytesMut;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::fetch_response::PartitionData;
 use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse, TopicName};
@@ -810,7 +809,7 @@ fn append_fetched(
                     })?;
                 return Ok(None);
             }
-            log.append_replicated(BytesMut::from(&batches[..]), None)
+            log.append_replicated(batches, None)
                 .map_err(AppendError::Append)?;
             appended = Some(summary);
         }
@@ -835,7 +834,7 @@ fn append_fetched(
 mod tests {
     use super::*;
     use crate::host::LeaderReplica;
-    use bytes::Bytes;
+    use bytes::{Bytes, BytesMut};
     use std::sync::atomic::{AtomicUsize, Ordering};
     use tern_protocol::record_batch::Compression;
     use tern_protocol::record_batch::RecordBatchHeader;
