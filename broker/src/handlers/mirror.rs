@@ -97,6 +97,17 @@ pub(crate) async fn handle(
             )),
         ))
     };
+    // Start, stop, pause and resume (one generated type each): the topics-change check, then
+    // the manager.
+    macro_rules! topics_change {
+        ($r:ident, $response:ident, $method:ident) => {{
+            let topics = $r.topics.iter().map(|t| &t.topic_name);
+            match check_topics_change(&authz, &$r.mirror_name, topics) {
+                Ok(()) => m.$method(&$r).await,
+                Err(refusal) => refused!($response, refusal),
+            }
+        }};
+    }
     Some(match request {
         RequestKind::CreateClusterMirror(r) => ResponseKind::CreateClusterMirror(
             match check_mirror(&authz, AclOperation::Create, &r.mirror_name) {
@@ -104,23 +115,13 @@ pub(crate) async fn handle(
                 Err(refusal) => refused!(CreateClusterMirrorResponse, refusal),
             },
         ),
-        RequestKind::StartMirrorTopics(r) => {
-            let topics = r.topics.iter().map(|t| &t.topic_name);
-            ResponseKind::StartMirrorTopics(
-                match check_topics_change(&authz, &r.mirror_name, topics) {
-                    Ok(()) => m.start_topics(&r).await,
-                    Err(refusal) => refused!(StartMirrorTopicsResponse, refusal),
-                },
-            )
-        }
+        RequestKind::StartMirrorTopics(r) => ResponseKind::StartMirrorTopics(topics_change!(
+            r,
+            StartMirrorTopicsResponse,
+            start_topics
+        )),
         RequestKind::StopMirrorTopics(r) => {
-            let topics = r.topics.iter().map(|t| &t.topic_name);
-            ResponseKind::StopMirrorTopics(
-                match check_topics_change(&authz, &r.mirror_name, topics) {
-                    Ok(()) => m.stop_topics(&r).await,
-                    Err(refusal) => refused!(StopMirrorTopicsResponse, refusal),
-                },
-            )
+            ResponseKind::StopMirrorTopics(topics_change!(r, StopMirrorTopicsResponse, stop_topics))
         }
         RequestKind::LastMirroredOffsets(r) => ResponseKind::LastMirroredOffsets(
             match check_mirror(&authz, AclOperation::Describe, &r.mirror_name) {
@@ -185,24 +186,16 @@ pub(crate) async fn handle(
                 Err(refusal) => refused!(WriteMirrorStatesResponse, refusal),
             })
         }
-        RequestKind::PauseMirrorTopics(r) => {
-            let topics = r.topics.iter().map(|t| &t.topic_name);
-            ResponseKind::PauseMirrorTopics(
-                match check_topics_change(&authz, &r.mirror_name, topics) {
-                    Ok(()) => m.pause_topics(&r).await,
-                    Err(refusal) => refused!(PauseMirrorTopicsResponse, refusal),
-                },
-            )
-        }
-        RequestKind::ResumeMirrorTopics(r) => {
-            let topics = r.topics.iter().map(|t| &t.topic_name);
-            ResponseKind::ResumeMirrorTopics(
-                match check_topics_change(&authz, &r.mirror_name, topics) {
-                    Ok(()) => m.resume_topics(&r).await,
-                    Err(refusal) => refused!(ResumeMirrorTopicsResponse, refusal),
-                },
-            )
-        }
+        RequestKind::PauseMirrorTopics(r) => ResponseKind::PauseMirrorTopics(topics_change!(
+            r,
+            PauseMirrorTopicsResponse,
+            pause_topics
+        )),
+        RequestKind::ResumeMirrorTopics(r) => ResponseKind::ResumeMirrorTopics(topics_change!(
+            r,
+            ResumeMirrorTopicsResponse,
+            resume_topics
+        )),
         RequestKind::DeleteClusterMirror(r) => ResponseKind::DeleteClusterMirror(
             match check_mirror(&authz, AclOperation::Delete, &r.mirror_name) {
                 Ok(()) => m.delete_mirror(&r).await,

@@ -184,18 +184,31 @@ pub async fn start_topics(
     conn.send(&req, 0).await.unwrap()
 }
 
+/// Sends a request of the mirror's `topics` by name (stop, pause, resume: one generated type
+/// each) and returns its response.
+macro_rules! by_name {
+    ($conn:expr, $request:ident, $module:ident, $mirror:expr, $topics:expr) => {{
+        let topics = $topics.iter();
+        let topics = topics.map(|t| $module::TopicData::default().with_topic_name(sb(t)));
+        let req = $request::default()
+            .with_mirror_name(sb($mirror))
+            .with_topics(topics.collect());
+        $conn.send(&req, 0).await.unwrap()
+    }};
+}
+
 pub async fn stop_topics(
     conn: &mut KafkaConnection,
     mirror: &str,
     topics: &[&str],
 ) -> StopMirrorTopicsResponse {
-    let topics = topics
-        .iter()
-        .map(|t| stop_mirror_topics_request::TopicData::default().with_topic_name(sb(t)));
-    let req = StopMirrorTopicsRequest::default()
-        .with_mirror_name(sb(mirror))
-        .with_topics(topics.collect());
-    conn.send(&req, 0).await.unwrap()
+    by_name!(
+        conn,
+        StopMirrorTopicsRequest,
+        stop_mirror_topics_request,
+        mirror,
+        topics
+    )
 }
 
 pub async fn pause_topics(
@@ -203,13 +216,13 @@ pub async fn pause_topics(
     mirror: &str,
     topics: &[&str],
 ) -> PauseMirrorTopicsResponse {
-    let topics = topics
-        .iter()
-        .map(|t| pause_mirror_topics_request::TopicData::default().with_topic_name(sb(t)));
-    let req = PauseMirrorTopicsRequest::default()
-        .with_mirror_name(sb(mirror))
-        .with_topics(topics.collect());
-    conn.send(&req, 0).await.unwrap()
+    by_name!(
+        conn,
+        PauseMirrorTopicsRequest,
+        pause_mirror_topics_request,
+        mirror,
+        topics
+    )
 }
 
 pub async fn resume_topics(
@@ -217,13 +230,13 @@ pub async fn resume_topics(
     mirror: &str,
     topics: &[&str],
 ) -> ResumeMirrorTopicsResponse {
-    let topics = topics
-        .iter()
-        .map(|t| resume_mirror_topics_request::TopicData::default().with_topic_name(sb(t)));
-    let req = ResumeMirrorTopicsRequest::default()
-        .with_mirror_name(sb(mirror))
-        .with_topics(topics.collect());
-    conn.send(&req, 0).await.unwrap()
+    by_name!(
+        conn,
+        ResumeMirrorTopicsRequest,
+        resume_mirror_topics_request,
+        mirror,
+        topics
+    )
 }
 
 pub async fn list_mirrors(conn: &mut KafkaConnection) -> ListClusterMirrorsResponse {

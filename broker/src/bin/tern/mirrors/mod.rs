@@ -298,33 +298,30 @@ pub(crate) async fn run(args: MirrorsArgs) -> Result<i32> {
             }
             let names = names.iter().map(|n| str_bytes(n));
             let sent = std::time::Instant::now();
+            // The request of the mirror's topics `names` (one generated type per action).
+            macro_rules! by_name {
+                ($request:ident, $module:ident) => {
+                    $request::default()
+                        .with_mirror_name(str_bytes(&mirror))
+                        .with_topics(
+                            names
+                                .map(|n| $module::TopicData::default().with_topic_name(n))
+                                .collect(),
+                        )
+                };
+            }
             let (r, verb) = match args.action {
                 Action::Stop => {
-                    let topics = names.map(|n| {
-                        stop_mirror_topics_request::TopicData::default().with_topic_name(n)
-                    });
-                    let request = StopMirrorTopicsRequest::default()
-                        .with_mirror_name(str_bytes(&mirror))
-                        .with_topics(topics.collect())
+                    let request = by_name!(StopMirrorTopicsRequest, stop_mirror_topics_request)
                         .with_patterns(patterns.iter().map(|p| str_bytes(p)).collect());
                     (topic_results!(conn.send(&request, 0).await?), "Stopped")
                 }
                 Action::Pause => {
-                    let topics = names.map(|n| {
-                        pause_mirror_topics_request::TopicData::default().with_topic_name(n)
-                    });
-                    let request = PauseMirrorTopicsRequest::default()
-                        .with_mirror_name(str_bytes(&mirror))
-                        .with_topics(topics.collect());
+                    let request = by_name!(PauseMirrorTopicsRequest, pause_mirror_topics_request);
                     (topic_results!(conn.send(&request, 0).await?), "Paused")
                 }
                 _ => {
-                    let topics = names.map(|n| {
-                        resume_mirror_topics_request::TopicData::default().with_topic_name(n)
-                    });
-                    let request = ResumeMirrorTopicsRequest::default()
-                        .with_mirror_name(str_bytes(&mirror))
-                        .with_topics(topics.collect());
+                    let request = by_name!(ResumeMirrorTopicsRequest, resume_mirror_topics_request);
                     (topic_results!(conn.send(&request, 0).await?), "Resumed")
                 }
             };
