@@ -7,6 +7,7 @@ use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
 use kafka_protocol::messages::ApiKey;
+use kafka_protocol::messages::DescribeClusterMirrorsRequest;
 use prometheus_client::encoding::text::encode;
 use prometheus_client::encoding::{EncodeLabelValue, LabelValueEncoder};
 use prometheus_client::metrics::counter::Counter;
@@ -14,7 +15,6 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
-use tern_protocol::mirror::DescribeClusterMirrorsRequest;
 
 use crate::broker::Broker;
 
@@ -250,10 +250,7 @@ async fn register_mirror_metrics(registry: &mut Registry, broker: &Broker) {
     let states = Family::<Labels, Gauge>::default();
     let described = broker
         .mirrors
-        .describe_mirrors(&DescribeClusterMirrorsRequest {
-            local_only: true,
-            ..Default::default()
-        })
+        .describe_mirrors(&DescribeClusterMirrorsRequest::default().with_local_only(true))
         .await;
     let now = now_ms();
     for m in &described.mirrors {
@@ -265,16 +262,16 @@ async fn register_mirror_metrics(registry: &mut Registry, broker: &Broker) {
                 }
                 states
                     .get_or_create(&vec![
-                        ("mirror".to_string(), m.mirror_name.clone()),
-                        ("state".to_string(), p.state_value.clone()),
+                        ("mirror".to_string(), m.mirror_name.to_string()),
+                        ("state".to_string(), p.state_value.to_string()),
                     ])
                     .inc();
                 if p.lag < 0 {
                     continue;
                 }
                 let labels = vec![
-                    ("mirror".to_string(), m.mirror_name.clone()),
-                    ("topic".to_string(), t.topic_name.clone()),
+                    ("mirror".to_string(), m.mirror_name.to_string()),
+                    ("topic".to_string(), t.topic_name.to_string()),
                     ("partition".to_string(), p.partition_index.to_string()),
                 ];
                 lag.get_or_create(&labels).set(p.lag);

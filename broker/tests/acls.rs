@@ -9,6 +9,7 @@ mod support;
 
 use bytes::Bytes;
 use kafka_protocol::messages::create_acls_request::AclCreation;
+use kafka_protocol::messages::create_cluster_mirror_request::Config;
 use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
 use kafka_protocol::messages::delete_acls_request::DeleteAclsFilter;
 use kafka_protocol::messages::delete_records_request::{
@@ -26,18 +27,18 @@ use kafka_protocol::messages::offset_commit_request::{
     OffsetCommitRequestPartition, OffsetCommitRequestTopic,
 };
 use kafka_protocol::messages::{
-    BrokerId, CreateAclsRequest, CreatePartitionsRequest, DeleteAclsRequest, DeleteGroupsRequest,
-    DeleteRecordsRequest, DeleteTopicsRequest, DescribeAclsRequest, DescribeConfigsRequest,
-    DescribeGroupsRequest, DescribeUserScramCredentialsRequest, FetchRequest,
-    FindCoordinatorRequest, IncrementalAlterConfigsRequest, InitProducerIdRequest,
-    JoinGroupRequest, ListGroupsRequest, ListOffsetsRequest, MetadataRequest, OffsetCommitRequest,
-    OffsetFetchRequest, SaslAuthenticateRequest, SaslHandshakeRequest,
+    BrokerId, CreateAclsRequest, CreateClusterMirrorRequest, CreatePartitionsRequest,
+    DeleteAclsRequest, DeleteGroupsRequest, DeleteRecordsRequest, DeleteTopicsRequest,
+    DescribeAclsRequest, DescribeConfigsRequest, DescribeGroupsRequest,
+    DescribeUserScramCredentialsRequest, FetchRequest, FindCoordinatorRequest,
+    IncrementalAlterConfigsRequest, InitProducerIdRequest, JoinGroupRequest, ListGroupsRequest,
+    ListOffsetsRequest, MetadataRequest, OffsetCommitRequest, OffsetFetchRequest,
+    SaslAuthenticateRequest, SaslHandshakeRequest,
 };
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 use support::*;
 use tern_protocol::client::KafkaConnection;
-use tern_protocol::mirror::{CreateClusterMirrorRequest, MirrorRequest, MirrorResponse};
 
 const JAAS: &str = "org.apache.kafka.common.security.plain.PlainLoginModule required \
                     user_admin=\"admin-secret\" user_alice=\"alice-secret\" \
@@ -448,18 +449,12 @@ async fn an_ungranted_principal_gets_each_authorization_error_and_changes_nothin
         .await
         .unwrap();
     assert_eq!(r.filter_results[0].error_code, CLUSTER_AUTH);
-    let r = alice
-        .send_mirror(&MirrorRequest::CreateClusterMirror(
-            CreateClusterMirrorRequest {
-                mirror_name: "m".into(),
-                configs: vec![("bootstrap.servers".into(), Some("127.0.0.1:1".into()))],
-            },
-        ))
-        .await
-        .unwrap();
-    let MirrorResponse::CreateClusterMirror(r) = r else {
-        panic!("{r:?}")
-    };
+    let create = CreateClusterMirrorRequest::default()
+        .with_mirror_name(StrBytes::from_static_str("m"))
+        .with_configs(vec![Config::default()
+            .with_name(StrBytes::from_static_str("bootstrap.servers"))
+            .with_value(Some(StrBytes::from_static_str("127.0.0.1:1")))]);
+    let r = alice.send(&create, 0).await.unwrap();
     assert_eq!(r.error_code, CLUSTER_MIRROR_AUTH);
 
     // Nothing changed: the topic is there with one partition and its offsets, no new topic,

@@ -161,10 +161,10 @@ async fn mirrors_every_codec_byte_for_byte_with_topic_id_and_configs() {
     let listed = list_mirrors(dst.conn()).await;
     assert_eq!(listed.mirrors.len(), 1);
     let m = &listed.mirrors[0];
-    assert_eq!(m.mirror_name, "m1");
-    assert_eq!(m.source_bootstrap, src.bootstrap());
+    assert_eq!(m.mirror_name.as_str(), "m1");
+    assert_eq!(m.source_bootstrap.as_str(), src.bootstrap());
     assert_eq!(m.topic_count, 1);
-    assert_eq!(m.topic_names, vec!["orders".to_string()]);
+    assert_eq!(m.topic_names, vec![StrBytes::from_static_str("orders")]);
     assert!(!m.source_cluster_id.is_empty());
 
     // New data keeps flowing, again byte for byte.
@@ -220,7 +220,10 @@ async fn read_only_pause_resume_and_stop() {
     dst.assert_end_offsets_stay("t", &ends, window, "a paused topic staying put")
         .await;
     let parts = dst.mirror_partitions("m", "t").await;
-    assert!(parts.iter().all(|p| p.state_value == "PAUSED"), "{parts:?}");
+    assert!(
+        parts.iter().all(|p| p.state_value.as_str() == "PAUSED"),
+        "{parts:?}"
+    );
     dst.assert_read_only("t", 0, "a paused topic is read-only")
         .await;
 
@@ -236,7 +239,7 @@ async fn read_only_pause_resume_and_stop() {
     let parts = dst.mirror_partitions("m", "t").await;
     assert_eq!(parts.len(), 2);
     assert!(
-        parts.iter().all(|p| p.state_value == "STOPPED"),
+        parts.iter().all(|p| p.state_value.as_str() == "STOPPED"),
         "StopMirrorTopics answered before STOPPED: {parts:?}"
     );
     let cfg = dst.configs("t").await;
@@ -295,7 +298,7 @@ async fn read_only_pause_resume_and_stop() {
     );
     let parts = dst.mirror_partitions("m", "t").await;
     assert!(
-        parts.iter().all(|p| p.state_value == "STOPPED"),
+        parts.iter().all(|p| p.state_value.as_str() == "STOPPED"),
         "{parts:?}"
     );
 }
@@ -452,7 +455,7 @@ async fn failback_refused_while_the_other_side_still_mirrors() {
     let refused = r.error_code != 0 || r.topics.iter().any(|t| t.error_code != 0);
     assert!(
         refused
-            || parts.iter().all(|p| p.state_value == "FAILED"
+            || parts.iter().all(|p| p.state_value.as_str() == "FAILED"
                 && p.error_message.as_deref().is_some_and(|m| !m.is_empty())),
         "A mirrors from a cluster that still mirrors from A: {r:?} {parts:?}"
     );
@@ -708,7 +711,8 @@ async fn create_mirror_rejects_bad_input_and_creates_nothing() {
     let listed = list_mirrors(&mut d).await;
     assert_eq!(listed.mirrors.len(), 1);
     assert_eq!(
-        listed.mirrors[0].source_bootstrap, "127.0.0.1:9",
+        listed.mirrors[0].source_bootstrap.as_str(),
+        "127.0.0.1:9",
         "the first create stands"
     );
 
@@ -716,24 +720,11 @@ async fn create_mirror_rejects_bad_input_and_creates_nothing() {
         delete_mirror(&mut d, "nope").await.error_code,
         UNKNOWN_CLUSTER_MIRROR
     );
-    let r = d
-        .send_mirror(
-            &tern_protocol::mirror::MirrorRequest::DescribeClusterMirrors(
-                tern_protocol::mirror::DescribeClusterMirrorsRequest {
-                    mirror_names: vec!["nope".into()],
-                    ..Default::default()
-                },
-            ),
-        )
-        .await
-        .unwrap();
-    match r {
-        tern_protocol::mirror::MirrorResponse::DescribeClusterMirrors(r) => {
-            assert_eq!(r.mirrors.len(), 1);
-            assert_eq!(r.mirrors[0].error_code, UNKNOWN_CLUSTER_MIRROR);
-        }
-        other => panic!("{other:?}"),
-    }
+    let describe_nope = kafka_protocol::messages::DescribeClusterMirrorsRequest::default()
+        .with_mirror_names(vec![StrBytes::from_static_str("nope")]);
+    let r = d.send(&describe_nope, 0).await.unwrap();
+    assert_eq!(r.mirrors.len(), 1);
+    assert_eq!(r.mirrors[0].error_code, UNKNOWN_CLUSTER_MIRROR);
     assert_eq!(delete_mirror(&mut d, "m").await.error_code, 0);
     assert!(list_mirrors(&mut d).await.mirrors.is_empty());
 }
@@ -974,7 +965,7 @@ async fn concurrent_start_and_stop_end_consistent() {
                 Some("m.stopped") => "STOPPED",
                 _ => return Err(format!("{cfg:?} {parts:?}")),
             };
-            if parts.len() == 2 && parts.iter().all(|p| p.state_value == want) {
+            if parts.len() == 2 && parts.iter().all(|p| p.state_value.as_str() == want) {
                 Ok(want)
             } else {
                 Err(format!("{cfg:?} {parts:?}"))
@@ -1209,7 +1200,7 @@ async fn destination_restart_resumes_mirroring_and_keeps_stopped_topics_writable
     // The stopped topic: STOPPED, writable, its last mirrored offset kept.
     let parts = dst.mirror_partitions("m", "st").await;
     assert!(
-        parts.len() == 1 && parts[0].state_value == "STOPPED",
+        parts.len() == 1 && parts[0].state_value.as_str() == "STOPPED",
         "{parts:?}"
     );
     let base = dst
@@ -1364,7 +1355,7 @@ async fn source_death_fails_partitions_then_failover_and_recovery() {
     );
     let parts = dst.mirror_partitions("m", "live2").await;
     assert!(
-        parts.iter().all(|p| p.state_value == "STOPPED"),
+        parts.iter().all(|p| p.state_value.as_str() == "STOPPED"),
         "{parts:?}"
     );
     let base = dst
@@ -1388,7 +1379,7 @@ async fn source_death_fails_partitions_then_failover_and_recovery() {
     assert_eq!(dst.end_offsets("live2").await, vec![ends2[0] + 2]);
     let parts = dst.mirror_partitions("m", "live2").await;
     assert!(
-        parts.iter().all(|p| p.state_value == "STOPPED"),
+        parts.iter().all(|p| p.state_value.as_str() == "STOPPED"),
         "{parts:?}"
     );
 }
@@ -1420,12 +1411,12 @@ async fn failed_partition_retry_attempts_grow() {
         let last = dst.mirror_partitions("m", "f").await;
         seen.extend(
             last.iter()
-                .map(|p| (p.state_value.clone(), p.retry_attempt)),
+                .map(|p| (p.state_value.to_string(), p.retry_attempt)),
         );
         let given_up = !last.is_empty()
             && last
                 .iter()
-                .all(|p| p.state_value == "FAILED" && p.retry_attempt == -1);
+                .all(|p| p.state_value.as_str() == "FAILED" && p.retry_attempt == -1);
         if given_up {
             Ok(())
         } else {

@@ -6,34 +6,31 @@ mod support;
 use std::time::Duration;
 
 use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
-use kafka_protocol::messages::{DescribeConfigsRequest, InitProducerIdRequest};
+use kafka_protocol::messages::{
+    bump_leader_epochs_request, create_cluster_mirror_request, read_mirror_states_request,
+    start_mirror_topics_request, stop_mirror_topics_request, write_mirror_states_request,
+    BumpLeaderEpochsRequest, BumpLeaderEpochsResponse, CreateClusterMirrorRequest,
+    DescribeClusterMirrorsRequest, DescribeConfigsRequest, InitProducerIdRequest,
+    ListClusterMirrorsRequest, ReadMirrorStatesRequest, ReadMirrorStatesResponse,
+    StartMirrorTopicsRequest, StopMirrorTopicsRequest, WriteMirrorStatesRequest,
+};
 use kafka_protocol::protocol::StrBytes;
 use support::{create_topic, idempotent_batch, produce, TestServer};
 use tern_protocol::client::KafkaConnection;
-use tern_protocol::mirror::*;
 
-async fn mirror_call(conn: &mut KafkaConnection, req: MirrorRequest) -> MirrorResponse {
-    conn.send_mirror(&req).await.unwrap()
+/// A test's string as a request field.
+fn sb(s: &str) -> StrBytes {
+    StrBytes::from_string(s.to_string())
 }
 
 /// StartMirrorTopics of one topic (partitions as on the source); it must be accepted.
 async fn start_topic(conn: &mut KafkaConnection, mirror: &str, topic: &str) {
-    let MirrorResponse::StartMirrorTopics(r) = mirror_call(
-        conn,
-        MirrorRequest::StartMirrorTopics(StartMirrorTopicsRequest {
-            mirror_name: mirror.into(),
-            topics: vec![StartMirrorTopic {
-                topic_name: topic.into(),
-                num_partitions: -1,
-                ..Default::default()
-            }],
-            ..Default::default()
-        }),
-    )
-    .await
-    else {
-        panic!("wrong response")
-    };
+    let req = StartMirrorTopicsRequest::default()
+        .with_mirror_name(sb(mirror))
+        .with_topics(vec![start_mirror_topics_request::TopicData::default()
+            .with_topic_name(sb(topic))
+            .with_num_partitions(-1)]);
+    let r = conn.send(&req, 0).await.unwrap();
     assert_eq!(r.topics[0].error_code, 0, "{r:?}");
 }
 
@@ -41,14 +38,10 @@ async fn start_topic(conn: &mut KafkaConnection, mirror: &str, topic: &str) {
 async fn wait_destination_offset(conn: &mut KafkaConnection, partition: i32, offset: i64) {
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
     loop {
-        let MirrorResponse::DescribeClusterMirrors(d) = mirror_call(
-            conn,
-            MirrorRequest::DescribeClusterMirrors(DescribeClusterMirrorsRequest::default()),
-        )
-        .await
-        else {
-            panic!("wrong response")
-        };
+        let d = conn
+            .send(&DescribeClusterMirrorsRequest::default(), 0)
+            .await
+            .unwrap();
         let p = d.mirrors[0].topics[0]
             .partitions
             .iter()
@@ -66,39 +59,24 @@ async fn wait_destination_offset(conn: &mut KafkaConnection, partition: i32, off
 }
 
 async fn create_mirror(conn: &mut KafkaConnection, name: &str, configs: &[(&str, &str)]) -> i16 {
-    let r = mirror_call(
-        conn,
-        MirrorRequest::CreateClusterMirror(CreateClusterMirrorRequest {
-            mirror_name: name.into(),
-            configs: configs
-                .iter()
-                .map(|(k, v)| (k.to_string(), Some(v.to_string())))
-                .collect(),
-        }),
-    )
-    .await;
-    let MirrorResponse::CreateClusterMirror(r) = r else {
-        panic!("wrong response")
-    };
-    r.error_code
+    let configs = configs.iter().map(|(k, v)| {
+        create_cluster_mirror_request::Config::default()
+            .with_name(sb(k))
+            .with_value(Some(sb(v)))
+    });
+    let req = CreateClusterMirrorRequest::default()
+        .with_mirror_name(sb(name))
+        .with_configs(configs.collect());
+    conn.send(&req, 0).await.unwrap().error_code
 }
 
 async fn describe_partition_states(conn: &mut KafkaConnection, mirror: &str) -> Vec<String> {
-    let MirrorResponse::DescribeClusterMirrors(r) = mirror_call(
-        conn,
-        MirrorRequest::DescribeClusterMirrors(DescribeClusterMirrorsRequest {
-            mirror_names: vec![mirror.into()],
-            ..Default::default()
-        }),
-    )
-    .await
-    else {
-        panic!("wrong response")
-    };
+    let req = DescribeClusterMirrorsRequest::default().with_mirror_names(vec![sb(mirror)]);
+    let r = conn.send(&req, 0).await.unwrap();
     r.mirrors
         .iter()
         .flat_map(|m| m.topics.iter())
-        .flat_map(|t| t.partitions.iter().map(|p| p.state_value.clone()))
+        .flat_map(|t| t.partitions.iter().map(|p| p.state_value.to_string()))
         .collect()
 }
 
@@ -152,13 +130,11 @@ async fn mirror_config_secrets_are_never_returned() {
         assert_eq!(get(secret).value, None, "{secret}");
     }
     // Nothing in any mirror response carries the secret either.
-    for req in [
-        MirrorRequest::ListClusterMirrors(ListClusterMirrorsRequest {
-            include_topic_names: true,
-        }),
-        MirrorRequest::DescribeClusterMirrors(DescribeClusterMirrorsRequest::default()),
-    ] {
-        let text = format!("{:?}", mirror_call(&mut conn, req).await);
+    let list = ListClusterMirrorsRequest::default().with_include_topic_names(true);
+    let listed = format!("{:?}", conn.send(&list, 0).await.unwrap());
+    let describe = DescribeClusterMirrorsRequest::default();
+    let described = format!("{:?}", conn.send(&describe, 0).await.unwrap());
+    for text in [listed, described] {
         assert!(!text.contains("hunter"), "{text}");
     }
     // An unknown mirror is UNKNOWN_CLUSTER_MIRROR in DescribeConfigs.
@@ -204,18 +180,12 @@ async fn producer_ids_after_failover_do_not_collide_with_mirrored_ones() {
         )
         .await
         .unwrap();
-    let MirrorResponse::StopMirrorTopics(r) = mirror_call(
-        &mut dst,
-        MirrorRequest::StopMirrorTopics(MirrorTopicsRequest {
-            mirror_name: "dr".into(),
-            topics: vec!["pids".into()],
-            ..Default::default()
-        }),
-    )
-    .await
-    else {
-        panic!()
-    };
+    let stop = StopMirrorTopicsRequest::default()
+        .with_mirror_name(sb("dr"))
+        .with_topics(vec![
+            stop_mirror_topics_request::TopicData::default().with_topic_name(sb("pids"))
+        ]);
+    let r = dst.send(&stop, 0).await.unwrap();
     assert_eq!(r.topics[0].error_code, 0);
     assert_eq!(
         describe_partition_states(&mut dst, "dr").await,
@@ -241,23 +211,18 @@ async fn producer_ids_after_failover_do_not_collide_with_mirrored_ones() {
 }
 
 async fn read(conn: &mut KafkaConnection) -> ReadMirrorStatesResponse {
-    let req = MirrorRequest::ReadMirrorStates(ReadMirrorStatesRequest {
-        mirror_name: "m".into(),
-        topics: vec![
-            TopicPartitions {
-                name: "plain".into(),
-                partitions: vec![0, 1],
-            },
-            TopicPartitions {
-                name: "missing".into(),
-                partitions: vec![0],
-            },
-        ],
-    });
-    let MirrorResponse::ReadMirrorStates(r) = conn.send_mirror(&req).await.unwrap() else {
-        panic!()
+    let topic = |name: &str, partitions: &[i32]| {
+        let partitions = partitions
+            .iter()
+            .map(|&p| read_mirror_states_request::PartitionData::default().with_partition_index(p));
+        read_mirror_states_request::TopicData::default()
+            .with_name(sb(name))
+            .with_partitions(partitions.collect())
     };
-    r
+    let req = ReadMirrorStatesRequest::default()
+        .with_mirror_name(sb("m"))
+        .with_topics(vec![topic("plain", &[0, 1]), topic("missing", &[0])]);
+    conn.send(&req, 0).await.unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -274,26 +239,20 @@ async fn coordinator_state_rpcs_read_and_write_partition_states() {
     assert_eq!(r.topics[1].partitions[0].error_code, 3);
     // A remote broker records PREPARING then MIRRORING for partition 1; an invalid jump is refused.
     let write_with = |state: i8, last_mirrored_offset: i64| {
-        MirrorRequest::WriteMirrorStates(WriteMirrorStatesRequest {
-            mirror_name: "m".into(),
-            topics: vec![WriteMirrorStateTopic {
-                name: "plain".into(),
-                partitions: vec![WriteMirrorStatePartition {
-                    partition_index: 1,
-                    state,
-                    last_mirrored_offset,
-                    ..Default::default()
-                }],
-            }],
-            stopped_topics: vec![],
-        })
+        WriteMirrorStatesRequest::default()
+            .with_mirror_name(sb("m"))
+            .with_topics(vec![write_mirror_states_request::TopicData::default()
+                .with_name(sb("plain"))
+                .with_partitions(vec![
+                    write_mirror_states_request::PartitionData::default()
+                        .with_partition_index(1)
+                        .with_state(state)
+                        .with_last_mirrored_offset(last_mirrored_offset),
+                ])])
     };
     let write = |state: i8| write_with(state, -1);
     for (state, ok) in [(6i8, false), (0, true), (2, true)] {
-        let MirrorResponse::WriteMirrorStates(w) = mirror_call(&mut conn, write(state)).await
-        else {
-            panic!()
-        };
+        let w = conn.send(&write(state), 0).await.unwrap();
         let code = w.topics[0].partitions[0].error_code;
         assert_eq!(code == 0, ok, "state {state}: {w:?}");
     }
@@ -304,11 +263,7 @@ async fn coordinator_state_rpcs_read_and_write_partition_states() {
     assert_eq!(r.topics[0].partitions[0].state, -1);
     // STOPPING, then STOPPED with the last mirrored offset (Tern's tagged field), read back.
     for (state, lmo) in [(5i8, -1i64), (6, 42)] {
-        let MirrorResponse::WriteMirrorStates(w) =
-            mirror_call(&mut conn, write_with(state, lmo)).await
-        else {
-            panic!()
-        };
+        let w = conn.send(&write_with(state, lmo), 0).await.unwrap();
         assert_eq!(w.topics[0].partitions[0].error_code, 0, "{w:?}");
     }
     let r = read(&mut conn).await;
@@ -350,17 +305,13 @@ async fn topics_matching_the_include_pattern_are_discovered_and_mirrored() {
     assert_eq!(r.responses[0].partition_responses[0].error_code, 0);
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
     loop {
-        let MirrorResponse::DescribeClusterMirrors(d) = mirror_call(
-            &mut dst,
-            MirrorRequest::DescribeClusterMirrors(DescribeClusterMirrorsRequest::default()),
-        )
-        .await
-        else {
-            panic!()
-        };
+        let d = dst
+            .send(&DescribeClusterMirrorsRequest::default(), 0)
+            .await
+            .unwrap();
         let topics: Vec<_> = d.mirrors[0].topics.iter().collect();
         let done = topics.len() == 1
-            && topics[0].topic_name == "auto-1"
+            && topics[0].topic_name.as_str() == "auto-1"
             && topics[0].partitions.len() == 2
             && topics[0]
                 .partitions
@@ -376,17 +327,9 @@ async fn topics_matching_the_include_pattern_are_discovered_and_mirrored() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     // The topic that does not match stays unmirrored.
-    let MirrorResponse::ListClusterMirrors(l) = mirror_call(
-        &mut dst,
-        MirrorRequest::ListClusterMirrors(ListClusterMirrorsRequest {
-            include_topic_names: true,
-        }),
-    )
-    .await
-    else {
-        panic!()
-    };
-    assert_eq!(l.mirrors[0].topic_names, vec!["auto-1".to_string()]);
+    let list = ListClusterMirrorsRequest::default().with_include_topic_names(true);
+    let l = dst.send(&list, 0).await.unwrap();
+    assert_eq!(l.mirrors[0].topic_names, vec![sb("auto-1")]);
 }
 
 /// Metadata v12 of one topic on `conn`: its id and each partition's leader epoch.
@@ -411,28 +354,19 @@ async fn bump(
     topic_id: uuid::Uuid,
     partitions: &[(i32, i32)],
 ) -> BumpLeaderEpochsResponse {
-    let MirrorResponse::BumpLeaderEpochs(r) = mirror_call(
-        conn,
-        MirrorRequest::BumpLeaderEpochs(BumpLeaderEpochsRequest {
-            topics: vec![BumpLeaderEpochTopic {
-                topic_id,
-                partitions: partitions
-                    .iter()
-                    .map(
-                        |&(partition_index, min_leader_epoch)| BumpLeaderEpochPartition {
-                            partition_index,
-                            min_leader_epoch,
-                        },
-                    )
-                    .collect(),
-            }],
-        }),
-    )
-    .await
-    else {
-        panic!("wrong response")
-    };
-    r
+    let partitions = partitions
+        .iter()
+        .map(|&(partition_index, min_leader_epoch)| {
+            bump_leader_epochs_request::PartitionData::default()
+                .with_partition_index(partition_index)
+                .with_min_leader_epoch(min_leader_epoch)
+        });
+    let req = BumpLeaderEpochsRequest::default().with_topics(vec![
+        bump_leader_epochs_request::TopicData::default()
+            .with_topic_id(topic_id)
+            .with_partitions(partitions.collect()),
+    ]);
+    conn.send(&req, 0).await.unwrap()
 }
 
 /// The per-partition error codes of a BumpLeaderEpochs answer with one topic.
@@ -470,7 +404,7 @@ async fn bump_leader_epochs_raises_mirror_partitions_and_refuses_stale_or_foreig
     // Raised to at least the minimum; the other partition keeps its epoch.
     let target = before[0] + 5;
     let r = bump(&mut dst, id, &[(0, target)]).await;
-    assert_eq!(r.topics[0].topic_name, "bumped");
+    assert_eq!(r.topics[0].topic_name.as_str(), "bumped");
     assert_eq!(bump_codes(&r), vec![(0, 0)]);
     let (_, after) = leader_epochs(&mut dst, "bumped").await;
     assert_eq!(after, vec![target, before[1]]);
@@ -484,7 +418,7 @@ async fn bump_leader_epochs_raises_mirror_partitions_and_refuses_stale_or_foreig
 
     // An unknown topic id, and a topic that is not mirrored: refused, nothing changed.
     let r = bump(&mut dst, uuid::Uuid::from_bytes([7; 16]), &[(0, 100)]).await;
-    assert_eq!(r.topics[0].topic_name, "");
+    assert_eq!(r.topics[0].topic_name.as_str(), "");
     assert_eq!(bump_codes(&r), vec![(0, 100)], "UNKNOWN_TOPIC_ID");
     let r = bump(&mut dst, plain_id, &[(0, plain_before[0] + 3)]).await;
     assert_eq!(bump_codes(&r), vec![(0, 42)], "INVALID_REQUEST");
@@ -503,27 +437,23 @@ async fn start_patterns(
     include: &[&str],
     exclude: &[&str],
 ) -> (i16, Option<String>, Vec<String>) {
-    let MirrorResponse::StartMirrorTopics(r) = mirror_call(
-        conn,
-        MirrorRequest::StartMirrorTopics(StartMirrorTopicsRequest {
-            mirror_name: "m".into(),
-            include_patterns: include.iter().map(|p| p.to_string()).collect(),
-            exclude_patterns: exclude.iter().map(|p| p.to_string()).collect(),
-            ..Default::default()
-        }),
-    )
-    .await
-    else {
-        panic!("wrong response")
-    };
+    let req = StartMirrorTopicsRequest::default()
+        .with_mirror_name(sb("m"))
+        .with_include_patterns(include.iter().map(|p| sb(p)).collect())
+        .with_exclude_patterns(exclude.iter().map(|p| sb(p)).collect());
+    let r = conn.send(&req, 0).await.unwrap();
     let mut started: Vec<String> = r
         .topics
         .iter()
         .filter(|t| t.error_code == 0)
-        .map(|t| t.name.clone())
+        .map(|t| t.name.to_string())
         .collect();
     started.sort();
-    (r.error_code, r.error_message, started)
+    (
+        r.error_code,
+        r.error_message.map(|m| m.to_string()),
+        started,
+    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -556,17 +486,9 @@ async fn patterns_travel_whole_and_invalid_ones_are_refused_by_name() {
     let (code, _, started) = start_patterns(&mut dst, &["orders-[0-9]{1,3}"], &[]).await;
     assert_eq!(code, 0);
     assert_eq!(started, vec!["orders-12".to_string()]);
-    let MirrorResponse::StopMirrorTopics(r) = mirror_call(
-        &mut dst,
-        MirrorRequest::StopMirrorTopics(MirrorTopicsRequest {
-            mirror_name: "m".into(),
-            patterns: vec!["orders-(".into()],
-            ..Default::default()
-        }),
-    )
-    .await
-    else {
-        panic!("wrong response")
-    };
+    let stop = StopMirrorTopicsRequest::default()
+        .with_mirror_name(sb("m"))
+        .with_patterns(vec![sb("orders-(")]);
+    let r = dst.send(&stop, 0).await.unwrap();
     assert_eq!(r.error_code, INVALID_REQUEST, "{r:?}");
 }

@@ -9,7 +9,6 @@ use std::time::Duration;
 use kafka_protocol::protocol::Request;
 use parking_lot::Mutex;
 use tern_protocol::client::{ClientError, KafkaConnection};
-use tern_protocol::mirror::{MirrorRequest, MirrorResponse};
 
 use crate::host::MirrorHost;
 
@@ -63,12 +62,6 @@ pub enum PeerError {
         /// The broker.
         node: i32,
     },
-    /// The broker answered with another API's response.
-    #[error("broker {node} answered another API")]
-    WrongApi {
-        /// The broker.
-        node: i32,
-    },
 }
 
 /// One cached connection per peer broker; a request that fails drops it.
@@ -84,17 +77,6 @@ impl Peers {
             host,
             conns: Mutex::new(HashMap::new()),
         }
-    }
-
-    /// Sends a mirror RPC to broker `node` and waits for its answer.
-    pub(crate) async fn send(
-        &self,
-        node: i32,
-        request: &MirrorRequest,
-    ) -> Result<MirrorResponse, PeerError> {
-        let (mut slot, mut conn) = self.checkout(node).await?;
-        let out = tokio::time::timeout(PEER_TIMEOUT, conn.send_mirror(request)).await;
-        finish(node, &mut slot, conn, out)
     }
 
     /// Sends a Kafka request at `version` to broker `node` and waits for its answer.

@@ -10,9 +10,9 @@ use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListO
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
 use kafka_protocol::messages::{
-    ApiKey, ApiVersionsRequest, DescribeAclsRequest, DescribeConfigsRequest, FetchRequest,
-    FetchResponse, GroupId, ListGroupsRequest, ListOffsetsRequest, MetadataRequest,
-    OffsetFetchRequest, TopicName,
+    last_mirrored_offsets_request, ApiKey, ApiVersionsRequest, DescribeAclsRequest,
+    DescribeConfigsRequest, FetchRequest, FetchResponse, GroupId, LastMirroredOffsetsRequest,
+    ListGroupsRequest, ListOffsetsRequest, MetadataRequest, OffsetFetchRequest, TopicName,
 };
 use kafka_protocol::protocol::{Request, StrBytes};
 use tern_controller::acls::{
@@ -20,9 +20,6 @@ use tern_controller::acls::{
 };
 use tern_protocol::client::{ClientError, KafkaConnection};
 use tern_protocol::client_security::ClientSecurity;
-use tern_protocol::mirror::{
-    api_keys, LastMirroredOffsetsRequest, MirrorRequest, MirrorResponse, TopicPartitions,
-};
 use uuid::Uuid;
 
 use crate::host::CommittedOffset;
@@ -370,22 +367,19 @@ impl SourceConnection {
         topic: &str,
         partitions: &[i32],
     ) -> Result<Option<HashMap<i32, (i16, i64)>>, SourceError> {
-        if !self.supports(api_keys::LAST_MIRRORED_OFFSETS) {
+        if !self.supports(LastMirroredOffsetsRequest::KEY) {
             return Ok(None);
         }
-        let request = MirrorRequest::LastMirroredOffsets(LastMirroredOffsetsRequest {
-            mirror_name: mirror.to_string(),
-            topics: vec![TopicPartitions {
-                name: topic.to_string(),
-                partitions: partitions.to_vec(),
-            }],
+        let partitions = partitions.iter().map(|&p| {
+            last_mirrored_offsets_request::PartitionData::default().with_partition_index(p)
         });
-        let response = tokio::time::timeout(self.timeout, self.conn.send_mirror(&request))
-            .await
-            .map_err(|_| SourceError::Timeout(self.timeout))??;
-        let MirrorResponse::LastMirroredOffsets(r) = response else {
-            return Ok(None);
-        };
+        let topic = last_mirrored_offsets_request::TopicData::default()
+            .with_name(StrBytes::from_string(topic.to_string()))
+            .with_partitions(partitions.collect());
+        let request = LastMirroredOffsetsRequest::default()
+            .with_mirror_name(StrBytes::from_string(mirror.to_string()))
+            .with_topics(vec![topic]);
+        let r = self.call(&request, 0).await?;
         if r.error_code != 0 {
             return Err(SourceError::Kafka {
                 what: "LastMirroredOffsets".into(),

@@ -2,13 +2,12 @@
 //! typed response. Used by the mirror fetchers and by tests.
 
 use bytes::{Bytes, BytesMut};
-use kafka_protocol::messages::{ApiKey, RequestHeader, ResponseHeader, ResponseKind};
+use kafka_protocol::messages::{RequestHeader, ResponseHeader};
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpStream, ToSocketAddrs};
 
 use crate::frame::{read_frame, write_frame, FrameError};
-use crate::mirror::{mirror_response, request_kind, MirrorRequest, MirrorResponse};
 
 /// Largest response a client accepts.
 const MAX_RESPONSE_BYTES: usize = 256 * 1024 * 1024;
@@ -118,41 +117,5 @@ impl KafkaConnection {
             });
         }
         R::Response::decode(&mut frame, version).map_err(|e| ClientError::Codec(e.to_string()))
-    }
-
-    /// Sends a mirror RPC (version 0) and waits for its response.
-    pub async fn send_mirror(
-        &mut self,
-        request: &MirrorRequest,
-    ) -> Result<MirrorResponse, ClientError> {
-        let codec = |e: anyhow::Error| ClientError::Codec(e.to_string());
-        let api_key = ApiKey::try_from(request.api_key())
-            .map_err(|()| ClientError::Codec(format!("api key {}", request.api_key())))?;
-        let correlation_id = self.next_correlation_id;
-        self.next_correlation_id = self.next_correlation_id.wrapping_add(1);
-        let header = RequestHeader::default()
-            .with_request_api_key(request.api_key())
-            .with_request_api_version(0)
-            .with_correlation_id(correlation_id)
-            .with_client_id(Some(StrBytes::from_string(self.client_id.clone())));
-        let mut buf = BytesMut::new();
-        header
-            .encode(&mut buf, api_key.request_header_version(0))
-            .map_err(codec)?;
-        request_kind(request).encode(&mut buf, 0).map_err(codec)?;
-        self.send_raw_frame(&buf).await?;
-        let mut frame = self.read_raw_frame().await?;
-        let response_header =
-            ResponseHeader::decode(&mut frame, api_key.response_header_version(0))
-                .map_err(codec)?;
-        if response_header.correlation_id != correlation_id {
-            return Err(ClientError::CorrelationMismatch {
-                sent: correlation_id,
-                got: response_header.correlation_id,
-            });
-        }
-        let response = ResponseKind::decode(api_key, &mut frame, 0).map_err(codec)?;
-        mirror_response(&response)
-            .ok_or_else(|| ClientError::Codec(format!("not a mirror response: {api_key:?}")))
     }
 }

@@ -6,9 +6,6 @@ use bytes::{Buf, Bytes, BytesMut};
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, StrBytes};
 use tern_protocol::api::{decode_request, encode_request, encode_response, RequestError};
-use tern_protocol::mirror::{
-    mirror_request, mirror_response, request_kind, response_kind, MirrorRequest,
-};
 
 /// Request frames (header v2 + body) the hand-written mirror codec encoded for its test samples
 /// (every field set, tagged fields both set and unset), before the codec was replaced by the
@@ -459,572 +456,89 @@ fn mirror_defaults() {
     );
 }
 
-// ---------------------------------------------------------------------------------------------
-// The in-memory structs (`tern_protocol::mirror::messages`) and their conversion to and from the
-// generated types: the hand-written codec's test samples, whose frames are the golden bytes.
-// ---------------------------------------------------------------------------------------------
+/// A mirror client: a request of the generated types goes out with `KafkaConnection::send` and
+/// its typed response comes back; a response with another correlation id is refused.
+#[tokio::test]
+async fn mirror_client_sends_the_generated_types() {
+    use tern_protocol::client::{ClientError, KafkaConnection};
+    use tern_protocol::frame::{read_frame, write_frame};
 
-/// The hand-written structs, apart from the generated types of the same names.
-mod old {
-    use tern_protocol::mirror::*;
-    use uuid::Uuid;
-
-    fn uuid_seq(start: u8) -> Uuid {
-        let mut b = [0u8; 16];
-        for (i, x) in b.iter_mut().enumerate() {
-            *x = start.wrapping_add(i as u8);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = tokio::spawn(async move {
+        let (mut stream, _) = listener.accept().await.unwrap();
+        let mut answered = 0;
+        while let Some(frame) = read_frame(&mut stream, 1 << 20).await.unwrap() {
+            let decoded = decode_request(frame, |_, v| v == 0).unwrap();
+            let header = decoded.header;
+            assert_eq!(header.client_id.as_deref(), Some("mirror-client"));
+            let response = match decoded.body {
+                RequestKind::ListClusterMirrors(r) => {
+                    let topic_names = if r.include_topic_names {
+                        vec![s("t")]
+                    } else {
+                        vec![]
+                    };
+                    let mirror = list_cluster_mirrors_response::ListedMirror::default()
+                        .with_mirror_name(s("east"))
+                        .with_topic_names(topic_names)
+                        .with_topic_count(1);
+                    ResponseKind::ListClusterMirrors(
+                        ListClusterMirrorsResponse::default().with_mirrors(vec![mirror]),
+                    )
+                }
+                RequestKind::DeleteClusterMirror(r) => ResponseKind::DeleteClusterMirror(
+                    DeleteClusterMirrorResponse::default()
+                        .with_error_code(137)
+                        .with_error_message(Some(r.mirror_name)),
+                ),
+                other => panic!("unexpected {other:?}"),
+            };
+            // The third request gets a wrong correlation id.
+            let correlation_id = if answered == 2 {
+                header.correlation_id + 100
+            } else {
+                header.correlation_id
+            };
+            let out = encode_response(correlation_id, 0, &response).unwrap();
+            write_frame(&mut stream, &[&out]).await.unwrap();
+            answered += 1;
         }
-        Uuid::from_bytes(b)
-    }
+    });
 
-    /// Requests of every kind with non-default values, tagged fields both set and unset.
-    pub(super) fn sample_requests() -> Vec<MirrorRequest> {
-        vec![
-            MirrorRequest::CreateClusterMirror(CreateClusterMirrorRequest {
-                mirror_name: "east".into(),
-                configs: vec![
-                    ("bootstrap.servers".into(), Some("src:9092".into())),
-                    ("mirror.topics.include".into(), None),
-                    ("empty".into(), Some(String::new())),
-                ],
-            }),
-            MirrorRequest::CreateClusterMirror(CreateClusterMirrorRequest::default()),
-            MirrorRequest::StartMirrorTopics(StartMirrorTopicsRequest {
-                mirror_name: "east".into(),
-                topics: vec![
-                    StartMirrorTopic {
-                        topic_id: uuid_seq(1),
-                        topic_name: "orders".into(),
-                        num_partitions: 12,
-                    },
-                    StartMirrorTopic {
-                        topic_id: Uuid::nil(),
-                        topic_name: "payments-ü".into(),
-                        num_partitions: -1,
-                    },
-                ],
-                include_patterns: vec!["orders.*".into(), "x".into()],
-                exclude_patterns: vec!["secret.*".into()],
-                state_validation_offset: 1234567890123,
-            }),
-            MirrorRequest::StartMirrorTopics(StartMirrorTopicsRequest {
-                mirror_name: "east".into(),
-                topics: vec![],
-                include_patterns: vec![],
-                exclude_patterns: vec!["only-exclude".into()],
-                state_validation_offset: -1,
-            }),
-            MirrorRequest::StartMirrorTopics(StartMirrorTopicsRequest::default()),
-            MirrorRequest::StopMirrorTopics(MirrorTopicsRequest {
-                mirror_name: "east".into(),
-                topics: vec!["orders".into(), "payments".into()],
-                patterns: vec!["logs.*".into()],
-                state_validation_offset: 77,
-            }),
-            MirrorRequest::StopMirrorTopics(MirrorTopicsRequest {
-                mirror_name: "east".into(),
-                topics: vec!["orders".into()],
-                patterns: vec![],
-                state_validation_offset: -1,
-            }),
-            MirrorRequest::PauseMirrorTopics(MirrorTopicsRequest {
-                mirror_name: "west".into(),
-                topics: vec!["a".into(), "b".into(), "c".into()],
-                patterns: vec![],
-                state_validation_offset: 5,
-            }),
-            MirrorRequest::ResumeMirrorTopics(MirrorTopicsRequest {
-                mirror_name: "west".into(),
-                topics: vec!["a".into()],
-                patterns: vec![],
-                state_validation_offset: i64::MAX,
-            }),
-            MirrorRequest::LastMirroredOffsets(LastMirroredOffsetsRequest {
-                mirror_name: "back".into(),
-                topics: vec![
-                    TopicPartitions {
-                        name: "orders".into(),
-                        partitions: vec![0, 1, 2, i32::MAX],
-                    },
-                    TopicPartitions {
-                        name: "none".into(),
-                        partitions: vec![],
-                    },
-                ],
-            }),
-            MirrorRequest::ListClusterMirrors(ListClusterMirrorsRequest {
-                include_topic_names: true,
-            }),
-            MirrorRequest::ListClusterMirrors(ListClusterMirrorsRequest {
-                include_topic_names: false,
-            }),
-            MirrorRequest::DescribeClusterMirrors(DescribeClusterMirrorsRequest {
-                mirror_names: vec!["east".into(), "west".into()],
-                include_authorized_operations: true,
-                cluster_id: Some("cluster-xyz".into()),
-                last_mirror_epoch_lookups: vec![
-                    LastMirrorEpochLookup {
-                        topic_id: uuid_seq(100),
-                        partitions: vec![0, 3, 9],
-                    },
-                    LastMirrorEpochLookup {
-                        topic_id: uuid_seq(200),
-                        partitions: vec![],
-                    },
-                ],
-                local_only: false,
-            }),
-            MirrorRequest::DescribeClusterMirrors(DescribeClusterMirrorsRequest {
-                mirror_names: vec![],
-                include_authorized_operations: false,
-                cluster_id: Some(String::new()),
-                last_mirror_epoch_lookups: vec![],
-                local_only: true,
-            }),
-            MirrorRequest::DescribeClusterMirrors(DescribeClusterMirrorsRequest {
-                mirror_names: vec![],
-                include_authorized_operations: false,
-                cluster_id: None,
-                last_mirror_epoch_lookups: vec![LastMirrorEpochLookup {
-                    topic_id: uuid_seq(7),
-                    partitions: vec![1],
-                }],
-                local_only: false,
-            }),
-            MirrorRequest::DescribeClusterMirrors(DescribeClusterMirrorsRequest::default()),
-            MirrorRequest::ReadMirrorStates(ReadMirrorStatesRequest {
-                mirror_name: "east".into(),
-                topics: vec![TopicPartitions {
-                    name: "orders".into(),
-                    partitions: vec![5, 6],
-                }],
-            }),
-            MirrorRequest::WriteMirrorStates(WriteMirrorStatesRequest {
-                mirror_name: "east".into(),
-                topics: vec![
-                    WriteMirrorStateTopic {
-                        name: "orders".into(),
-                        partitions: vec![
-                            WriteMirrorStatePartition {
-                                partition_index: 0,
-                                last_mirror_epoch: 17,
-                                state: 2,
-                                ..Default::default()
-                            },
-                            WriteMirrorStatePartition {
-                                partition_index: 1,
-                                last_mirror_epoch: -1,
-                                state: 5,
-                                retry_attempt: 3,
-                                error_message: Some("source down".into()),
-                                last_mirrored_offset: 1234,
-                                previous_state: 2,
-                                leader_epoch: 7,
-                            },
-                            WriteMirrorStatePartition::default(),
-                        ],
-                    },
-                    WriteMirrorStateTopic {
-                        name: "empty".into(),
-                        partitions: vec![],
-                    },
-                ],
-                stopped_topics: vec!["old".into()],
-            }),
-            MirrorRequest::DeleteClusterMirror(DeleteClusterMirrorRequest {
-                mirror_name: "east".into(),
-                state_validation_offset: 99,
-            }),
-            MirrorRequest::DeleteClusterMirror(DeleteClusterMirrorRequest::default()),
-            MirrorRequest::BumpLeaderEpochs(BumpLeaderEpochsRequest {
-                topics: vec![BumpLeaderEpochTopic {
-                    topic_id: uuid_seq(9),
-                    partitions: vec![
-                        BumpLeaderEpochPartition {
-                            partition_index: 0,
-                            min_leader_epoch: 7,
-                        },
-                        BumpLeaderEpochPartition {
-                            partition_index: 3,
-                            min_leader_epoch: -1,
-                        },
-                    ],
-                }],
-            }),
-        ]
-    }
-
-    fn topics_response() -> TopicsMirrorResponse {
-        TopicsMirrorResponse {
-            throttle_time_ms: 10,
-            error_code: 0,
-            error_message: None,
-            topics: vec![
-                TopicResult {
-                    name: "orders".into(),
-                    error_code: 138,
-                    error_message: Some("already mirrored".into()),
-                },
-                TopicResult {
-                    name: "ok".into(),
-                    error_code: 0,
-                    error_message: None,
-                },
-            ],
-        }
-    }
-
-    /// Responses of every kind with non-default values.
-    pub(super) fn sample_responses() -> Vec<MirrorResponse> {
-        vec![
-            MirrorResponse::CreateClusterMirror(SimpleMirrorResponse {
-                throttle_time_ms: 3,
-                error_code: 136,
-                error_message: Some("exists".into()),
-            }),
-            MirrorResponse::CreateClusterMirror(SimpleMirrorResponse::default()),
-            MirrorResponse::StartMirrorTopics(topics_response()),
-            MirrorResponse::StopMirrorTopics(TopicsMirrorResponse {
-                error_code: 137,
-                error_message: Some("unknown mirror".into()),
-                ..Default::default()
-            }),
-            MirrorResponse::PauseMirrorTopics(topics_response()),
-            MirrorResponse::ResumeMirrorTopics(topics_response()),
-            MirrorResponse::LastMirroredOffsets(LastMirroredOffsetsResponse {
-                throttle_time_ms: 1,
-                error_code: 0,
-                error_message: None,
-                topics: vec![LastMirroredOffsetTopic {
-                    name: "orders".into(),
-                    partitions: vec![
-                        LastMirroredOffsetPartition {
-                            partition_index: 0,
-                            last_mirrored_offset: 10_000_000_000,
-                            error_code: 0,
-                        },
-                        LastMirroredOffsetPartition {
-                            partition_index: 1,
-                            last_mirrored_offset: -1,
-                            error_code: 146,
-                        },
-                    ],
-                }],
-            }),
-            MirrorResponse::ListClusterMirrors(ListClusterMirrorsResponse {
-                throttle_time_ms: 0,
-                error_code: 0,
-                error_message: None,
-                mirrors: vec![
-                    ListedMirror {
-                        mirror_name: "east".into(),
-                        source_bootstrap: "a:9092,b:9092".into(),
-                        source_cluster_id: "abc".into(),
-                        topic_count: 2,
-                        topic_names: vec!["x".into(), "y".into()],
-                    },
-                    ListedMirror {
-                        mirror_name: "west".into(),
-                        source_bootstrap: "w:9092".into(),
-                        source_cluster_id: String::new(),
-                        topic_count: 0,
-                        topic_names: vec![],
-                    },
-                ],
-            }),
-            MirrorResponse::DescribeClusterMirrors(DescribeClusterMirrorsResponse {
-                throttle_time_ms: 2,
-                error_code: 0,
-                error_message: Some("partial".into()),
-                mirrors: vec![
-                    DescribedMirror {
-                        error_code: 0,
-                        mirror_name: "east".into(),
-                        authorized_operations: 0x1234,
-                        topics: vec![MirrorTopicDetail {
-                            topic_name: "orders".into(),
-                            partitions: vec![
-                                MirrorPartitionDetail {
-                                    partition_index: 0,
-                                    source_offset: 100,
-                                    destination_offset: 90,
-                                    lag: 10,
-                                    state_value: "MIRRORING".into(),
-                                    retry_attempt: 0,
-                                    error_message: None,
-                                },
-                                MirrorPartitionDetail {
-                                    partition_index: 1,
-                                    state_value: "FAILED".into(),
-                                    retry_attempt: -1,
-                                    error_message: Some("boom".into()),
-                                    ..Default::default()
-                                },
-                            ],
-                        }],
-                    },
-                    DescribedMirror {
-                        error_code: 137,
-                        mirror_name: "gone".into(),
-                        ..Default::default()
-                    },
-                ],
-                lookup_results: vec![LookupResult {
-                    topic_id: uuid_seq(50),
-                    partitions: vec![
-                        LookupPartitionResult {
-                            partition_index: 0,
-                            last_mirror_epoch: 4,
-                        },
-                        LookupPartitionResult {
-                            partition_index: 1,
-                            last_mirror_epoch: -1,
-                        },
-                    ],
-                }],
-            }),
-            MirrorResponse::DescribeClusterMirrors(DescribeClusterMirrorsResponse::default()),
-            MirrorResponse::ReadMirrorStates(ReadMirrorStatesResponse {
-                throttle_time_ms: 0,
-                error_code: 0,
-                error_message: None,
-                topics: vec![ReadMirrorStateTopic {
-                    name: "orders".into(),
-                    partitions: vec![
-                        ReadMirrorStatePartition {
-                            partition_index: 3,
-                            last_mirror_epoch: 8,
-                            state: 1,
-                            error_code: 0,
-                            previous_state: 0,
-                            retry_attempt: 2,
-                            error_message: Some("retrying".into()),
-                            last_mirrored_offset: -1,
-                        },
-                        ReadMirrorStatePartition {
-                            partition_index: 4,
-                            state: 4,
-                            last_mirrored_offset: 77,
-                            ..Default::default()
-                        },
-                        ReadMirrorStatePartition::default(),
-                    ],
-                }],
-            }),
-            MirrorResponse::WriteMirrorStates(WriteMirrorStatesResponse {
-                throttle_time_ms: 0,
-                error_code: 0,
-                error_message: None,
-                topics: vec![WriteMirrorStateTopicResult {
-                    name: "orders".into(),
-                    partitions: vec![
-                        WriteMirrorStatePartitionResult {
-                            partition_index: 0,
-                            error_code: 0,
-                            error_message: None,
-                        },
-                        WriteMirrorStatePartitionResult {
-                            partition_index: 1,
-                            error_code: 6,
-                            error_message: Some("not leader".into()),
-                        },
-                    ],
-                }],
-            }),
-            MirrorResponse::DeleteClusterMirror(SimpleMirrorResponse {
-                throttle_time_ms: 0,
-                error_code: 143,
-                error_message: None,
-            }),
-            MirrorResponse::BumpLeaderEpochs(BumpLeaderEpochsResponse {
-                throttle_time_ms: 3,
-                error_code: 0,
-                topics: vec![BumpLeaderEpochTopicResult {
-                    topic_name: "orders".into(),
-                    partitions: vec![
-                        BumpLeaderEpochPartitionResult {
-                            partition_index: 0,
-                            error_code: 0,
-                        },
-                        BumpLeaderEpochPartitionResult {
-                            partition_index: 1,
-                            error_code: 74,
-                        },
-                    ],
-                }],
-            }),
-        ]
-    }
-
-    pub(super) fn response_api_key(response: &MirrorResponse) -> i16 {
-        use api_keys::*;
-        match response {
-            MirrorResponse::CreateClusterMirror(_) => CREATE_CLUSTER_MIRROR,
-            MirrorResponse::StartMirrorTopics(_) => START_MIRROR_TOPICS,
-            MirrorResponse::StopMirrorTopics(_) => STOP_MIRROR_TOPICS,
-            MirrorResponse::LastMirroredOffsets(_) => LAST_MIRRORED_OFFSETS,
-            MirrorResponse::ListClusterMirrors(_) => LIST_CLUSTER_MIRRORS,
-            MirrorResponse::DescribeClusterMirrors(_) => DESCRIBE_CLUSTER_MIRRORS,
-            MirrorResponse::ReadMirrorStates(_) => READ_MIRROR_STATES,
-            MirrorResponse::WriteMirrorStates(_) => WRITE_MIRROR_STATES,
-            MirrorResponse::PauseMirrorTopics(_) => PAUSE_MIRROR_TOPICS,
-            MirrorResponse::ResumeMirrorTopics(_) => RESUME_MIRROR_TOPICS,
-            MirrorResponse::DeleteClusterMirror(_) => DELETE_CLUSTER_MIRROR,
-            MirrorResponse::BumpLeaderEpochs(_) => BUMP_LEADER_EPOCHS,
-        }
-    }
-
-    #[tokio::test]
-    async fn mirror_client_send_mirror() {
-        use tern_protocol::api::{decode_request, encode_response};
-        use tern_protocol::client::{ClientError, KafkaConnection};
-        use tern_protocol::frame::{read_frame, write_frame};
-
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let server = tokio::spawn(async move {
-            let (mut stream, _) = listener.accept().await.unwrap();
-            let mut answered = 0;
-            while let Some(frame) = read_frame(&mut stream, 1 << 20).await.unwrap() {
-                let decoded = decode_request(frame, |_, v| v == 0).unwrap();
-                let header = decoded.header;
-                assert_eq!(header.client_id.as_deref(), Some("mirror-client"));
-                let request = mirror_request(&decoded.body).unwrap();
-                let response = match request {
-                    MirrorRequest::ListClusterMirrors(r) => {
-                        MirrorResponse::ListClusterMirrors(ListClusterMirrorsResponse {
-                            mirrors: vec![ListedMirror {
-                                mirror_name: "east".into(),
-                                topic_names: if r.include_topic_names {
-                                    vec!["t".into()]
-                                } else {
-                                    vec![]
-                                },
-                                topic_count: 1,
-                                ..Default::default()
-                            }],
-                            ..Default::default()
-                        })
-                    }
-                    MirrorRequest::DeleteClusterMirror(r) => {
-                        MirrorResponse::DeleteClusterMirror(SimpleMirrorResponse {
-                            error_code: 137,
-                            error_message: Some(r.mirror_name),
-                            ..Default::default()
-                        })
-                    }
-                    other => panic!("unexpected {other:?}"),
-                };
-                // The third request gets a wrong correlation id.
-                let correlation_id = if answered == 2 {
-                    header.correlation_id + 100
-                } else {
-                    header.correlation_id
-                };
-                let out = encode_response(correlation_id, 0, &response_kind(&response)).unwrap();
-                write_frame(&mut stream, &[&out]).await.unwrap();
-                answered += 1;
-            }
-        });
-
-        let mut conn = KafkaConnection::connect(addr, "mirror-client")
-            .await
-            .unwrap();
-        let list = conn
-            .send_mirror(&MirrorRequest::ListClusterMirrors(
-                ListClusterMirrorsRequest {
-                    include_topic_names: true,
-                },
-            ))
-            .await
-            .unwrap();
-        match list {
-            MirrorResponse::ListClusterMirrors(r) => {
-                assert_eq!(r.mirrors.len(), 1);
-                assert_eq!(r.mirrors[0].mirror_name, "east");
-                assert_eq!(r.mirrors[0].topic_names, vec!["t".to_string()]);
-            }
-            other => panic!("unexpected {other:?}"),
-        }
-        let delete = conn
-            .send_mirror(&MirrorRequest::DeleteClusterMirror(
-                DeleteClusterMirrorRequest {
-                    mirror_name: "west".into(),
-                    state_validation_offset: -1,
-                },
-            ))
-            .await
-            .unwrap();
-        assert_eq!(
-            delete,
-            MirrorResponse::DeleteClusterMirror(SimpleMirrorResponse {
-                throttle_time_ms: 0,
-                error_code: 137,
-                error_message: Some("west".into()),
-            })
-        );
-        let mismatch = conn
-            .send_mirror(&MirrorRequest::ListClusterMirrors(
-                ListClusterMirrorsRequest::default(),
-            ))
-            .await;
-        assert!(matches!(
-            mismatch,
-            Err(ClientError::CorrelationMismatch { sent: 3, got: 103 })
-        ));
-        drop(conn);
-        server.await.unwrap();
-    }
+    let mut conn = KafkaConnection::connect(addr, "mirror-client")
+        .await
+        .unwrap();
+    let list = ListClusterMirrorsRequest::default().with_include_topic_names(true);
+    let r = conn.send(&list, 0).await.unwrap();
+    assert_eq!(r.mirrors.len(), 1);
+    assert_eq!(r.mirrors[0].mirror_name.as_str(), "east");
+    assert_eq!(r.mirrors[0].topic_names, vec![s("t")]);
+    let delete = DeleteClusterMirrorRequest::default().with_mirror_name(s("west"));
+    let r = conn.send(&delete, 0).await.unwrap();
+    assert_eq!(
+        r,
+        DeleteClusterMirrorResponse::default()
+            .with_error_code(137)
+            .with_error_message(Some(s("west")))
+    );
+    let mismatch = conn.send(&ListClusterMirrorsRequest::default(), 0).await;
+    assert!(matches!(
+        mismatch,
+        Err(ClientError::CorrelationMismatch { sent: 3, got: 103 })
+    ));
+    drop(conn);
+    server.await.unwrap();
 }
 
-use old::{response_api_key, sample_requests, sample_responses};
-
-fn request_frame(correlation_id: i32, request: &MirrorRequest) -> BytesMut {
+/// A request frame (header v2 and body) of `body`, as a client sends it.
+fn request_frame(correlation_id: i32, key: ApiKey, body: &RequestKind) -> BytesMut {
     let header = RequestHeader::default()
-        .with_request_api_key(request.api_key())
+        .with_request_api_key(key as i16)
         .with_request_api_version(0)
         .with_correlation_id(correlation_id)
         .with_client_id(Some(s("golden")));
-    let key = ApiKey::try_from(request.api_key()).unwrap();
-    encode_request(&header, key, &request_kind(request)).unwrap()
-}
-
-/// The samples are the ones the golden frames were made of, in order: converted and encoded,
-/// they give the same bytes, and converted back, the same structs.
-#[test]
-fn mirror_conversions_give_the_golden_bytes() {
-    let requests = sample_requests();
-    assert_eq!(requests.len(), GOLDEN_REQUESTS.len());
-    for (i, (request, (key, hex))) in requests.iter().zip(GOLDEN_REQUESTS).enumerate() {
-        assert_eq!(request.api_key(), *key as i16);
-        let frame = request_frame(1000 + i as i32, request);
-        assert_eq!(&frame[..], &unhex(hex)[..], "{request:?}");
-        assert_eq!(
-            mirror_request(&request_kind(request)).as_ref(),
-            Some(request)
-        );
-        assert_eq!(
-            mirror_request(&decode_golden_request(hex).body).as_ref(),
-            Some(request)
-        );
-    }
-    let responses = sample_responses();
-    assert_eq!(responses.len(), GOLDEN_RESPONSES.len());
-    for (i, (response, (key, hex))) in responses.iter().zip(GOLDEN_RESPONSES).enumerate() {
-        assert_eq!(response_api_key(response), *key as i16);
-        let frame = encode_response(2000 + i as i32, 0, &response_kind(response)).unwrap();
-        assert_eq!(&frame[..], &unhex(hex)[..], "{response:?}");
-        assert_eq!(
-            mirror_response(&response_kind(response)).as_ref(),
-            Some(response)
-        );
-        assert_eq!(
-            mirror_response(&decode_golden_response(*key, hex).2).as_ref(),
-            Some(response)
-        );
-    }
-    assert!(mirror_request(&RequestKind::ApiVersions(Default::default())).is_none());
-    assert!(mirror_response(&ResponseKind::ApiVersions(Default::default())).is_none());
+    encode_request(&header, key, body).unwrap()
 }
 
 /// Decoding through the normal path: unknown keys and versions are refused before the body,
@@ -1067,9 +581,8 @@ fn mirror_request_errors() {
     let supported = |key: ApiKey, version: i16| MIRROR_KEYS.contains(&(key as i16)) && version == 0;
     let valid = request_frame(
         42,
-        &MirrorRequest::ListClusterMirrors(
-            tern_protocol::mirror::ListClusterMirrorsRequest::default(),
-        ),
+        ApiKey::ListClusterMirrors,
+        &RequestKind::ListClusterMirrors(ListClusterMirrorsRequest::default()),
     );
     for key in [93i16, 106, 500, -1] {
         let mut frame = valid.to_vec();
@@ -1118,21 +631,18 @@ fn mirror_request_errors() {
     ];
     let req = decode_request(Bytes::from_static(frame), supported).unwrap();
     assert_eq!(req.header.client_id, None);
-    assert_eq!(
-        mirror_request(&req.body),
-        Some(MirrorRequest::ListClusterMirrors(
-            tern_protocol::mirror::ListClusterMirrorsRequest {
-                include_topic_names: true
-            }
-        ))
-    );
+    let RequestKind::ListClusterMirrors(body) = req.body else {
+        panic!("{:?}", req.body)
+    };
+    assert!(body.include_topic_names);
+    assert_eq!(body.unknown_tagged_fields.len(), 2, "{body:?}");
     // Truncated frames are malformed; a forged huge count fails at once.
-    for request in sample_requests() {
-        let frame = request_frame(3, &request).freeze();
+    for (key, hex) in GOLDEN_REQUESTS {
+        let frame = unhex(hex);
         for len in 8..frame.len() {
             assert!(
                 decode_request(frame.slice(..len), supported).is_err(),
-                "{request:?} cut at {len}"
+                "{key:?} cut at {len}"
             );
         }
     }
@@ -1155,8 +665,7 @@ proptest::proptest! {
         edits in proptest::collection::vec((proptest::prelude::any::<usize>(), proptest::prelude::any::<u8>()), 0..6),
         cut in proptest::prelude::any::<usize>(),
     ) {
-        let requests = sample_requests();
-        let mut frame = request_frame(1, &requests[index % requests.len()]).to_vec();
+        let mut frame = unhex(GOLDEN_REQUESTS[index % GOLDEN_REQUESTS.len()].1).to_vec();
         for (pos, byte) in edits {
             let n = frame.len();
             frame[8 + pos % (n - 8)] = byte;
@@ -1164,10 +673,8 @@ proptest::proptest! {
         let n = frame.len();
         frame.truncate(8 + cut % (n - 7));
         let _ = decode_request(Bytes::from(frame), |_, _| true);
-        let responses = sample_responses();
-        let response = &responses[index % responses.len()];
-        let key = ApiKey::try_from(response_api_key(response)).unwrap();
-        let mut body = encode_response(1, 0, &response_kind(response)).unwrap().to_vec();
+        let (key, hex) = GOLDEN_RESPONSES[index % GOLDEN_RESPONSES.len()];
+        let mut body = unhex(hex).to_vec();
         body.truncate(5 + cut % (body.len() - 4));
         let _ = ResponseKind::decode(key, &mut Bytes::from(body).slice(5..), 0);
     }

@@ -5,32 +5,36 @@
 //! up its last mirrored offsets, CLUSTER_ACTION on the cluster for the broker-to-coordinator
 //! state RPCs and BumpLeaderEpochs. A refused mirror permission answers CLUSTER_MIRROR_AUTHORIZATION_FAILED (144).
 
+use kafka_protocol::messages::describe_cluster_mirrors_response::DescribedMirror;
+use kafka_protocol::messages::{
+    BumpLeaderEpochsResponse, CreateClusterMirrorResponse, DeleteClusterMirrorResponse,
+    DescribeClusterMirrorsResponse, LastMirroredOffsetsResponse, PauseMirrorTopicsResponse,
+    ReadMirrorStatesResponse, RequestKind, ResponseKind, ResumeMirrorTopicsResponse,
+    StartMirrorTopicsResponse, StopMirrorTopicsResponse, WriteMirrorStatesResponse,
+};
+use kafka_protocol::protocol::StrBytes;
 use tern_controller::acls::{AclOperation, AclResourceType};
 use tern_protocol::error::ResponseError;
 use tern_protocol::mirror::errors::CLUSTER_MIRROR_AUTHORIZATION_FAILED;
-use tern_protocol::mirror::{
-    DescribedMirror, MirrorRequest, MirrorResponse, SimpleMirrorResponse, TopicsMirrorResponse,
-};
 
-use super::{Authz, RequestContext};
+use super::{sb, Authz, RequestContext};
 use crate::broker::Broker;
 
+/// A refusal: the top-level error code and message a mirror response answers with.
+type Refusal = (i16, Option<StrBytes>);
+
 /// The error of a refused mirror permission, with Kafka's message style.
-fn mirror_refusal(op: AclOperation, mirror: &str) -> (i16, Option<String>) {
+fn mirror_refusal(op: AclOperation, mirror: &str) -> Refusal {
     (
         CLUSTER_MIRROR_AUTHORIZATION_FAILED.code(),
-        Some(format!(
+        Some(sb(format!(
             "Request needs {op} permission on ClusterMirror:{mirror}."
-        )),
+        ))),
     )
 }
 
 /// Whether the principal may `op` the mirror; the refusal as (code, message) otherwise.
-fn check_mirror(
-    authz: &Authz<'_>,
-    op: AclOperation,
-    mirror: &str,
-) -> Result<(), (i16, Option<String>)> {
+fn check_mirror(authz: &Authz<'_>, op: AclOperation, mirror: &str) -> Result<(), Refusal> {
     if authz.allows(op, AclResourceType::ClusterMirror, mirror) {
         Ok(())
     } else {
@@ -43,89 +47,89 @@ fn check_mirror(
 fn check_topics_change<'t>(
     authz: &Authz<'_>,
     mirror: &str,
-    topics: impl IntoIterator<Item = &'t String>,
-) -> Option<TopicsMirrorResponse> {
-    if let Err((error_code, error_message)) = check_mirror(authz, AclOperation::Alter, mirror) {
-        return Some(TopicsMirrorResponse {
-            error_code,
-            error_message,
-            ..Default::default()
-        });
-    }
-    let refused: Vec<&String> = topics
+    topics: impl IntoIterator<Item = &'t StrBytes>,
+) -> Result<(), Refusal> {
+    check_mirror(authz, AclOperation::Alter, mirror)?;
+    let refused: Vec<&str> = topics
         .into_iter()
+        .map(|t| t.as_str())
         .filter(|t| !authz.topic(AclOperation::AlterConfigs, t))
         .collect();
     if refused.is_empty() {
-        return None;
+        return Ok(());
     }
-    let names: Vec<&str> = refused.iter().map(|t| t.as_str()).collect();
-    Some(TopicsMirrorResponse {
-        error_code: ResponseError::TopicAuthorizationFailed.code(),
-        error_message: Some(format!(
+    Err((
+        ResponseError::TopicAuthorizationFailed.code(),
+        Some(sb(format!(
             "Not authorized to alter the configs of topics: {}",
-            names.join(", ")
-        )),
-        ..Default::default()
-    })
+            refused.join(", ")
+        ))),
+    ))
 }
 
-/// Handles one mirror request from the principal of `ctx`.
+/// A response that carries only a refusal (its type's defaults otherwise).
+macro_rules! refused {
+    ($response:ident, $refusal:expr) => {{
+        let (error_code, error_message) = $refusal;
+        $response::default()
+            .with_error_code(error_code)
+            .with_error_message(error_message)
+    }};
+}
+
+/// Handles one mirror request from the principal of `ctx`; `None` for another API's request.
 pub(crate) async fn handle(
     broker: &Broker,
     ctx: &RequestContext,
-    request: MirrorRequest,
-) -> MirrorResponse {
+    request: RequestKind,
+) -> Option<ResponseKind> {
     broker.ensure_mirror_state_topic();
     let m = &broker.mirrors;
     let authz = ctx.authz(broker);
     let cluster_action = || {
-        (!authz.cluster(AclOperation::ClusterAction)).then(|| {
-            (
-                ResponseError::ClusterAuthorizationFailed.code(),
-                Some("Request needs CLUSTER_ACTION permission on the cluster.".to_string()),
-            )
-        })
+        if authz.cluster(AclOperation::ClusterAction) {
+            return Ok(());
+        }
+        Err((
+            ResponseError::ClusterAuthorizationFailed.code(),
+            Some(sb(
+                "Request needs CLUSTER_ACTION permission on the cluster.",
+            )),
+        ))
     };
-    match request {
-        MirrorRequest::CreateClusterMirror(r) => MirrorResponse::CreateClusterMirror(
+    // Start, stop, pause and resume (one generated type each): the topics-change check, then
+    // the manager.
+    macro_rules! topics_change {
+        ($r:ident, $response:ident, $method:ident) => {{
+            let topics = $r.topics.iter().map(|t| &t.topic_name);
+            match check_topics_change(&authz, &$r.mirror_name, topics) {
+                Ok(()) => m.$method(&$r).await,
+                Err(refusal) => refused!($response, refusal),
+            }
+        }};
+    }
+    Some(match request {
+        RequestKind::CreateClusterMirror(r) => ResponseKind::CreateClusterMirror(
             match check_mirror(&authz, AclOperation::Create, &r.mirror_name) {
                 Ok(()) => m.create_mirror(&r),
-                Err((error_code, error_message)) => SimpleMirrorResponse {
-                    error_code,
-                    error_message,
-                    ..Default::default()
-                },
+                Err(refusal) => refused!(CreateClusterMirrorResponse, refusal),
             },
         ),
-        MirrorRequest::StartMirrorTopics(r) => {
-            let topics: Vec<String> = r.topics.iter().map(|t| t.topic_name.clone()).collect();
-            MirrorResponse::StartMirrorTopics(
-                match check_topics_change(&authz, &r.mirror_name, &topics) {
-                    Some(refused) => refused,
-                    None => m.start_topics(&r).await,
-                },
-            )
+        RequestKind::StartMirrorTopics(r) => ResponseKind::StartMirrorTopics(topics_change!(
+            r,
+            StartMirrorTopicsResponse,
+            start_topics
+        )),
+        RequestKind::StopMirrorTopics(r) => {
+            ResponseKind::StopMirrorTopics(topics_change!(r, StopMirrorTopicsResponse, stop_topics))
         }
-        MirrorRequest::StopMirrorTopics(r) => MirrorResponse::StopMirrorTopics(
-            match check_topics_change(&authz, &r.mirror_name, &r.topics) {
-                Some(refused) => refused,
-                None => m.stop_topics(&r).await,
-            },
-        ),
-        MirrorRequest::LastMirroredOffsets(r) => MirrorResponse::LastMirroredOffsets(
+        RequestKind::LastMirroredOffsets(r) => ResponseKind::LastMirroredOffsets(
             match check_mirror(&authz, AclOperation::Describe, &r.mirror_name) {
                 Ok(()) => m.last_mirrored_offsets(&r).await,
-                Err((error_code, error_message)) => {
-                    tern_protocol::mirror::LastMirroredOffsetsResponse {
-                        error_code,
-                        error_message,
-                        ..Default::default()
-                    }
-                }
+                Err(refusal) => refused!(LastMirroredOffsetsResponse, refusal),
             },
         ),
-        MirrorRequest::ListClusterMirrors(r) => {
+        RequestKind::ListClusterMirrors(r) => {
             let mut response = m.list_mirrors(&r);
             response.mirrors.retain(|l| {
                 authz.allows(
@@ -134,14 +138,14 @@ pub(crate) async fn handle(
                     &l.mirror_name,
                 )
             });
-            MirrorResponse::ListClusterMirrors(response)
+            ResponseKind::ListClusterMirrors(response)
         }
-        MirrorRequest::DescribeClusterMirrors(mut r) => {
+        RequestKind::DescribeClusterMirrors(mut r) => {
             let may = |name: &str| {
                 authz.allows(AclOperation::Describe, AclResourceType::ClusterMirror, name)
             };
             let describe_all = r.mirror_names.is_empty();
-            let (allowed, refused): (Vec<String>, Vec<String>) =
+            let (allowed, refused): (Vec<StrBytes>, Vec<StrBytes>) =
                 r.mirror_names.drain(..).partition(|n| may(n));
             let include_ops = r.include_authorized_operations;
             let mut response = if describe_all || !allowed.is_empty() {
@@ -150,7 +154,7 @@ pub(crate) async fn handle(
             } else {
                 // Every named mirror is refused: asking the manager with no names would
                 // describe them all.
-                tern_protocol::mirror::DescribeClusterMirrorsResponse::default()
+                DescribeClusterMirrorsResponse::default()
             };
             // Describing all shows the mirrors the principal may describe; a named one it may
             // not answers 144.
@@ -163,67 +167,50 @@ pub(crate) async fn handle(
             }
             response
                 .mirrors
-                .extend(refused.into_iter().map(|mirror_name| DescribedMirror {
-                    error_code: CLUSTER_MIRROR_AUTHORIZATION_FAILED.code(),
-                    mirror_name,
-                    ..Default::default()
+                .extend(refused.into_iter().map(|mirror_name| {
+                    DescribedMirror::default()
+                        .with_error_code(CLUSTER_MIRROR_AUTHORIZATION_FAILED.code())
+                        .with_mirror_name(mirror_name)
                 }));
-            MirrorResponse::DescribeClusterMirrors(response)
+            ResponseKind::DescribeClusterMirrors(response)
         }
-        MirrorRequest::ReadMirrorStates(r) => {
-            MirrorResponse::ReadMirrorStates(match cluster_action() {
-                None => m.read_states(&r),
-                Some((error_code, error_message)) => {
-                    tern_protocol::mirror::ReadMirrorStatesResponse {
-                        error_code,
-                        error_message,
-                        ..Default::default()
-                    }
-                }
+        RequestKind::ReadMirrorStates(r) => {
+            ResponseKind::ReadMirrorStates(match cluster_action() {
+                Ok(()) => m.read_states(&r),
+                Err(refusal) => refused!(ReadMirrorStatesResponse, refusal),
             })
         }
-        MirrorRequest::WriteMirrorStates(r) => {
-            MirrorResponse::WriteMirrorStates(match cluster_action() {
-                None => m.write_states(&r).await,
-                Some((error_code, error_message)) => {
-                    tern_protocol::mirror::WriteMirrorStatesResponse {
-                        error_code,
-                        error_message,
-                        ..Default::default()
-                    }
-                }
+        RequestKind::WriteMirrorStates(r) => {
+            ResponseKind::WriteMirrorStates(match cluster_action() {
+                Ok(()) => m.write_states(&r).await,
+                Err(refusal) => refused!(WriteMirrorStatesResponse, refusal),
             })
         }
-        MirrorRequest::PauseMirrorTopics(r) => MirrorResponse::PauseMirrorTopics(
-            match check_topics_change(&authz, &r.mirror_name, &r.topics) {
-                Some(refused) => refused,
-                None => m.pause_topics(&r).await,
-            },
-        ),
-        MirrorRequest::ResumeMirrorTopics(r) => MirrorResponse::ResumeMirrorTopics(
-            match check_topics_change(&authz, &r.mirror_name, &r.topics) {
-                Some(refused) => refused,
-                None => m.resume_topics(&r).await,
-            },
-        ),
-        MirrorRequest::DeleteClusterMirror(r) => MirrorResponse::DeleteClusterMirror(
+        RequestKind::PauseMirrorTopics(r) => ResponseKind::PauseMirrorTopics(topics_change!(
+            r,
+            PauseMirrorTopicsResponse,
+            pause_topics
+        )),
+        RequestKind::ResumeMirrorTopics(r) => ResponseKind::ResumeMirrorTopics(topics_change!(
+            r,
+            ResumeMirrorTopicsResponse,
+            resume_topics
+        )),
+        RequestKind::DeleteClusterMirror(r) => ResponseKind::DeleteClusterMirror(
             match check_mirror(&authz, AclOperation::Delete, &r.mirror_name) {
                 Ok(()) => m.delete_mirror(&r).await,
-                Err((error_code, error_message)) => SimpleMirrorResponse {
-                    error_code,
-                    error_message,
-                    ..Default::default()
-                },
+                Err(refusal) => refused!(DeleteClusterMirrorResponse, refusal),
             },
         ),
-        MirrorRequest::BumpLeaderEpochs(r) => {
-            MirrorResponse::BumpLeaderEpochs(match cluster_action() {
-                None => m.bump_leader_epochs(&r),
-                Some((error_code, _)) => tern_protocol::mirror::BumpLeaderEpochsResponse {
-                    error_code,
-                    ..Default::default()
-                },
+        // Its schema has no top-level error message.
+        RequestKind::BumpLeaderEpochs(r) => {
+            ResponseKind::BumpLeaderEpochs(match cluster_action() {
+                Ok(()) => m.bump_leader_epochs(&r),
+                Err((error_code, _)) => {
+                    BumpLeaderEpochsResponse::default().with_error_code(error_code)
+                }
             })
         }
-    }
+        _ => return None,
+    })
 }

@@ -414,10 +414,7 @@ pub(crate) async fn handle(
         | RequestKind::PauseMirrorTopics(_)
         | RequestKind::ResumeMirrorTopics(_)
         | RequestKind::DeleteClusterMirror(_)
-        | RequestKind::BumpLeaderEpochs(_)) => {
-            let request = tern_protocol::mirror::mirror_request(&body)?;
-            tern_protocol::mirror::response_kind(&mirror::handle(broker, &ctx, request).await)
-        }
+        | RequestKind::BumpLeaderEpochs(_)) => mirror::handle(broker, &ctx, body).await?,
         other => {
             tracing::warn!(request = ?std::mem::discriminant(&other), "no handler");
             return None;

@@ -14,6 +14,9 @@ use bytes::Bytes;
 use kafka_protocol::messages::delete_records_request::{
     DeleteRecordsPartition, DeleteRecordsTopic,
 };
+use kafka_protocol::messages::describe_cluster_mirrors_response::{
+    DescribedMirror, MirrorPartition,
+};
 use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
@@ -23,13 +26,22 @@ use kafka_protocol::messages::offset_commit_request::{
 };
 use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
 use kafka_protocol::messages::{
+    create_cluster_mirror_request, last_mirrored_offsets_request, pause_mirror_topics_request,
+    resume_mirror_topics_request, start_mirror_topics_request, stop_mirror_topics_request,
+    CreateClusterMirrorRequest, CreateClusterMirrorResponse, DeleteClusterMirrorRequest,
+    DeleteClusterMirrorResponse, DescribeClusterMirrorsRequest, LastMirroredOffsetsRequest,
+    LastMirroredOffsetsResponse, ListClusterMirrorsRequest, ListClusterMirrorsResponse,
+    PauseMirrorTopicsRequest, PauseMirrorTopicsResponse, ResumeMirrorTopicsRequest,
+    ResumeMirrorTopicsResponse, StartMirrorTopicsRequest, StartMirrorTopicsResponse,
+    StopMirrorTopicsRequest, StopMirrorTopicsResponse,
+};
+use kafka_protocol::messages::{
     BrokerId, DeleteRecordsRequest, DescribeConfigsRequest, FetchRequest, GroupId,
     ListOffsetsRequest, MetadataRequest, OffsetCommitRequest, OffsetFetchRequest,
 };
 use kafka_protocol::protocol::StrBytes;
 use tern_broker::Server;
 use tern_protocol::client::KafkaConnection;
-use tern_protocol::mirror::*;
 use tern_protocol::record_batch::{Compression, RecordBatchHeader};
 use tern_protocol::records::RecordBatchBuilder;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -118,22 +130,25 @@ async fn start_with(dir: &std::path::Path, overrides: &[(String, String)]) -> Se
 // ---------------------------------------------------------------------------------------------
 // The mirror RPCs.
 
+/// A test's string as a request field.
+fn sb(s: &str) -> StrBytes {
+    StrBytes::from_string(s.to_string())
+}
+
 pub async fn create_mirror(
     conn: &mut KafkaConnection,
     mirror: &str,
     configs: &[(&str, Option<&str>)],
-) -> SimpleMirrorResponse {
-    let req = MirrorRequest::CreateClusterMirror(CreateClusterMirrorRequest {
-        mirror_name: mirror.to_string(),
-        configs: configs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.map(str::to_string)))
-            .collect(),
+) -> CreateClusterMirrorResponse {
+    let configs = configs.iter().map(|(k, v)| {
+        create_cluster_mirror_request::Config::default()
+            .with_name(sb(k))
+            .with_value(v.map(sb))
     });
-    match conn.send_mirror(&req).await.unwrap() {
-        MirrorResponse::CreateClusterMirror(r) => r,
-        other => panic!("unexpected response {other:?}"),
-    }
+    let req = CreateClusterMirrorRequest::default()
+        .with_mirror_name(sb(mirror))
+        .with_configs(configs.collect());
+    conn.send(&req, 0).await.unwrap()
 }
 
 /// CreateClusterMirror with `bootstrap.servers` and a short fetch wait; asserts success.
@@ -157,92 +172,84 @@ pub async fn start_topics(
     conn: &mut KafkaConnection,
     mirror: &str,
     topics: &[&str],
-) -> TopicsMirrorResponse {
-    let req = MirrorRequest::StartMirrorTopics(StartMirrorTopicsRequest {
-        mirror_name: mirror.to_string(),
-        topics: topics
-            .iter()
-            .map(|t| StartMirrorTopic {
-                topic_name: t.to_string(),
-                num_partitions: -1,
-                ..Default::default()
-            })
-            .collect(),
-        ..Default::default()
+) -> StartMirrorTopicsResponse {
+    let topics = topics.iter().map(|t| {
+        start_mirror_topics_request::TopicData::default()
+            .with_topic_name(sb(t))
+            .with_num_partitions(-1)
     });
-    match conn.send_mirror(&req).await.unwrap() {
-        MirrorResponse::StartMirrorTopics(r) => r,
-        other => panic!("unexpected response {other:?}"),
-    }
+    let req = StartMirrorTopicsRequest::default()
+        .with_mirror_name(sb(mirror))
+        .with_topics(topics.collect());
+    conn.send(&req, 0).await.unwrap()
 }
 
-fn topics_request(mirror: &str, topics: &[&str]) -> MirrorTopicsRequest {
-    MirrorTopicsRequest {
-        mirror_name: mirror.to_string(),
-        topics: topics.iter().map(|t| t.to_string()).collect(),
-        ..Default::default()
-    }
+/// Sends a request of the mirror's `topics` by name (stop, pause, resume: one generated type
+/// each) and returns its response.
+macro_rules! by_name {
+    ($conn:expr, $request:ident, $module:ident, $mirror:expr, $topics:expr) => {{
+        let topics = $topics.iter();
+        let topics = topics.map(|t| $module::TopicData::default().with_topic_name(sb(t)));
+        let req = $request::default()
+            .with_mirror_name(sb($mirror))
+            .with_topics(topics.collect());
+        $conn.send(&req, 0).await.unwrap()
+    }};
 }
 
 pub async fn stop_topics(
     conn: &mut KafkaConnection,
     mirror: &str,
     topics: &[&str],
-) -> TopicsMirrorResponse {
-    let req = MirrorRequest::StopMirrorTopics(topics_request(mirror, topics));
-    match conn.send_mirror(&req).await.unwrap() {
-        MirrorResponse::StopMirrorTopics(r) => r,
-        other => panic!("unexpected response {other:?}"),
-    }
+) -> StopMirrorTopicsResponse {
+    by_name!(
+        conn,
+        StopMirrorTopicsRequest,
+        stop_mirror_topics_request,
+        mirror,
+        topics
+    )
 }
 
 pub async fn pause_topics(
     conn: &mut KafkaConnection,
     mirror: &str,
     topics: &[&str],
-) -> TopicsMirrorResponse {
-    let req = MirrorRequest::PauseMirrorTopics(topics_request(mirror, topics));
-    match conn.send_mirror(&req).await.unwrap() {
-        MirrorResponse::PauseMirrorTopics(r) => r,
-        other => panic!("unexpected response {other:?}"),
-    }
+) -> PauseMirrorTopicsResponse {
+    by_name!(
+        conn,
+        PauseMirrorTopicsRequest,
+        pause_mirror_topics_request,
+        mirror,
+        topics
+    )
 }
 
 pub async fn resume_topics(
     conn: &mut KafkaConnection,
     mirror: &str,
     topics: &[&str],
-) -> TopicsMirrorResponse {
-    let req = MirrorRequest::ResumeMirrorTopics(topics_request(mirror, topics));
-    match conn.send_mirror(&req).await.unwrap() {
-        MirrorResponse::ResumeMirrorTopics(r) => r,
-        other => panic!("unexpected response {other:?}"),
-    }
+) -> ResumeMirrorTopicsResponse {
+    by_name!(
+        conn,
+        ResumeMirrorTopicsRequest,
+        resume_mirror_topics_request,
+        mirror,
+        topics
+    )
 }
 
 pub async fn list_mirrors(conn: &mut KafkaConnection) -> ListClusterMirrorsResponse {
-    let req = MirrorRequest::ListClusterMirrors(ListClusterMirrorsRequest {
-        include_topic_names: true,
-    });
-    match conn.send_mirror(&req).await.unwrap() {
-        MirrorResponse::ListClusterMirrors(r) => r,
-        other => panic!("unexpected response {other:?}"),
-    }
+    let req = ListClusterMirrorsRequest::default().with_include_topic_names(true);
+    conn.send(&req, 0).await.unwrap()
 }
 
 pub async fn describe(conn: &mut KafkaConnection, mirror: &str) -> DescribedMirror {
-    let req = MirrorRequest::DescribeClusterMirrors(DescribeClusterMirrorsRequest {
-        mirror_names: vec![mirror.to_string()],
-        ..Default::default()
-    });
-    match conn.send_mirror(&req).await.unwrap() {
-        MirrorResponse::DescribeClusterMirrors(mut r) => {
-            assert_eq!(r.error_code, 0, "{r:?}");
-            assert_eq!(r.mirrors.len(), 1, "{r:?}");
-            r.mirrors.remove(0)
-        }
-        other => panic!("unexpected response {other:?}"),
-    }
+    let req = DescribeClusterMirrorsRequest::default().with_mirror_names(vec![sb(mirror)]);
+    let mut r = conn.send(&req, 0).await.unwrap();
+    assert_eq!(r.error_code, 0, "{r:?}");
+    assert_eq!(r.mirrors.len(), 1, "{r:?}");
+    r.mirrors.remove(0)
 }
 
 /// The described partitions of `topic`, by index (empty if the topic is not in the mirror).
@@ -250,27 +257,24 @@ pub async fn partition_details(
     conn: &mut KafkaConnection,
     mirror: &str,
     topic: &str,
-) -> Vec<MirrorPartitionDetail> {
+) -> Vec<MirrorPartition> {
     let m = describe(conn, mirror).await;
-    let mut parts: Vec<MirrorPartitionDetail> = m
+    let mut parts: Vec<MirrorPartition> = m
         .topics
         .into_iter()
-        .filter(|t| t.topic_name == topic)
+        .filter(|t| t.topic_name.as_str() == topic)
         .flat_map(|t| t.partitions)
         .collect();
     parts.sort_by_key(|p| p.partition_index);
     parts
 }
 
-pub async fn delete_mirror(conn: &mut KafkaConnection, mirror: &str) -> SimpleMirrorResponse {
-    let req = MirrorRequest::DeleteClusterMirror(DeleteClusterMirrorRequest {
-        mirror_name: mirror.to_string(),
-        ..Default::default()
-    });
-    match conn.send_mirror(&req).await.unwrap() {
-        MirrorResponse::DeleteClusterMirror(r) => r,
-        other => panic!("unexpected response {other:?}"),
-    }
+pub async fn delete_mirror(
+    conn: &mut KafkaConnection,
+    mirror: &str,
+) -> DeleteClusterMirrorResponse {
+    let req = DeleteClusterMirrorRequest::default().with_mirror_name(sb(mirror));
+    conn.send(&req, 0).await.unwrap()
 }
 
 pub async fn last_mirrored_offsets(
@@ -279,25 +283,54 @@ pub async fn last_mirrored_offsets(
     topic: &str,
     partitions: &[i32],
 ) -> LastMirroredOffsetsResponse {
-    let req = MirrorRequest::LastMirroredOffsets(LastMirroredOffsetsRequest {
-        mirror_name: mirror.to_string(),
-        topics: vec![TopicPartitions {
-            name: topic.to_string(),
-            partitions: partitions.to_vec(),
-        }],
-    });
-    match conn.send_mirror(&req).await.unwrap() {
-        MirrorResponse::LastMirroredOffsets(r) => r,
-        other => panic!("unexpected response {other:?}"),
-    }
+    let partitions = partitions
+        .iter()
+        .map(|&p| last_mirrored_offsets_request::PartitionData::default().with_partition_index(p));
+    let topic = last_mirrored_offsets_request::TopicData::default()
+        .with_name(sb(topic))
+        .with_partitions(partitions.collect());
+    let req = LastMirroredOffsetsRequest::default()
+        .with_mirror_name(sb(mirror))
+        .with_topics(vec![topic]);
+    conn.send(&req, 0).await.unwrap()
 }
 
+/// The per-topic mirror responses (start, stop, pause, resume): distinct generated types with
+/// the same fields, read alike by `assert_topic_codes`.
+pub trait TopicResults: std::fmt::Debug {
+    /// The top-level error code.
+    fn top_error(&self) -> i16;
+    /// Each topic's name and error code.
+    fn topic_codes(&self) -> Vec<(String, i16)>;
+}
+
+macro_rules! topic_results {
+    ($($response:ident),*) => {$(
+        impl TopicResults for $response {
+            fn top_error(&self) -> i16 {
+                self.error_code
+            }
+            fn topic_codes(&self) -> Vec<(String, i16)> {
+                self.topics.iter().map(|t| (t.name.to_string(), t.error_code)).collect()
+            }
+        }
+    )*};
+}
+
+topic_results!(
+    StartMirrorTopicsResponse,
+    StopMirrorTopicsResponse,
+    PauseMirrorTopicsResponse,
+    ResumeMirrorTopicsResponse
+);
+
 /// Asserts that every topic result of a mirror response has `code` (and no top-level error).
-pub fn assert_topic_codes(r: &TopicsMirrorResponse, code: i16, what: &str) {
-    assert_eq!(r.error_code, 0, "{what}: top-level error: {r:?}");
-    assert!(!r.topics.is_empty(), "{what}: no topic results: {r:?}");
-    for t in &r.topics {
-        assert_eq!(t.error_code, code, "{what}: topic {}: {r:?}", t.name);
+pub fn assert_topic_codes(r: &impl TopicResults, code: i16, what: &str) {
+    assert_eq!(r.top_error(), 0, "{what}: top-level error: {r:?}");
+    let topics = r.topic_codes();
+    assert!(!topics.is_empty(), "{what}: no topic results: {r:?}");
+    for (name, error_code) in topics {
+        assert_eq!(error_code, code, "{what}: topic {name}: {r:?}");
     }
 }
 
@@ -308,13 +341,13 @@ pub async fn wait_mirrored(
     mirror: &str,
     topic: &str,
     source_ends: &[i64],
-) -> Vec<MirrorPartitionDetail> {
+) -> Vec<MirrorPartition> {
     let what = format!("{topic} to be mirrored by {mirror} up to {source_ends:?}");
     wait_until(&what, async || {
         let parts = partition_details(conn, mirror, topic).await;
         let ok = parts.len() == source_ends.len()
             && parts.iter().all(|p| {
-                p.state_value == "MIRRORING"
+                p.state_value.as_str() == "MIRRORING"
                     && p.lag == 0
                     && p.source_offset == source_ends[p.partition_index as usize]
                     && p.destination_offset == source_ends[p.partition_index as usize]
@@ -335,11 +368,11 @@ pub async fn wait_state(
     topic: &str,
     partitions: usize,
     state: &str,
-) -> Vec<MirrorPartitionDetail> {
+) -> Vec<MirrorPartition> {
     let what = format!("{partitions} partitions of {topic} to be {state} in {mirror}");
     wait_until(&what, async || {
         let parts = partition_details(conn, mirror, topic).await;
-        if parts.len() == partitions && parts.iter().all(|p| p.state_value == state) {
+        if parts.len() == partitions && parts.iter().all(|p| p.state_value.as_str() == state) {
             Ok(parts)
         } else {
             Err(format!("{parts:?}"))
@@ -994,11 +1027,7 @@ impl Cluster {
     }
 
     /// The mirror's partitions of `topic`, by index.
-    pub async fn mirror_partitions(
-        &mut self,
-        mirror: &str,
-        topic: &str,
-    ) -> Vec<MirrorPartitionDetail> {
+    pub async fn mirror_partitions(&mut self, mirror: &str, topic: &str) -> Vec<MirrorPartition> {
         partition_details(self.conn(), mirror, topic).await
     }
 
@@ -1008,7 +1037,7 @@ impl Cluster {
         mirror: &str,
         topic: &str,
         state: &str,
-    ) -> Vec<MirrorPartitionDetail> {
+    ) -> Vec<MirrorPartition> {
         let n = self.partition_count(topic).await as usize;
         wait_state(self.conn(), mirror, topic, n, state).await
     }

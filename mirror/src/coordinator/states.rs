@@ -7,13 +7,16 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
+use kafka_protocol::messages::read_mirror_states_response::PartitionResult as ReadPartition;
+use kafka_protocol::messages::write_mirror_states_request::PartitionData as WritePartition;
+use kafka_protocol::messages::{
+    read_mirror_states_request, write_mirror_states_request, ReadMirrorStatesRequest,
+    WriteMirrorStatesRequest,
+};
+use kafka_protocol::protocol::StrBytes;
 use parking_lot::{Mutex, MutexGuard};
 use tern_controller::{Controller, MetadataImage};
 use tern_protocol::error::ResponseError;
-use tern_protocol::mirror::{
-    MirrorRequest, MirrorResponse, ReadMirrorStatePartition, ReadMirrorStatesRequest,
-    TopicPartitions, WriteMirrorStatePartition, WriteMirrorStateTopic, WriteMirrorStatesRequest,
-};
 use uuid::Uuid;
 
 use super::store::{Pending, StateStore, StoreError};
@@ -120,9 +123,6 @@ impl CoordinationError {
     /// The Kafka error a ReadMirrorStates / WriteMirrorStates partition answers with.
     pub(crate) fn error(&self) -> ResponseError {
         match self {
-            CoordinationError::Peer(e) if matches!(**e, PeerError::WrongApi { .. }) => {
-                ResponseError::UnknownServerError
-            }
             CoordinationError::NotAvailable { .. } | CoordinationError::Peer(_) => {
                 ResponseError::CoordinatorNotAvailable
             }
@@ -236,31 +236,29 @@ impl PartitionStates {
             }
         }
         for (node, ps) in remote {
-            let request = MirrorRequest::ReadMirrorStates(ReadMirrorStatesRequest {
-                mirror_name: mirror.to_string(),
-                topics: vec![TopicPartitions {
-                    name: topic.to_string(),
-                    partitions: ps.clone(),
-                }],
+            let partitions = ps.iter().map(|&p| {
+                read_mirror_states_request::PartitionData::default().with_partition_index(p)
             });
-            let answer = match self.peers.send(node, &request).await {
-                Ok(MirrorResponse::ReadMirrorStates(r)) if r.error_code != 0 => {
-                    Err(CoordinationError::Refused {
-                        code: r.error_code,
-                        message: r
-                            .error_message
-                            .unwrap_or_else(|| format!("broker {node} refused")),
-                    })
-                }
-                Ok(MirrorResponse::ReadMirrorStates(r)) => Ok(r),
-                Ok(_) => Err(PeerError::WrongApi { node }.into()),
+            let request = ReadMirrorStatesRequest::default()
+                .with_mirror_name(StrBytes::from_string(mirror.to_string()))
+                .with_topics(vec![read_mirror_states_request::TopicData::default()
+                    .with_name(StrBytes::from_string(topic.to_string()))
+                    .with_partitions(partitions.collect())]);
+            let answer = match self.peers.send_kafka(node, &request, 0).await {
+                Ok(r) if r.error_code != 0 => Err(CoordinationError::Refused {
+                    code: r.error_code,
+                    message: r
+                        .error_message
+                        .map_or_else(|| format!("broker {node} refused"), |m| m.to_string()),
+                }),
+                Ok(r) => Ok(r),
                 Err(e) => Err(e.into()),
             };
-            let answered: HashMap<i32, ReadMirrorStatePartition> = match &answer {
+            let answered: HashMap<i32, ReadPartition> = match &answer {
                 Ok(r) => r
                     .topics
                     .iter()
-                    .filter(|t| t.name == topic)
+                    .filter(|t| *t.name == *topic)
                     .flat_map(|t| t.partitions.iter().cloned())
                     .map(|p| (p.partition_index, p))
                     .collect(),
@@ -277,8 +275,8 @@ impl PartitionStates {
                         code: a.error_code,
                         message: a
                             .error_message
-                            .clone()
-                            .unwrap_or_else(|| format!("broker {node} refused")),
+                            .as_ref()
+                            .map_or_else(|| format!("broker {node} refused"), |m| m.to_string()),
                     }),
                     (Ok(_), Some(a)) => Ok(stored_from_wire(a)),
                 };
@@ -293,7 +291,7 @@ impl PartitionStates {
         &self,
         key: &MirrorPartitionKey,
         topic: &str,
-        write: WriteMirrorStatePartition,
+        write: WritePartition,
     ) -> Result<(), CoordinationError> {
         let image = self.controller.image();
         match self.coordinator_of(&image, key)? {
@@ -302,20 +300,17 @@ impl PartitionStates {
                 self.committed(pending).await
             }
             Coordinator::Peer(node) => {
-                let request = MirrorRequest::WriteMirrorStates(WriteMirrorStatesRequest {
-                    mirror_name: key.mirror.clone(),
-                    topics: vec![WriteMirrorStateTopic {
-                        name: topic.to_string(),
-                        partitions: vec![write],
-                    }],
-                    stopped_topics: vec![],
-                });
-                match self.peers.send(node, &request).await {
-                    Ok(MirrorResponse::WriteMirrorStates(r)) => {
+                let request = WriteMirrorStatesRequest::default()
+                    .with_mirror_name(StrBytes::from_string(key.mirror.clone()))
+                    .with_topics(vec![write_mirror_states_request::TopicData::default()
+                        .with_name(StrBytes::from_string(topic.to_string()))
+                        .with_partitions(vec![write])]);
+                match self.peers.send_kafka(node, &request, 0).await {
+                    Ok(r) => {
                         if r.error_code != 0 {
                             return Err(CoordinationError::Refused {
                                 code: r.error_code,
-                                message: r.error_message.unwrap_or_default(),
+                                message: r.error_message.map(|m| m.to_string()).unwrap_or_default(),
                             });
                         }
                         let result = r
@@ -327,7 +322,11 @@ impl PartitionStates {
                             Some(p) if p.error_code == 0 => Ok(()),
                             Some(p) => Err(CoordinationError::Refused {
                                 code: p.error_code,
-                                message: p.error_message.clone().unwrap_or_default(),
+                                message: p
+                                    .error_message
+                                    .as_ref()
+                                    .map(|m| m.to_string())
+                                    .unwrap_or_default(),
                             }),
                             None => Err(CoordinationError::LeftOut {
                                 node,
@@ -335,7 +334,6 @@ impl PartitionStates {
                             }),
                         }
                     }
-                    Ok(_) => Err(PeerError::WrongApi { node }.into()),
                     Err(e) => Err(e.into()),
                 }
             }
@@ -379,14 +377,14 @@ pub(crate) fn stored_here(store: &StateStore, key: &MirrorPartitionKey) -> Store
 }
 
 /// A ReadMirrorStates answer as a [`StoredState`].
-fn stored_from_wire(p: &ReadMirrorStatePartition) -> StoredState {
+fn stored_from_wire(p: &ReadPartition) -> StoredState {
     let state = MirrorPartitionState::from_id(p.state);
     StoredState {
         record: (state != MirrorPartitionState::Unknown).then(|| PartitionStateRecord {
             state,
             previous_state: MirrorPartitionState::from_id(p.previous_state),
             retry_attempt: p.retry_attempt,
-            error_message: p.error_message.clone(),
+            error_message: p.error_message.as_ref().map(|m| m.to_string()),
         }),
         last_mirrored_offset: (p.last_mirrored_offset >= 0).then_some(p.last_mirrored_offset),
     }
@@ -399,7 +397,7 @@ pub(crate) fn apply_write(
     store: &mut StateStore,
     image: &MetadataImage,
     key: &MirrorPartitionKey,
-    write: &WriteMirrorStatePartition,
+    write: &WritePartition,
 ) -> Result<Pending, CoordinationError> {
     if !store.coordinates(key) {
         return Err(CoordinationError::NotCoordinator {
@@ -435,7 +433,7 @@ pub(crate) fn apply_write(
         state: next,
         previous_state,
         retry_attempt: write.retry_attempt,
-        error_message: write.error_message.clone(),
+        error_message: write.error_message.as_ref().map(|m| m.to_string()),
     };
     let lmo = (write.last_mirrored_offset >= 0).then_some(write.last_mirrored_offset);
     store
@@ -460,11 +458,6 @@ mod tests {
                 PeerError::Timeout { node: 2 }.into(),
                 ResponseError::CoordinatorNotAvailable,
                 "broker 2 did not answer in time",
-            ),
-            (
-                PeerError::WrongApi { node: 2 }.into(),
-                ResponseError::UnknownServerError,
-                "broker 2 answered another API",
             ),
             (
                 E::Refused {

@@ -3,44 +3,67 @@
 
 use std::collections::BTreeMap;
 
+use kafka_protocol::messages::describe_cluster_mirrors_response::{
+    DescribedMirror, MirrorPartition, MirrorTopic,
+};
+use kafka_protocol::messages::list_cluster_mirrors_response::ListedMirror;
+use kafka_protocol::messages::{
+    bump_leader_epochs_response, last_mirrored_offsets_response, pause_mirror_topics_response,
+    read_mirror_states_response, resume_mirror_topics_response, start_mirror_topics_response,
+    stop_mirror_topics_response, write_mirror_states_response, BumpLeaderEpochsRequest,
+    BumpLeaderEpochsResponse, CreateClusterMirrorRequest, CreateClusterMirrorResponse,
+    DeleteClusterMirrorRequest, DeleteClusterMirrorResponse, DescribeClusterMirrorsRequest,
+    DescribeClusterMirrorsResponse, LastMirroredOffsetsRequest, LastMirroredOffsetsResponse,
+    ListClusterMirrorsRequest, ListClusterMirrorsResponse, PauseMirrorTopicsRequest,
+    PauseMirrorTopicsResponse, ReadMirrorStatesRequest, ReadMirrorStatesResponse,
+    ResumeMirrorTopicsRequest, ResumeMirrorTopicsResponse, StartMirrorTopicsRequest,
+    StartMirrorTopicsResponse, StopMirrorTopicsRequest, StopMirrorTopicsResponse,
+    WriteMirrorStatesRequest, WriteMirrorStatesResponse,
+};
+use kafka_protocol::protocol::StrBytes;
 use tern_controller::topic_configs::{
     MIRROR_NAME_CONFIG, MIRROR_PAUSED_SUFFIX, MIRROR_REMOVED_SUFFIX, MIRROR_STOPPED_SUFFIX,
 };
 use tern_controller::CreateTopic;
 use tern_protocol::error::{ApiError, ResponseError};
 use tern_protocol::mirror::errors::*;
-use tern_protocol::mirror::*;
 use uuid::Uuid;
 
 use super::{parse_mirror_name, DesiredState, MirrorManager};
 use crate::config::{is_secret, validate_mirror_configs, MirrorSettings, PatternSet};
 use crate::coordinator::{apply_write, stored_here, CoordinationError};
 use crate::metadata::sync::mirrored_topic_configs;
-use crate::peers::PeerError;
 use crate::source::{connect_bootstrap, SourceMetadata};
 use crate::state::{MirrorPartitionKey, MirrorPartitionState};
 
-fn topic_result(name: &str, result: Result<(), ApiError>) -> TopicResult {
-    match result {
-        Ok(()) => TopicResult {
-            name: name.to_string(),
-            error_code: 0,
-            error_message: None,
-        },
-        Err(e) => TopicResult {
-            name: name.to_string(),
-            error_code: e.code(),
-            error_message: Some(e.message),
-        },
-    }
-}
+/// What StartMirrorTopics, StopMirrorTopics, PauseMirrorTopics and ResumeMirrorTopics answer:
+/// a top-level error, or each topic's name and result.
+type TopicOutcomes = Result<Vec<(String, Result<(), ApiError>)>, ApiError>;
 
-fn top_level_error(e: ApiError) -> TopicsMirrorResponse {
-    TopicsMirrorResponse {
-        error_code: e.code(),
-        error_message: Some(e.message),
-        ..Default::default()
-    }
+/// One of those four responses (the same fields, but distinct generated types) from its
+/// `TopicOutcomes`.
+macro_rules! topics_response {
+    ($response:ident, $module:ident, $outcomes:expr) => {
+        match $outcomes {
+            Err(e) => $response::default()
+                .with_error_code(e.code())
+                .with_error_message(Some(StrBytes::from(e.message))),
+            Ok(results) => $response::default().with_topics(
+                results
+                    .into_iter()
+                    .map(|(name, result)| {
+                        let topic = $module::TopicResult::default().with_name(name.into());
+                        match result {
+                            Ok(()) => topic,
+                            Err(e) => topic
+                                .with_error_code(e.code())
+                                .with_error_message(Some(StrBytes::from(e.message))),
+                        }
+                    })
+                    .collect(),
+            ),
+        }
+    };
 }
 
 fn unknown_mirror(name: &str) -> ApiError {
@@ -73,55 +96,61 @@ fn validate_mirror_name(name: &str) -> Result<(), ApiError> {
 
 impl MirrorManager {
     /// CreateClusterMirror.
-    pub fn create_mirror(&self, req: &CreateClusterMirrorRequest) -> SimpleMirrorResponse {
+    pub fn create_mirror(&self, req: &CreateClusterMirrorRequest) -> CreateClusterMirrorResponse {
+        // The configs as (name, value) pairs, as the validation reads them.
+        let configs: Vec<(String, Option<String>)> = req
+            .configs
+            .iter()
+            .map(|c| (c.name.to_string(), c.value.as_ref().map(|v| v.to_string())))
+            .collect();
         let result = validate_mirror_name(&req.mirror_name)
-            .and_then(|_| validate_mirror_configs(&req.configs).map_err(ApiError::from))
+            .and_then(|_| validate_mirror_configs(&configs).map_err(ApiError::from))
             .and_then(|configs| {
                 self.controller
                     .create_mirror(&req.mirror_name, configs, false)
                     .map(|_| ())
             });
-        simple(result)
+        let (error_code, error_message) = error_of(result);
+        CreateClusterMirrorResponse::default()
+            .with_error_code(error_code)
+            .with_error_message(error_message)
     }
 
     /// DeleteClusterMirror: only a mirror without mirrored (or paused) topics.
-    pub async fn delete_mirror(&self, req: &DeleteClusterMirrorRequest) -> SimpleMirrorResponse {
+    pub async fn delete_mirror(
+        &self,
+        req: &DeleteClusterMirrorRequest,
+    ) -> DeleteClusterMirrorResponse {
         let result = self.controller.delete_mirror(&req.mirror_name);
         if result.is_ok() {
             self.settle(None, 1).await;
         }
-        simple(result)
+        let (error_code, error_message) = error_of(result);
+        DeleteClusterMirrorResponse::default()
+            .with_error_code(error_code)
+            .with_error_message(error_message)
     }
 
     /// ListClusterMirrors.
     pub fn list_mirrors(&self, req: &ListClusterMirrorsRequest) -> ListClusterMirrorsResponse {
         let image = self.controller.image();
         let cluster_ids = self.cluster_ids.lock().clone();
-        ListClusterMirrorsResponse {
-            mirrors: image
-                .mirrors
-                .values()
-                .map(|m| {
-                    let topics = image.mirror_topics(&m.name);
-                    ListedMirror {
-                        mirror_name: m.name.clone(),
-                        source_bootstrap: m
-                            .configs
-                            .get("bootstrap.servers")
-                            .cloned()
-                            .unwrap_or_default(),
-                        source_cluster_id: cluster_ids.get(&m.name).cloned().unwrap_or_default(),
-                        topic_count: topics.len() as i32,
-                        topic_names: if req.include_topic_names {
-                            topics
-                        } else {
-                            Vec::new()
-                        },
-                    }
+        let mirrors = image.mirrors.values().map(|m| {
+            let topics = image.mirror_topics(&m.name);
+            let bootstrap = m.configs.get("bootstrap.servers").cloned();
+            let cluster_id = cluster_ids.get(&m.name).cloned();
+            ListedMirror::default()
+                .with_mirror_name(m.name.clone().into())
+                .with_source_bootstrap(bootstrap.unwrap_or_default().into())
+                .with_source_cluster_id(cluster_id.unwrap_or_default().into())
+                .with_topic_count(topics.len() as i32)
+                .with_topic_names(if req.include_topic_names {
+                    topics.into_iter().map(StrBytes::from).collect()
+                } else {
+                    Vec::new()
                 })
-                .collect(),
-            ..Default::default()
-        }
+        });
+        ListClusterMirrorsResponse::default().with_mirrors(mirrors.collect())
     }
 
     /// The configs of a mirror with secrets left out (DescribeConfigs-style view for the CLI).
@@ -166,16 +195,9 @@ impl MirrorManager {
                 );
             }
         }
-        let request = MirrorRequest::DescribeClusterMirrors(DescribeClusterMirrorsRequest {
-            local_only: true,
-            ..req.clone()
-        });
+        let request = req.clone().with_local_only(true);
         for peer in peers {
-            let answer = match self.peers.send(peer, &request).await {
-                Ok(MirrorResponse::DescribeClusterMirrors(r)) => Ok(r),
-                Ok(_) => Err(PeerError::WrongApi { node: peer }),
-                Err(e) => Err(e),
-            };
+            let answer = self.peers.send_kafka(peer, &request, 0).await;
             let mut theirs = BTreeMap::new();
             if let Ok(r) = &answer {
                 for m in &r.mirrors {
@@ -207,8 +229,9 @@ impl MirrorManager {
                         match (&answer, theirs.remove(&k)) {
                             (_, Some(detail)) => *p = detail,
                             (Err(e), None) => {
-                                p.error_message =
-                                    Some(format!("its leader, broker {peer}, did not answer: {e}"))
+                                let message =
+                                    format!("its leader, broker {peer}, did not answer: {e}");
+                                p.error_message = Some(message.into())
                             }
                             (Ok(_), None) => {}
                         }
@@ -229,7 +252,7 @@ impl MirrorManager {
         let names: Vec<String> = if req.mirror_names.is_empty() {
             image.mirrors.keys().cloned().collect()
         } else {
-            req.mirror_names.clone()
+            req.mirror_names.iter().map(|n| n.to_string()).collect()
         };
         let mut store = self.states.store();
         store.sync_leadership();
@@ -238,11 +261,11 @@ impl MirrorManager {
         let mut mirrors = Vec::new();
         for name in names {
             if !image.mirrors.contains_key(&name) {
-                mirrors.push(DescribedMirror {
-                    error_code: UNKNOWN_CLUSTER_MIRROR.code(),
-                    mirror_name: name,
-                    ..Default::default()
-                });
+                mirrors.push(
+                    DescribedMirror::default()
+                        .with_error_code(UNKNOWN_CLUSTER_MIRROR.code())
+                        .with_mirror_name(name.into()),
+                );
                 continue;
             }
             let mut topics = Vec::new();
@@ -295,46 +318,54 @@ impl MirrorManager {
                                 .then(|| machine.and_then(|m| m.last_error().map(str::to_string)))
                                 .flatten()
                         });
-                    partitions.push(MirrorPartitionDetail {
-                        partition_index: p,
-                        source_offset: source,
-                        destination_offset: destination,
-                        lag,
-                        state_value: state.name().to_string(),
-                        retry_attempt: record.map(|r| r.retry_attempt).unwrap_or(0),
-                        error_message,
-                    });
+                    partitions.push(
+                        MirrorPartition::default()
+                            .with_partition_index(p)
+                            .with_source_offset(source)
+                            .with_destination_offset(destination)
+                            .with_lag(lag)
+                            .with_state_value(StrBytes::from_static_str(state.name()))
+                            .with_retry_attempt(record.map(|r| r.retry_attempt).unwrap_or(0))
+                            .with_error_message(error_message.map(StrBytes::from)),
+                    );
                 }
-                topics.push(MirrorTopicDetail {
-                    topic_name: topic.clone(),
-                    partitions,
-                });
+                topics.push(
+                    MirrorTopic::default()
+                        .with_topic_name(topic.clone().into())
+                        .with_partitions(partitions),
+                );
             }
-            mirrors.push(DescribedMirror {
-                mirror_name: name,
-                topics,
-                ..Default::default()
-            });
+            mirrors.push(
+                DescribedMirror::default()
+                    .with_mirror_name(name.into())
+                    .with_topics(topics),
+            );
         }
-        DescribeClusterMirrorsResponse {
-            mirrors,
-            ..Default::default()
-        }
+        DescribeClusterMirrorsResponse::default().with_mirrors(mirrors)
     }
 
     /// StartMirrorTopics: creates each topic from the source (same partitions, configs and
     /// topic id) with `mirror.name` set, or re-attaches a stopped or failing-back topic.
-    pub async fn start_topics(&self, req: &StartMirrorTopicsRequest) -> TopicsMirrorResponse {
+    pub async fn start_topics(&self, req: &StartMirrorTopicsRequest) -> StartMirrorTopicsResponse {
+        let outcomes = self.start_outcomes(req).await;
+        topics_response!(
+            StartMirrorTopicsResponse,
+            start_mirror_topics_response,
+            outcomes
+        )
+    }
+
+    async fn start_outcomes(&self, req: &StartMirrorTopicsRequest) -> TopicOutcomes {
         let image = self.controller.image();
-        let Some(mirror) = image.mirrors.get(&req.mirror_name).cloned() else {
-            return top_level_error(unknown_mirror(&req.mirror_name));
+        let Some(mirror) = image.mirrors.get(req.mirror_name.as_str()).cloned() else {
+            return Err(unknown_mirror(&req.mirror_name));
         };
         let (include, exclude) = match (
-            PatternSet::compile(&req.include_patterns),
-            PatternSet::compile(&req.exclude_patterns),
+            PatternSet::compile(&strings(&req.include_patterns)),
+            PatternSet::compile(&strings(&req.exclude_patterns)),
         ) {
             (Ok(i), Ok(e)) => (i, e),
-            (Err(e), _) | (_, Err(e)) => return top_level_error(e.into()),
+            (Err(e), _) | (_, Err(e)) => return Err(e.into()),
         };
         let settings = MirrorSettings::from_configs(&mirror.configs);
         let connected = async {
@@ -351,7 +382,7 @@ impl MirrorManager {
         let mut conn = match connected {
             Ok(c) => c,
             Err(e) => {
-                return top_level_error(ApiError::new(
+                return Err(ApiError::new(
                     ResponseError::NetworkException,
                     format!(
                         "Cannot reach the source cluster of mirror {}: {e}",
@@ -363,7 +394,7 @@ impl MirrorManager {
         let metadata = match conn.metadata(None).await {
             Ok(m) => m,
             Err(e) => {
-                return top_level_error(ApiError::new(
+                return Err(ApiError::new(
                     ResponseError::NetworkException,
                     format!("Cannot read the source cluster's metadata: {e}"),
                 ))
@@ -377,8 +408,8 @@ impl MirrorManager {
         let mut names: Vec<(String, Option<Uuid>)> = Vec::new();
         for t in &req.topics {
             let id = (!t.topic_id.is_nil()).then_some(t.topic_id);
-            if !names.iter().any(|(n, _)| n == &t.topic_name) {
-                names.push((t.topic_name.clone(), id));
+            if !names.iter().any(|(n, _)| *n == *t.topic_name) {
+                names.push((t.topic_name.to_string(), id));
             }
         }
         if !include.is_empty() {
@@ -406,13 +437,10 @@ impl MirrorManager {
                     &settings,
                 )
                 .await;
-            results.push(topic_result(&name, r));
+            results.push((name, r));
         }
         self.settle(Some(&mirror.name), 1).await;
-        TopicsMirrorResponse {
-            topics: results,
-            ..Default::default()
-        }
+        Ok(results)
     }
 
     pub(crate) async fn start_topic(
@@ -541,16 +569,26 @@ impl MirrorManager {
 
     /// StopMirrorTopics (failover): each topic goes STOPPING -> STOPPED and becomes writable.
     /// Answers once every partition is stopped (or after 30 s).
-    pub async fn stop_topics(&self, req: &MirrorTopicsRequest) -> TopicsMirrorResponse {
+    pub async fn stop_topics(&self, req: &StopMirrorTopicsRequest) -> StopMirrorTopicsResponse {
+        let outcomes = self.stop_outcomes(req).await;
+        topics_response!(
+            StopMirrorTopicsResponse,
+            stop_mirror_topics_response,
+            outcomes
+        )
+    }
+
+    async fn stop_outcomes(&self, req: &StopMirrorTopicsRequest) -> TopicOutcomes {
         let image = self.controller.image();
-        if !image.mirrors.contains_key(&req.mirror_name) {
-            return top_level_error(unknown_mirror(&req.mirror_name));
+        if !image.mirrors.contains_key(req.mirror_name.as_str()) {
+            return Err(unknown_mirror(&req.mirror_name));
         }
-        let patterns = match PatternSet::compile(&req.patterns) {
-            Ok(p) => p,
-            Err(e) => return top_level_error(e.into()),
-        };
-        let mut names = req.topics.clone();
+        let patterns = PatternSet::compile(&strings(&req.patterns))?;
+        let mut names: Vec<String> = req
+            .topics
+            .iter()
+            .map(|t| t.topic_name.to_string())
+            .collect();
         if !patterns.is_empty() {
             for t in image.mirror_topics(&req.mirror_name) {
                 if patterns.matches(&t) && !names.contains(&t) {
@@ -558,8 +596,8 @@ impl MirrorManager {
                 }
             }
         }
-        let mirror = req.mirror_name.clone();
-        let results: Vec<TopicResult> = names
+        let mirror = req.mirror_name.to_string();
+        let results: Vec<(String, Result<(), ApiError>)> = names
             .iter()
             .map(|name| {
                 let r = self
@@ -580,19 +618,19 @@ impl MirrorManager {
                             )),
                         }
                     });
-                topic_result(name, r)
+                (name.clone(), r)
             })
             .collect();
         // Wait for the coordinator to finish STOPPING the topics it accepted.
         let names: Vec<String> = results
             .iter()
-            .filter(|r| r.error_code == 0)
-            .map(|r| r.name.clone())
+            .filter(|(_, r)| r.is_ok())
+            .map(|(name, _)| name.clone())
             .collect();
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
         while std::time::Instant::now() < deadline {
             self.settle(None, 1).await;
-            let done = self.complete_failovers(&req.mirror_name, &names).await;
+            let done = self.complete_failovers(&mirror, &names).await;
             if names
                 .iter()
                 .all(|n| done.contains(n) || self.controller.image().topic(n).is_none())
@@ -600,32 +638,43 @@ impl MirrorManager {
                 break;
             }
         }
-        TopicsMirrorResponse {
-            topics: results,
-            ..Default::default()
-        }
+        Ok(results)
     }
 
     /// PauseMirrorTopics.
-    pub async fn pause_topics(&self, req: &MirrorTopicsRequest) -> TopicsMirrorResponse {
-        self.change_topics(req, true).await
+    pub async fn pause_topics(&self, req: &PauseMirrorTopicsRequest) -> PauseMirrorTopicsResponse {
+        let topics: Vec<&str> = req.topics.iter().map(|t| t.topic_name.as_str()).collect();
+        let outcomes = self.change_topics(&req.mirror_name, &topics, true).await;
+        topics_response!(
+            PauseMirrorTopicsResponse,
+            pause_mirror_topics_response,
+            outcomes
+        )
     }
 
     /// ResumeMirrorTopics.
-    pub async fn resume_topics(&self, req: &MirrorTopicsRequest) -> TopicsMirrorResponse {
-        self.change_topics(req, false).await
+    pub async fn resume_topics(
+        &self,
+        req: &ResumeMirrorTopicsRequest,
+    ) -> ResumeMirrorTopicsResponse {
+        let topics: Vec<&str> = req.topics.iter().map(|t| t.topic_name.as_str()).collect();
+        let outcomes = self.change_topics(&req.mirror_name, &topics, false).await;
+        topics_response!(
+            ResumeMirrorTopicsResponse,
+            resume_mirror_topics_response,
+            outcomes
+        )
     }
 
-    async fn change_topics(&self, req: &MirrorTopicsRequest, pause: bool) -> TopicsMirrorResponse {
+    async fn change_topics(&self, mirror: &str, topics: &[&str], pause: bool) -> TopicOutcomes {
         let image = self.controller.image();
-        if !image.mirrors.contains_key(&req.mirror_name) {
-            return top_level_error(unknown_mirror(&req.mirror_name));
+        if !image.mirrors.contains_key(mirror) {
+            return Err(unknown_mirror(mirror));
         }
-        let mirror = req.mirror_name.clone();
-        let results: Vec<TopicResult> = req
-            .topics
+        let mirror = mirror.to_string();
+        let results = topics
             .iter()
-            .map(|name| {
+            .map(|&name| {
                 let r = self
                     .controller
                     .update_topic_config(name, MIRROR_NAME_CONFIG, |cur| {
@@ -656,14 +705,11 @@ impl MirrorManager {
                             (None, _) => not_in(),
                         }
                     });
-                topic_result(name, r)
+                (name.to_string(), r)
             })
             .collect();
         self.settle(None, 2).await;
-        TopicsMirrorResponse {
-            topics: results,
-            ..Default::default()
-        }
+        Ok(results)
     }
 
     /// LastMirroredOffsets: for each partition, the offset up to which it was mirrored when it
@@ -677,11 +723,14 @@ impl MirrorManager {
         self.states.store().sync_leadership();
         let mut topics = Vec::new();
         for t in &req.topics {
-            let unknown = |p: i32| LastMirroredOffsetPartition {
-                partition_index: p,
-                last_mirrored_offset: -1,
-                error_code: ResponseError::UnknownTopicOrPartition.code(),
+            let asked: Vec<i32> = t.partitions.iter().map(|p| p.partition_index).collect();
+            let partition = |p: i32, last_mirrored_offset: i64, error_code: i16| {
+                last_mirrored_offsets_response::PartitionResult::default()
+                    .with_partition_index(p)
+                    .with_last_mirrored_offset(last_mirrored_offset)
+                    .with_error_code(error_code)
             };
+            let unknown = |p: i32| partition(p, -1, ResponseError::UnknownTopicOrPartition.code());
             let mirror = image
                 .topic_configs(&t.name)
                 .get(MIRROR_NAME_CONFIG)
@@ -689,46 +738,29 @@ impl MirrorManager {
                 .map(|(m, _)| m.to_string());
             let partitions = match (image.topic(&t.name), mirror) {
                 (Some(topic), Some(mirror)) => {
-                    let stored = self
-                        .states
-                        .read(&mirror, &t.name, topic.id, &t.partitions)
-                        .await;
-                    t.partitions
+                    let stored = self.states.read(&mirror, &t.name, topic.id, &asked).await;
+                    asked
                         .iter()
                         .map(|&p| match stored.get(&p) {
                             Some(Ok(s)) if s.record.is_none() => unknown(p),
                             Some(Ok(s)) if s.state() == MirrorPartitionState::Stopped => {
-                                LastMirroredOffsetPartition {
-                                    partition_index: p,
-                                    last_mirrored_offset: s.last_mirrored_offset.unwrap_or(-1),
-                                    error_code: 0,
-                                }
+                                partition(p, s.last_mirrored_offset.unwrap_or(-1), 0)
                             }
-                            Some(Ok(_)) => LastMirroredOffsetPartition {
-                                partition_index: p,
-                                last_mirrored_offset: -1,
-                                error_code: MIRROR_TOPIC_NOT_STOPPED.code(),
-                            },
-                            Some(Err(e)) => LastMirroredOffsetPartition {
-                                partition_index: p,
-                                last_mirrored_offset: -1,
-                                error_code: e.code(),
-                            },
+                            Some(Ok(_)) => partition(p, -1, MIRROR_TOPIC_NOT_STOPPED.code()),
+                            Some(Err(e)) => partition(p, -1, e.code()),
                             None => unknown(p),
                         })
                         .collect()
                 }
-                _ => t.partitions.iter().map(|&p| unknown(p)).collect(),
+                _ => asked.iter().map(|&p| unknown(p)).collect(),
             };
-            topics.push(LastMirroredOffsetTopic {
-                name: t.name.clone(),
-                partitions,
-            });
+            topics.push(
+                last_mirrored_offsets_response::TopicResult::default()
+                    .with_name(t.name.clone())
+                    .with_partitions(partitions),
+            );
         }
-        LastMirroredOffsetsResponse {
-            topics,
-            ..Default::default()
-        }
+        LastMirroredOffsetsResponse::default().with_topics(topics)
     }
 
     /// ReadMirrorStates: the coordinator's records for the asked partitions.
@@ -736,62 +768,45 @@ impl MirrorManager {
         let image = self.controller.image();
         let mut store = self.states.store();
         store.sync_leadership();
-        ReadMirrorStatesResponse {
-            topics: req
-                .topics
-                .iter()
-                .map(|t| ReadMirrorStateTopic {
-                    name: t.name.clone(),
-                    partitions: t
-                        .partitions
-                        .iter()
-                        .map(|&p| {
-                            let Some(topic) = image.topic(&t.name) else {
-                                return ReadMirrorStatePartition {
-                                    partition_index: p,
-                                    error_code: ResponseError::UnknownTopicOrPartition.code(),
-                                    ..Default::default()
-                                };
-                            };
-                            let key = MirrorPartitionKey {
-                                mirror: req.mirror_name.clone(),
-                                topic_id: topic.id,
-                                partition: p,
-                            };
-                            if !store.coordinates(&key) {
-                                return ReadMirrorStatePartition {
-                                    partition_index: p,
-                                    error_code: ResponseError::NotCoordinator.code(),
-                                    error_message: Some(format!(
-                                        "this broker does not coordinate {}-{p} of mirror {}",
-                                        t.name, req.mirror_name
-                                    )),
-                                    ..Default::default()
-                                };
-                            }
-                            let stored = stored_here(&store, &key);
-                            match stored.record {
-                                Some(r) => ReadMirrorStatePartition {
-                                    partition_index: p,
-                                    state: r.state.id(),
-                                    previous_state: r.previous_state.id(),
-                                    retry_attempt: r.retry_attempt,
-                                    error_message: r.error_message,
-                                    last_mirrored_offset: stored.last_mirrored_offset.unwrap_or(-1),
-                                    ..Default::default()
-                                },
-                                None => ReadMirrorStatePartition {
-                                    partition_index: p,
-                                    state: MirrorPartitionState::Unknown.id(),
-                                    ..Default::default()
-                                },
-                            }
-                        })
-                        .collect(),
-                })
-                .collect(),
-            ..Default::default()
-        }
+        let topics = req.topics.iter().map(|t| {
+            let partitions = t.partitions.iter().map(|p| {
+                let p = p.partition_index;
+                let partition =
+                    read_mirror_states_response::PartitionResult::default().with_partition_index(p);
+                let Some(topic) = image.topic(&t.name) else {
+                    return partition
+                        .with_error_code(ResponseError::UnknownTopicOrPartition.code());
+                };
+                let key = MirrorPartitionKey {
+                    mirror: req.mirror_name.to_string(),
+                    topic_id: topic.id,
+                    partition: p,
+                };
+                if !store.coordinates(&key) {
+                    let message = format!(
+                        "this broker does not coordinate {}-{p} of mirror {}",
+                        t.name, req.mirror_name
+                    );
+                    return partition
+                        .with_error_code(ResponseError::NotCoordinator.code())
+                        .with_error_message(Some(message.into()));
+                }
+                let stored = stored_here(&store, &key);
+                match stored.record {
+                    Some(r) => partition
+                        .with_state(r.state.id())
+                        .with_previous_state(r.previous_state.id())
+                        .with_retry_attempt(r.retry_attempt)
+                        .with_error_message(r.error_message.map(StrBytes::from))
+                        .with_last_mirrored_offset(stored.last_mirrored_offset.unwrap_or(-1)),
+                    None => partition.with_state(MirrorPartitionState::Unknown.id()),
+                }
+            });
+            read_mirror_states_response::TopicResult::default()
+                .with_name(t.name.clone())
+                .with_partitions(partitions.collect())
+        });
+        ReadMirrorStatesResponse::default().with_topics(topics.collect())
     }
 
     /// WriteMirrorStates: a remote broker records partition states with this coordinator;
@@ -803,10 +818,10 @@ impl MirrorManager {
             let mut partitions = Vec::new();
             for p in &t.partitions {
                 let result = match image.topic(&t.name) {
-                    None => Err(CoordinationError::UnknownTopic(t.name.clone())),
+                    None => Err(CoordinationError::UnknownTopic(t.name.to_string())),
                     Some(topic) => {
                         let key = MirrorPartitionKey {
-                            mirror: req.mirror_name.clone(),
+                            mirror: req.mirror_name.to_string(),
                             topic_id: topic.id,
                             partition: p.partition_index,
                         };
@@ -817,33 +832,34 @@ impl MirrorManager {
                         }
                     }
                 };
-                partitions.push(WriteMirrorStatePartitionResult {
-                    partition_index: p.partition_index,
-                    error_code: result.as_ref().err().map_or(0, CoordinationError::code),
-                    error_message: result.err().map(|e| e.to_string()),
-                });
+                partitions.push(
+                    write_mirror_states_response::PartitionResult::default()
+                        .with_partition_index(p.partition_index)
+                        .with_error_code(result.as_ref().err().map_or(0, CoordinationError::code))
+                        .with_error_message(result.err().map(|e| e.to_string().into())),
+                );
             }
-            topics.push(WriteMirrorStateTopicResult {
-                name: t.name.clone(),
-                partitions,
-            });
+            topics.push(
+                write_mirror_states_response::TopicResult::default()
+                    .with_name(t.name.clone())
+                    .with_partitions(partitions),
+            );
         }
-        WriteMirrorStatesResponse {
-            topics,
-            ..Default::default()
-        }
+        WriteMirrorStatesResponse::default().with_topics(topics)
     }
 }
 
-fn simple(result: Result<(), ApiError>) -> SimpleMirrorResponse {
+/// A top-level error code and message (CreateClusterMirror, DeleteClusterMirror).
+fn error_of(result: Result<(), ApiError>) -> (i16, Option<StrBytes>) {
     match result {
-        Ok(()) => SimpleMirrorResponse::default(),
-        Err(e) => SimpleMirrorResponse {
-            error_code: e.code(),
-            error_message: Some(e.message),
-            ..Default::default()
-        },
+        Ok(()) => (0, None),
+        Err(e) => (e.code(), Some(e.message.into())),
     }
+}
+
+/// The strings of a request's list (topic patterns).
+fn strings(list: &[StrBytes]) -> Vec<String> {
+    list.iter().map(|s| s.to_string()).collect()
 }
 
 impl MirrorManager {
@@ -887,20 +903,17 @@ impl MirrorManager {
                                 .map(|e| e.error),
                         },
                     };
-                    BumpLeaderEpochPartitionResult {
-                        partition_index: p.partition_index,
-                        error_code: error.map_or(0, |e| e.code()),
-                    }
+                    bump_leader_epochs_response::PartitionResult::default()
+                        .with_partition_index(p.partition_index)
+                        .with_error_code(error.map_or(0, |e| e.code()))
                 })
                 .collect();
-            topics.push(BumpLeaderEpochTopicResult {
-                topic_name: topic.map(|t| t.name.clone()).unwrap_or_default(),
-                partitions,
-            });
+            topics.push(
+                bump_leader_epochs_response::TopicResult::default()
+                    .with_topic_name(topic.map(|t| t.name.clone()).unwrap_or_default().into())
+                    .with_partitions(partitions),
+            );
         }
-        BumpLeaderEpochsResponse {
-            topics,
-            ..Default::default()
-        }
+        BumpLeaderEpochsResponse::default().with_topics(topics)
     }
 }

@@ -12,12 +12,12 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use kafka_protocol::messages::write_mirror_states_request::PartitionData as WritePartition;
 use parking_lot::Mutex;
 use tern_controller::topic_configs::{
     MIRROR_NAME_CONFIG, MIRROR_PAUSED_SUFFIX, MIRROR_REMOVED_SUFFIX, MIRROR_STOPPED_SUFFIX,
 };
 use tern_controller::{ConfigResourceType, Controller, MetadataImage};
-use tern_protocol::mirror::WriteMirrorStatePartition;
 use tokio::sync::{mpsc, watch, Notify};
 use uuid::Uuid;
 
@@ -419,16 +419,14 @@ impl MirrorManager {
             .filter(|info| info.leader == self.host.node_id())
             .map(|info| info.leader_epoch)
             .unwrap_or(-1);
-        let write = WriteMirrorStatePartition {
-            partition_index: key.partition,
-            state: record.state.id(),
-            retry_attempt: record.retry_attempt,
-            error_message: record.error_message.clone(),
-            last_mirrored_offset: last_mirrored_offset.unwrap_or(-1),
-            previous_state: record.previous_state.id(),
-            leader_epoch: replica.leader_epoch.max(image_epoch),
-            ..Default::default()
-        };
+        let write = WritePartition::default()
+            .with_partition_index(key.partition)
+            .with_state(record.state.id())
+            .with_retry_attempt(record.retry_attempt)
+            .with_error_message(record.error_message.clone().map(Into::into))
+            .with_last_mirrored_offset(last_mirrored_offset.unwrap_or(-1))
+            .with_previous_state(record.previous_state.id())
+            .with_leader_epoch(replica.leader_epoch.max(image_epoch));
         self.states
             .write(key, topic, write)
             .await

@@ -7,33 +7,24 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Result};
+use kafka_protocol::messages::describe_cluster_mirrors_response::MirrorPartition;
+use kafka_protocol::messages::DescribeClusterMirrorsRequest;
 use tern_protocol::client::KafkaConnection;
-use tern_protocol::mirror::{
-    DescribeClusterMirrorsRequest, MirrorPartitionDetail, MirrorRequest, MirrorResponse,
-};
 
 use crate::mirrors::progress::{human, percent, time_left};
-use crate::mirrors::{check_top, dash, error_name, json_str};
+use crate::mirrors::{check_top, dash, error_name, json_str, str_bytes};
 
 /// How long apart the two looks that measure the rate are.
 const RATE_WINDOW: Duration = Duration::from_secs(1);
 
 /// One partition as described: mirror, topic and the broker's detail.
-type Row = (String, String, MirrorPartitionDetail);
+type Row = (String, String, MirrorPartition);
 
 /// The partitions of `mirror` (or of every mirror), sorted.
 async fn rows(conn: &mut KafkaConnection, mirror: Option<&str>) -> Result<Vec<Row>> {
-    let r = conn
-        .send_mirror(&MirrorRequest::DescribeClusterMirrors(
-            DescribeClusterMirrorsRequest {
-                mirror_names: mirror.map(str::to_string).into_iter().collect(),
-                ..Default::default()
-            },
-        ))
-        .await?;
-    let MirrorResponse::DescribeClusterMirrors(r) = r else {
-        bail!("unexpected response")
-    };
+    let request = DescribeClusterMirrorsRequest::default()
+        .with_mirror_names(mirror.map(str_bytes).into_iter().collect());
+    let r = conn.send(&request, 0).await?;
     check_top(r.error_code, r.error_message)?;
     let mut rows = Vec::new();
     for m in r.mirrors {
@@ -46,7 +37,7 @@ async fn rows(conn: &mut KafkaConnection, mirror: Option<&str>) -> Result<Vec<Ro
         }
         for t in m.topics {
             for p in t.partitions {
-                rows.push((m.mirror_name.clone(), t.topic_name.clone(), p));
+                rows.push((m.mirror_name.to_string(), t.topic_name.to_string(), p));
             }
         }
     }
@@ -55,7 +46,7 @@ async fn rows(conn: &mut KafkaConnection, mirror: Option<&str>) -> Result<Vec<Ro
 }
 
 /// A copy is under way on this partition (its time left is worth measuring).
-fn copying(p: &MirrorPartitionDetail) -> bool {
+fn copying(p: &MirrorPartition) -> bool {
     p.lag > 0 && matches!(p.state_value.as_str(), "MIRRORING" | "PREPARING")
 }
 
@@ -111,7 +102,7 @@ pub(crate) async fn describe(
         (first, HashMap::new())
     };
     if failed {
-        rows.retain(|r| r.2.state_value == "FAILED");
+        rows.retain(|r| r.2.state_value.as_str() == "FAILED");
     }
     if json {
         print_json(&rows, &left);
@@ -207,7 +198,7 @@ fn print_failed(rows: Vec<Row>) {
         } else {
             p.retry_attempt.to_string()
         };
-        let mut err = p.error_message.unwrap_or_default();
+        let mut err = p.error_message.as_deref().unwrap_or_default().to_string();
         if err.chars().count() > 80 {
             err = format!("{}...", err.chars().take(77).collect::<String>());
         }
@@ -226,14 +217,12 @@ mod tests {
         (
             "dr".into(),
             "orders".into(),
-            MirrorPartitionDetail {
-                partition_index: partition,
-                source_offset: source,
-                destination_offset: dest,
-                lag: (source - dest).max(0),
-                state_value: state.into(),
-                ..Default::default()
-            },
+            MirrorPartition::default()
+                .with_partition_index(partition)
+                .with_source_offset(source)
+                .with_destination_offset(dest)
+                .with_lag((source - dest).max(0))
+                .with_state_value(str_bytes(state)),
         )
     }
 

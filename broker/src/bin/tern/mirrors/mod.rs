@@ -4,10 +4,16 @@
 use std::path::PathBuf;
 
 use anyhow::{anyhow, bail, Context, Result};
+use kafka_protocol::messages::{
+    create_cluster_mirror_request, pause_mirror_topics_request, resume_mirror_topics_request,
+    start_mirror_topics_request, stop_mirror_topics_request, CreateClusterMirrorRequest,
+    DeleteClusterMirrorRequest, ListClusterMirrorsRequest, PauseMirrorTopicsRequest,
+    ResumeMirrorTopicsRequest, StartMirrorTopicsRequest, StopMirrorTopicsRequest,
+};
+use kafka_protocol::protocol::StrBytes;
 use tern_protocol::client::KafkaConnection;
 use tern_protocol::error::ResponseError;
 use tern_protocol::mirror::errors::mirror_error_name;
-use tern_protocol::mirror::*;
 
 mod describe;
 mod progress;
@@ -60,6 +66,25 @@ pub(crate) struct MirrorsArgs {
     pub(crate) failed: bool,
     /// --wait (with --start): follow the copy until the topics are caught up
     pub(crate) wait: bool,
+}
+
+/// A string field of a mirror request.
+pub(crate) fn str_bytes(s: &str) -> StrBytes {
+    StrBytes::from_string(s.to_owned())
+}
+
+/// A per-topic mirror response (start, stop, pause, resume) as `topics_outcome` reads it: the
+/// top-level error code and message, then each topic's name, error code and message.
+type TopicResults = (i16, Option<StrBytes>, Vec<(String, i16, Option<StrBytes>)>);
+
+/// The `TopicResults` of one of the per-topic mirror responses (their topic types differ).
+macro_rules! topic_results {
+    ($r:expr) => {{
+        let r = $r;
+        let topics = r.topics.into_iter();
+        let topics = topics.map(|t| (t.name.to_string(), t.error_code, t.error_message));
+        (r.error_code, r.error_message, topics.collect::<Vec<_>>())
+    }};
 }
 
 /// Kafka's name for an error code (`UNKNOWN_TOPIC_OR_PARTITION`, `READ_ONLY_TOPIC`, ...).
@@ -179,19 +204,16 @@ pub(crate) async fn run(args: MirrorsArgs) -> Result<i32> {
                 .with_context(|| format!("reading {}", path.display()))?;
             let configs = tern_broker::parse_properties(&text)
                 .into_iter()
-                .map(|(k, v)| (k, Some(v)))
+                .map(|(k, v)| {
+                    create_cluster_mirror_request::Config::default()
+                        .with_name(StrBytes::from_string(k))
+                        .with_value(Some(StrBytes::from_string(v)))
+                })
                 .collect();
-            let r = conn
-                .send_mirror(&MirrorRequest::CreateClusterMirror(
-                    CreateClusterMirrorRequest {
-                        mirror_name: mirror.clone(),
-                        configs,
-                    },
-                ))
-                .await?;
-            let MirrorResponse::CreateClusterMirror(r) = r else {
-                bail!("unexpected response")
-            };
+            let request = CreateClusterMirrorRequest::default()
+                .with_mirror_name(str_bytes(&mirror))
+                .with_configs(configs);
+            let r = conn.send(&request, 0).await?;
             check_top(r.error_code, r.error_message)?;
             println!("Created mirror {mirror}");
             Ok(0)
@@ -218,17 +240,9 @@ pub(crate) async fn run(args: MirrorsArgs) -> Result<i32> {
         }
         Action::Delete => {
             let mirror = need_mirror()?;
-            let r = conn
-                .send_mirror(&MirrorRequest::DeleteClusterMirror(
-                    DeleteClusterMirrorRequest {
-                        mirror_name: mirror.clone(),
-                        ..Default::default()
-                    },
-                ))
-                .await?;
-            let MirrorResponse::DeleteClusterMirror(r) = r else {
-                bail!("unexpected response")
-            };
+            let request =
+                DeleteClusterMirrorRequest::default().with_mirror_name(str_bytes(&mirror));
+            let r = conn.send(&request, 0).await?;
             check_top(r.error_code, r.error_message)?;
             println!("Deleted mirror {mirror}");
             Ok(0)
@@ -238,33 +252,19 @@ pub(crate) async fn run(args: MirrorsArgs) -> Result<i32> {
             let items = split(&need_topics()?);
             let (patterns, names): (Vec<String>, Vec<String>) =
                 items.into_iter().partition(|i| is_pattern(i));
-            let r = conn
-                .send_mirror(&MirrorRequest::StartMirrorTopics(
-                    StartMirrorTopicsRequest {
-                        mirror_name: mirror.clone(),
-                        topics: names
-                            .iter()
-                            .map(|n| StartMirrorTopic {
-                                topic_name: n.clone(),
-                                num_partitions: -1,
-                                ..Default::default()
-                            })
-                            .collect(),
-                        include_patterns: patterns,
-                        exclude_patterns: args.exclude.as_deref().map(split).unwrap_or_default(),
-                        ..Default::default()
-                    },
-                ))
-                .await?;
-            let MirrorResponse::StartMirrorTopics(r) = r else {
-                bail!("unexpected response")
-            };
-            let started: Vec<String> = r
-                .topics
-                .iter()
-                .filter(|t| t.error_code == 0)
-                .map(|t| t.name.clone())
-                .collect();
+            let topics = names.iter().map(|n| {
+                start_mirror_topics_request::TopicData::default()
+                    .with_topic_name(str_bytes(n))
+                    .with_num_partitions(-1)
+            });
+            let excluded = args.exclude.as_deref().map(split).unwrap_or_default();
+            let request = StartMirrorTopicsRequest::default()
+                .with_mirror_name(str_bytes(&mirror))
+                .with_topics(topics.collect())
+                .with_include_patterns(patterns.iter().map(|p| str_bytes(p)).collect())
+                .with_exclude_patterns(excluded.iter().map(|p| str_bytes(p)).collect());
+            let r = topic_results!(conn.send(&request, 0).await?);
+            let started = succeeded(&r);
             let code = topics_outcome(r, |ok| {
                 Some(if ok.is_empty() {
                     "No matching topics found on the source.".to_string()
@@ -288,50 +288,46 @@ pub(crate) async fn run(args: MirrorsArgs) -> Result<i32> {
                 items.into_iter().partition(|i| is_pattern(i));
             if !patterns.is_empty() && args.action != Action::Stop {
                 // Pause and resume take names: resolve patterns against the mirror's topics.
-                let r = conn
-                    .send_mirror(&MirrorRequest::ListClusterMirrors(
-                        ListClusterMirrorsRequest {
-                            include_topic_names: true,
-                        },
-                    ))
-                    .await?;
-                if let MirrorResponse::ListClusterMirrors(l) = r {
-                    let set = tern_mirror::PatternSet::compile(&patterns)?;
-                    for m in l.mirrors.into_iter().filter(|m| m.mirror_name == mirror) {
-                        names.extend(m.topic_names.into_iter().filter(|t| set.matches(t)));
-                    }
+                let request = ListClusterMirrorsRequest::default().with_include_topic_names(true);
+                let l = conn.send(&request, 0).await?;
+                let set = tern_mirror::PatternSet::compile(&patterns)?;
+                for m in l.mirrors.into_iter().filter(|m| *m.mirror_name == *mirror) {
+                    let matching = m.topic_names.iter().filter(|t| set.matches(t));
+                    names.extend(matching.map(|t| t.to_string()));
                 }
             }
-            let req = MirrorTopicsRequest {
-                mirror_name: mirror.clone(),
-                topics: names,
-                patterns: if args.action == Action::Stop {
-                    patterns
-                } else {
-                    Vec::new()
-                },
-                ..Default::default()
-            };
-            let (request, verb) = match args.action {
-                Action::Stop => (MirrorRequest::StopMirrorTopics(req), "Stopped"),
-                Action::Pause => (MirrorRequest::PauseMirrorTopics(req), "Paused"),
-                _ => (MirrorRequest::ResumeMirrorTopics(req), "Resumed"),
-            };
+            let names = names.iter().map(|n| str_bytes(n));
             let sent = std::time::Instant::now();
-            let r = match conn.send_mirror(&request).await? {
-                MirrorResponse::StopMirrorTopics(r)
-                | MirrorResponse::PauseMirrorTopics(r)
-                | MirrorResponse::ResumeMirrorTopics(r) => r,
-                _ => bail!("unexpected response"),
+            // The request of the mirror's topics `names` (one generated type per action).
+            macro_rules! by_name {
+                ($request:ident, $module:ident) => {
+                    $request::default()
+                        .with_mirror_name(str_bytes(&mirror))
+                        .with_topics(
+                            names
+                                .map(|n| $module::TopicData::default().with_topic_name(n))
+                                .collect(),
+                        )
+                };
+            }
+            let (r, verb) = match args.action {
+                Action::Stop => {
+                    let request = by_name!(StopMirrorTopicsRequest, stop_mirror_topics_request)
+                        .with_patterns(patterns.iter().map(|p| str_bytes(p)).collect());
+                    (topic_results!(conn.send(&request, 0).await?), "Stopped")
+                }
+                Action::Pause => {
+                    let request = by_name!(PauseMirrorTopicsRequest, pause_mirror_topics_request);
+                    (topic_results!(conn.send(&request, 0).await?), "Paused")
+                }
+                _ => {
+                    let request = by_name!(ResumeMirrorTopicsRequest, resume_mirror_topics_request);
+                    (topic_results!(conn.send(&request, 0).await?), "Resumed")
+                }
             };
             // A stop answers once every partition is STOPPED and the topics take writes.
             let writable_after = sent.elapsed();
-            let stopped: Vec<String> = r
-                .topics
-                .iter()
-                .filter(|t| t.error_code == 0)
-                .map(|t| t.name.clone())
-                .collect();
+            let stopped = succeeded(&r);
             let json = args.json;
             let code = topics_outcome(r, |ok| {
                 (!json).then(|| {
@@ -355,16 +351,8 @@ pub(crate) async fn run(args: MirrorsArgs) -> Result<i32> {
             Ok(code)
         }
         Action::List => {
-            let r = conn
-                .send_mirror(&MirrorRequest::ListClusterMirrors(
-                    ListClusterMirrorsRequest {
-                        include_topic_names: false,
-                    },
-                ))
-                .await?;
-            let MirrorResponse::ListClusterMirrors(r) = r else {
-                bail!("unexpected response")
-            };
+            let request = ListClusterMirrorsRequest::default().with_include_topic_names(false);
+            let r = conn.send(&request, 0).await?;
             check_top(r.error_code, r.error_message)?;
             let mut mirrors = r.mirrors;
             mirrors.sort_by(|a, b| a.mirror_name.cmp(&b.mirror_name));
@@ -380,7 +368,7 @@ pub(crate) async fn run(args: MirrorsArgs) -> Result<i32> {
                 let id = if m.source_cluster_id.is_empty() {
                     "-".to_string()
                 } else {
-                    m.source_cluster_id
+                    m.source_cluster_id.to_string()
                 };
                 let bootstrap = if m.source_bootstrap.is_empty() {
                     "-".to_string()
@@ -409,30 +397,41 @@ pub(crate) async fn run(args: MirrorsArgs) -> Result<i32> {
     }
 }
 
-pub(crate) fn check_top(code: i16, message: Option<String>) -> Result<()> {
+pub(crate) fn check_top(code: i16, message: Option<StrBytes>) -> Result<()> {
     if code != 0 {
-        bail!("{}: {}", error_name(code), message.unwrap_or_default());
+        bail!(
+            "{}: {}",
+            error_name(code),
+            message.as_deref().unwrap_or_default()
+        );
     }
     Ok(())
 }
 
+/// The topics of `r` that succeeded.
+fn succeeded(r: &TopicResults) -> Vec<String> {
+    let ok = r.2.iter().filter(|(_, code, _)| *code == 0);
+    ok.map(|(name, _, _)| name.clone()).collect()
+}
+
 fn topics_outcome(
-    r: TopicsMirrorResponse,
+    r: TopicResults,
     ok_line: impl FnOnce(&[String]) -> Option<String>,
 ) -> Result<i32> {
-    check_top(r.error_code, r.error_message)?;
+    let (error_code, error_message, topics) = r;
+    check_top(error_code, error_message)?;
     let mut ok = Vec::new();
     let mut failed = 0;
-    for t in r.topics {
-        if t.error_code == 0 {
-            ok.push(t.name);
+    for (name, error_code, error_message) in topics {
+        if error_code == 0 {
+            ok.push(name);
         } else {
             failed += 1;
             eprintln!(
                 "Error for topic {}: {}: {}",
-                t.name,
-                error_name(t.error_code),
-                t.error_message.unwrap_or_default()
+                name,
+                error_name(error_code),
+                error_message.as_deref().unwrap_or_default()
             );
         }
     }

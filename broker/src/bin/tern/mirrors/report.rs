@@ -6,13 +6,15 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::{bail, Result};
+use kafka_protocol::messages::describe_cluster_mirrors_response::MirrorPartition;
+use kafka_protocol::messages::last_mirrored_offsets_request::{PartitionData, TopicData};
+use kafka_protocol::messages::LastMirroredOffsetsRequest;
 use tern_protocol::client::KafkaConnection;
-use tern_protocol::mirror::*;
 use tern_protocol::record_batch::BatchIter;
 
 use crate::mirrors::progress::{bar, human, percent, time_left};
 use crate::mirrors::source::{describe_mirror, mirror_topics, source_settings, Side};
-use crate::mirrors::{error_name, json_str};
+use crate::mirrors::{error_name, json_str, str_bytes};
 
 /// One partition of the report.
 struct Row {
@@ -38,23 +40,17 @@ async fn last_mirrored(
     mirror: &str,
     topics: &[(String, Vec<i32>)],
 ) -> Result<Vec<(String, i32, i64)>> {
-    let r = conn
-        .send_mirror(&MirrorRequest::LastMirroredOffsets(
-            LastMirroredOffsetsRequest {
-                mirror_name: mirror.to_string(),
-                topics: topics
-                    .iter()
-                    .map(|(name, partitions)| TopicPartitions {
-                        name: name.clone(),
-                        partitions: partitions.clone(),
-                    })
-                    .collect(),
-            },
-        ))
-        .await?;
-    let MirrorResponse::LastMirroredOffsets(r) = r else {
-        bail!("unexpected response")
-    };
+    let topics = topics.iter().map(|(name, partitions)| {
+        let partitions = partitions.iter();
+        let partitions = partitions.map(|&p| PartitionData::default().with_partition_index(p));
+        TopicData::default()
+            .with_name(str_bytes(name))
+            .with_partitions(partitions.collect())
+    });
+    let request = LastMirroredOffsetsRequest::default()
+        .with_mirror_name(str_bytes(mirror))
+        .with_topics(topics.collect());
+    let r = conn.send(&request, 0).await?;
     if r.error_code != 0 {
         bail!("{}: last mirrored offsets", error_name(r.error_code));
     }
@@ -69,7 +65,11 @@ async fn last_mirrored(
                     p.partition_index
                 );
             }
-            out.push((t.name.clone(), p.partition_index, p.last_mirrored_offset));
+            out.push((
+                t.name.to_string(),
+                p.partition_index,
+                p.last_mirrored_offset,
+            ));
         }
     }
     out.sort();
@@ -217,13 +217,13 @@ pub(crate) async fn wait_caught_up(
     let mut first: Option<(std::time::Instant, i64)> = None;
     loop {
         let m = describe_mirror(conn, mirror).await?;
-        let parts: Vec<&MirrorPartitionDetail> = m
+        let parts: Vec<&MirrorPartition> = m
             .topics
             .iter()
-            .filter(|t| topics.contains(&t.topic_name))
+            .filter(|t| topics.iter().any(|n| **n == *t.topic_name))
             .flat_map(|t| t.partitions.iter())
             .collect();
-        if let Some(failed) = parts.iter().find(|p| p.state_value == "FAILED") {
+        if let Some(failed) = parts.iter().find(|p| p.state_value.as_str() == "FAILED") {
             eprintln!(
                 "partition {} is FAILED (retrying): {}",
                 failed.partition_index,
@@ -233,9 +233,9 @@ pub(crate) async fn wait_caught_up(
         let source: i64 = parts.iter().map(|p| p.source_offset.max(0)).sum();
         let mirrored: i64 = parts.iter().map(|p| p.destination_offset.max(0)).sum();
         let done = !parts.is_empty()
-            && parts
-                .iter()
-                .all(|p| p.state_value == "MIRRORING" && p.lag == 0 && p.source_offset >= 0);
+            && parts.iter().all(|p| {
+                p.state_value.as_str() == "MIRRORING" && p.lag == 0 && p.source_offset >= 0
+            });
         let now = std::time::Instant::now();
         let (t0, m0) = *first.get_or_insert((now, mirrored));
         let rate = (mirrored - m0) as f64 / now.duration_since(t0).as_secs_f64().max(0.001);

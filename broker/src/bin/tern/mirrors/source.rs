@@ -6,16 +6,16 @@ use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context, Result};
 use bytes::Bytes;
+use kafka_protocol::messages::describe_cluster_mirrors_response::DescribedMirror;
 use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
-use kafka_protocol::messages::{BrokerId, DescribeConfigsRequest, FetchRequest, TopicName};
+use kafka_protocol::messages::{
+    BrokerId, DescribeClusterMirrorsRequest, DescribeConfigsRequest, FetchRequest, TopicName,
+};
 use kafka_protocol::protocol::StrBytes;
 use tern_mirror::{connect_bootstrap, MirrorSettings, SourceConnection, SourceMetadata};
 use tern_protocol::client::KafkaConnection;
 use tern_protocol::client_security::ClientSecurity;
-use tern_protocol::mirror::{
-    DescribeClusterMirrorsRequest, DescribedMirror, MirrorRequest, MirrorResponse,
-};
 
 const TIMEOUT: Duration = Duration::from_secs(15);
 const FETCH_BYTES: i32 = 1 << 20;
@@ -202,17 +202,9 @@ pub(crate) async fn describe_mirror(
     conn: &mut KafkaConnection,
     mirror: &str,
 ) -> Result<DescribedMirror> {
-    let r = conn
-        .send_mirror(&MirrorRequest::DescribeClusterMirrors(
-            DescribeClusterMirrorsRequest {
-                mirror_names: vec![mirror.to_string()],
-                ..Default::default()
-            },
-        ))
-        .await?;
-    let MirrorResponse::DescribeClusterMirrors(described) = r else {
-        bail!("unexpected response")
-    };
+    let request = DescribeClusterMirrorsRequest::default()
+        .with_mirror_names(vec![crate::mirrors::str_bytes(mirror)]);
+    let described = conn.send(&request, 0).await?;
     let m = described
         .mirrors
         .into_iter()
@@ -238,11 +230,11 @@ pub(crate) async fn mirror_topics(
     let mut topics: Vec<(String, Vec<i32>)> = m
         .topics
         .iter()
-        .filter(|t| named.is_none_or(|names| names.contains(&t.topic_name)))
+        .filter(|t| named.is_none_or(|names| names.iter().any(|n| **n == *t.topic_name)))
         .map(|t| {
             let mut ps: Vec<i32> = t.partitions.iter().map(|p| p.partition_index).collect();
             ps.sort();
-            (t.topic_name.clone(), ps)
+            (t.topic_name.to_string(), ps)
         })
         .collect();
     topics.sort();
