@@ -295,6 +295,14 @@ impl<K: IndexKind> Index<K> {
 
     /// Checks entries grow and lie within the segment (`bound`: see [`IndexKind::in_bounds`]).
     fn entries_sane(&self, bound: i64) -> bool {
+        // The map reads one page per fault (MADV_RANDOM): ask for the entries in one go, as
+        // this reads them all, or a cold restart reads each index a page at a time.
+        if let Some(m) = &self.mmap {
+            let used = (self.entries * K::ENTRY_SIZE).min(m.len());
+            if used > 0 {
+                let _ = m.advise_range(Advice::WillNeed, 0, used);
+            }
+        }
         let mut prev = None;
         for n in 0..self.entries {
             let e = self.entry(n);
