@@ -7,17 +7,22 @@ use parking_lot::Mutex;
 use tern_controller::Controller;
 use tern_mirror::{CommittedOffset, LeaderReplica, MirrorHost, RaiseEpochError};
 
+use kafka_protocol::messages::alter_share_group_offsets_request::{
+    AlterShareGroupOffsetsRequestPartition, AlterShareGroupOffsetsRequestTopic,
+};
 use kafka_protocol::messages::offset_commit_request::{
     OffsetCommitRequestPartition, OffsetCommitRequestTopic,
 };
-use kafka_protocol::messages::{GroupId, OffsetCommitRequest, TopicName};
+use kafka_protocol::messages::{
+    AlterShareGroupOffsetsRequest, GroupId, OffsetCommitRequest, TopicName,
+};
 use kafka_protocol::protocol::StrBytes;
 use tern_protocol::client::KafkaConnection;
 use tern_protocol::error::ResponseError;
 
 use crate::group_coordinator::offsets_topic::OffsetValue;
-use crate::group_coordinator::Committer;
 use crate::group_coordinator::{now_ms, GroupCoordinator};
+use crate::group_coordinator::{Committer, ShareOffsetChange};
 use crate::replica_manager::ReplicaManager;
 
 /// [`MirrorHost`] over this broker's replica manager, controller and group coordinator.
@@ -156,6 +161,35 @@ impl MirrorHost for BrokerMirrorHost {
             Err(e) => tracing::debug!(group, error = ?e, "group offsets not synced"),
         }
     }
+
+    fn sync_share_group_offsets(&self, group: &str, offsets: Vec<CommittedOffset>) {
+        if self.groups.check_coordinator(group) == Err(ResponseError::NotCoordinator) {
+            self.share_offsets_at_coordinator(group, offsets);
+            return;
+        }
+        let current = self
+            .groups
+            .with_group(group, false, |g| g.share().map(|s| s.start_offsets.clone()))
+            .flatten()
+            .unwrap_or_default();
+        let changed: Vec<ShareOffsetChange> = offsets
+            .into_iter()
+            .filter(|c| {
+                current
+                    .get(&(c.topic.clone(), c.partition))
+                    .map(|s| (s.offset, s.leader_epoch))
+                    != Some((c.offset, c.leader_epoch))
+            })
+            .map(|c| (c.topic, c.partition, c.offset, c.leader_epoch))
+            .collect();
+        if changed.is_empty() {
+            return;
+        }
+        match self.groups.alter_share_offsets(group, changed) {
+            Ok(()) => tracing::debug!(group, "synced share group offsets from the mirror source"),
+            Err(r) => tracing::debug!(group, error = %r.message, "share group offsets not synced"),
+        }
+    }
 }
 
 /// How long a synced commit sent to another broker may take.
@@ -165,18 +199,7 @@ impl BrokerMirrorHost {
     /// Sends synced offsets to the broker that coordinates the group, as a standalone
     /// OffsetCommit (generation -1, no member): refused there too while the group is active.
     fn commit_at_coordinator(&self, group: &str, offsets: Vec<CommittedOffset>) {
-        let Some(leader) = self
-            .groups
-            .coordinator_in(&self.controller.image(), group)
-            .filter(|&l| l >= 0 && l != self.node_id)
-        else {
-            tracing::debug!(
-                group,
-                "group offsets not synced: its coordinator is not available"
-            );
-            return;
-        };
-        let Some((host, port)) = self.broker_endpoint(leader) else {
+        let Some((leader, endpoint)) = self.coordinator_endpoint(group) else {
             return;
         };
         let mut by_topic: std::collections::BTreeMap<String, Vec<OffsetCommitRequestPartition>> =
@@ -203,6 +226,70 @@ impl BrokerMirrorHost {
                     })
                     .collect(),
             );
+        self.send_to_coordinator(group, leader, endpoint, request, 8);
+    }
+
+    /// Sends synced share-group start offsets to the broker that coordinates the group, as
+    /// AlterShareGroupOffsets.
+    fn share_offsets_at_coordinator(&self, group: &str, offsets: Vec<CommittedOffset>) {
+        let Some((leader, endpoint)) = self.coordinator_endpoint(group) else {
+            return;
+        };
+        let mut by_topic: std::collections::BTreeMap<
+            String,
+            Vec<AlterShareGroupOffsetsRequestPartition>,
+        > = Default::default();
+        for c in offsets {
+            by_topic.entry(c.topic).or_default().push(
+                AlterShareGroupOffsetsRequestPartition::default()
+                    .with_partition_index(c.partition)
+                    .with_start_offset(c.offset),
+            );
+        }
+        let request = AlterShareGroupOffsetsRequest::default()
+            .with_group_id(GroupId(StrBytes::from_string(group.to_string())))
+            .with_topics(
+                by_topic
+                    .into_iter()
+                    .map(|(t, ps)| {
+                        AlterShareGroupOffsetsRequestTopic::default()
+                            .with_topic_name(TopicName(StrBytes::from_string(t)))
+                            .with_partitions(ps)
+                    })
+                    .collect(),
+            );
+        self.send_to_coordinator(group, leader, endpoint, request, 0);
+    }
+
+    /// The broker coordinating `group` when it is another one, and its endpoint.
+    fn coordinator_endpoint(&self, group: &str) -> Option<(i32, (String, u16))> {
+        let Some(leader) = self
+            .groups
+            .coordinator_in(&self.controller.image(), group)
+            .filter(|&l| l >= 0 && l != self.node_id)
+        else {
+            tracing::debug!(
+                group,
+                "group offsets not synced: its coordinator is not available"
+            );
+            return None;
+        };
+        Some((leader, self.broker_endpoint(leader)?))
+    }
+
+    /// Sends `request` to the group's coordinator `leader` in the background; the outcome is
+    /// logged (the next sync pass tries again).
+    fn send_to_coordinator<R>(
+        &self,
+        group: &str,
+        leader: i32,
+        (host, port): (String, u16),
+        request: R,
+        version: i16,
+    ) where
+        R: kafka_protocol::protocol::Request + Send + Sync + 'static,
+        R::Response: Send,
+    {
         let client_id = format!("tern-mirror-offsets-{}", self.node_id);
         let group = group.to_string();
         tokio::spawn(async move {
@@ -210,7 +297,9 @@ impl BrokerMirrorHost {
                 let mut conn = KafkaConnection::connect((host.as_str(), port), &client_id)
                     .await
                     .map_err(|e| e.to_string())?;
-                conn.send(&request, 8).await.map_err(|e| e.to_string())
+                conn.send(&request, version)
+                    .await
+                    .map_err(|e| e.to_string())
             })
             .await;
             match result {

@@ -1052,6 +1052,65 @@ async fn synced_group_offsets_never_pass_the_mirrored_end() {
     assert_eq!(committed_offset(dst.conn(), "app", "g", 0).await, 60);
 }
 
+/// Share group `sg`'s start offset of `s`-0 on `cluster`, or None without one.
+async fn share_start(cluster: &mut Cluster) -> Option<i64> {
+    share_offsets(cluster.conn(), "sg")
+        .await
+        .get(&("s".to_string(), 0))
+        .map(|(offset, _)| *offset)
+}
+
+/// Waits until share group `sg`'s start offset of `s`-0 on `cluster` is `want`.
+async fn wait_share_start(cluster: &mut Cluster, want: i64, what: &str) {
+    wait_until(what, async || match share_start(cluster).await {
+        Some(got) if got == want => Ok(()),
+        other => Err(format!("{other:?}")),
+    })
+    .await;
+}
+
+/// Share groups' start offsets (KIP-932) are synced as group offsets are: the destination
+/// gets a share group with the source's start offsets, kept within what is mirrored, and
+/// keeps it across a restart and a failover.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn share_group_start_offsets_are_synced_within_the_mirror() {
+    let mut src = Cluster::start(&[]).await;
+    let mut dst = Cluster::start(&[("mirror.metadata.refresh.interval.ms", "300")]).await;
+    src.create_topic("s", 1, &[]).await;
+    src.produce("s", 0, make_batch(Compression::None, 10, None, "a"))
+        .await;
+    assert_eq!(
+        alter_share_offset(src.conn(), "sg", "s", 0, 4).await,
+        (0, 0)
+    );
+    assert_eq!(dst.mirror_topic_from(&mut src, "m", "s").await, [10]);
+    wait_share_start(&mut dst, 4, "the share group's start offset synced").await;
+
+    // Ahead of a paused mirror: clamped to the mirrored end, then followed as it catches up.
+    dst.pause_mirror_topics("m", &["s"]).await;
+    dst.wait_state("m", "s", "PAUSED").await;
+    src.produce("s", 0, make_batch(Compression::None, 20, None, "b"))
+        .await;
+    assert_eq!(
+        alter_share_offset(src.conn(), "sg", "s", 0, 25).await,
+        (0, 0)
+    );
+    wait_share_start(&mut dst, 10, "the start offset clamped to the mirrored end").await;
+    dst.resume_mirror_topics("m", &["s"]).await;
+    assert_eq!(dst.wait_caught_up(&mut src, "m", "s").await, [30]);
+    wait_share_start(
+        &mut dst,
+        25,
+        "the source's start offset synced after catching up",
+    )
+    .await;
+
+    // Failover, then a restart: the share group and its start offset stay.
+    dst.stop_mirror_topics("m", &["s"]).await;
+    dst.restart(true).await;
+    assert_eq!(share_start(&mut dst).await, Some(25));
+}
+
 /// One mirror's source hangs (it accepts connections and never answers): every mirror has its
 /// own task, so another mirror on the same broker starts, mirrors and fails over meanwhile.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

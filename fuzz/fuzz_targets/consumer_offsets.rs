@@ -2,7 +2,8 @@
 //! (`GroupCoordinator::load_partition`): batches decoded as `internal_topic::scan` reads them,
 //! offset and group keys and values decoded and applied to the groups (transactional offsets
 //! pending until their marker), then what the coordinator reads and writes back: each group's
-//! metadata value re-encoded and decoded alike, its members' subscriptions parsed.
+//! metadata value re-encoded and decoded alike, its members' subscriptions parsed; share groups'
+//! metadata and start offsets decoded and re-encoded alike.
 //!
 //! Input: batches back to back; their CRCs are fixed first (the log checked them on append).
 
@@ -13,8 +14,10 @@ use std::collections::HashMap;
 use bytes::Bytes;
 use libfuzzer_sys::fuzz_target;
 use tern_broker::fuzzing::consumer_offsets::{
-    decode_group_value, decode_key, decode_offset_value, group_key, group_value, offset_key,
-    offset_value, GroupMetadataValue, OffsetValue, OffsetsKey, StoredMember,
+    decode_group_value, decode_key, decode_offset_value, decode_share_group_value,
+    decode_share_offset_value, group_key, group_value, offset_key, offset_value, share_group_key,
+    share_group_value, share_offset_key, share_offset_value, GroupMetadataValue, OffsetValue,
+    OffsetsKey, StoredMember,
 };
 use tern_broker::fuzzing::{apply_offsets_records, Group};
 use tern_fuzz::seeds::{self, Seed};
@@ -55,6 +58,18 @@ fn run(data: &[u8]) {
                     if let Some(v) = decode_group_value(value) {
                         let again = decode_group_value(&group_value(&v));
                         assert_eq!(again.as_ref(), Some(&v), "a group value re-encodes");
+                    }
+                }
+                Some(OffsetsKey::ShareGroup { .. }) => {
+                    if let Some(epoch) = decode_share_group_value(value) {
+                        let again = decode_share_group_value(&share_group_value(epoch));
+                        assert_eq!(again, Some(epoch), "a share group value re-encodes");
+                    }
+                }
+                Some(OffsetsKey::ShareStartOffset { .. }) => {
+                    if let Some(v) = decode_share_offset_value(value) {
+                        let again = decode_share_offset_value(&share_offset_value(&v, NOW_MS));
+                        assert_eq!(again, Some(v), "a share start offset re-encodes");
                     }
                 }
                 None => {}
@@ -135,11 +150,46 @@ fn make_seeds() -> Vec<Seed> {
         None,
         &[(offset_key("h", "t", 0), offset(1))],
     );
+    // A share group: its metadata, two start offsets, one deleted, then the group deleted.
+    let start = |o: i64| {
+        let v = decode_share_offset_value(&share_offset_value_seed(o)).expect("seed decodes");
+        Some(share_offset_value(&v, NOW_MS))
+    };
+    let share = seeds::batch(
+        Compression::None,
+        None,
+        &[
+            (share_group_key("sg"), Some(share_group_value(2))),
+            (share_offset_key("sg", "orders", 0), start(12)),
+            (share_offset_key("sg", "orders", 1), start(40)),
+            (share_offset_key("sg", "orders", 1), None),
+        ],
+    );
+    let share_gone = seeds::batch(Compression::None, None, &[(share_group_key("sg"), None)]);
     vec![
+        ("share_group".into(), share.clone()),
+        (
+            "share_group_tombstone".into(),
+            [&share[..], &share_gone].concat(),
+        ),
         ("offsets_and_group".into(), plain.clone()),
         ("txn_commit".into(), [&plain[..], &txn, &commit].concat()),
         ("txn_abort".into(), [&txn[..], &abort].concat()),
         ("group_tombstone".into(), [&plain[..], &gone].concat()),
         ("gzip".into(), gzip),
     ]
+}
+
+/// A ShareSnapshotValue v0 as Kafka writes it: start offset `o`, leader epoch 3, state epoch
+/// 1, no state batches.
+fn share_offset_value_seed(o: i64) -> Vec<u8> {
+    let mut v = vec![0, 0]; // version
+    v.extend(0i32.to_be_bytes()); // snapshot epoch
+    v.extend(1i32.to_be_bytes()); // state epoch
+    v.extend(3i32.to_be_bytes()); // leader epoch
+    v.extend(o.to_be_bytes()); // start offset
+    v.extend(NOW_MS.to_be_bytes()); // create timestamp
+    v.extend(NOW_MS.to_be_bytes()); // write timestamp
+    v.extend([1, 0]); // no state batches, no tagged fields
+    v
 }

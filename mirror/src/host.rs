@@ -81,4 +81,7 @@ pub trait MirrorHost: Send + Sync + 'static {
 
     /// Commits a group's offsets synced from the source, unless the group is active here.
     fn sync_group_offsets(&self, group: &str, offsets: Vec<CommittedOffset>);
+
+    /// Sets a share group's start offsets synced from the source (creating the share group).
+    fn sync_share_group_offsets(&self, group: &str, offsets: Vec<CommittedOffset>);
 }

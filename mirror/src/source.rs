@@ -1,18 +1,21 @@
 //! The source cluster as the mirror sees it: connections with negotiated versions and the
 //! standard RPCs the mirror needs (ApiVersions, Metadata, DescribeConfigs, ListOffsets, Fetch,
-//! ListGroups, OffsetFetch, DescribeAcls), plus LastMirroredOffsets when the source is a Tern.
+//! ListGroups, OffsetFetch, DescribeShareGroupOffsets, DescribeAcls), plus LastMirroredOffsets
+//! when the source is a Tern.
 
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
 use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
+use kafka_protocol::messages::describe_share_group_offsets_request::DescribeShareGroupOffsetsRequestGroup;
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
 use kafka_protocol::messages::{
     last_mirrored_offsets_request, ApiKey, ApiVersionsRequest, DescribeAclsRequest,
-    DescribeConfigsRequest, FetchRequest, FetchResponse, GroupId, LastMirroredOffsetsRequest,
-    ListGroupsRequest, ListOffsetsRequest, MetadataRequest, OffsetFetchRequest, TopicName,
+    DescribeConfigsRequest, DescribeShareGroupOffsetsRequest, FetchRequest, FetchResponse, GroupId,
+    LastMirroredOffsetsRequest, ListGroupsRequest, ListOffsetsRequest, MetadataRequest,
+    OffsetFetchRequest, TopicName,
 };
 use kafka_protocol::protocol::{Request, StrBytes};
 use tern_controller::acls::{
@@ -28,6 +31,15 @@ impl From<crate::config::InvalidMirrorConfig> for SourceError {
     fn from(e: crate::config::InvalidMirrorConfig) -> Self {
         SourceError::Security(e.0)
     }
+}
+
+/// A group as the source's ListGroups names it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListedGroup {
+    /// Group id.
+    pub id: String,
+    /// Whether it is a share group (KIP-932), whose start offsets are synced, not commits.
+    pub share: bool,
 }
 
 /// Why talking to the source failed.
@@ -311,17 +323,60 @@ impl SourceConnection {
             .map_err(SourceError::from)
     }
 
-    /// Group ids on this broker (ListGroups is answered per coordinator broker).
-    pub async fn list_groups(&mut self) -> Result<Vec<String>, SourceError> {
+    /// Groups on this broker (ListGroups is answered per coordinator broker), each with its
+    /// type (`classic`, `consumer`, `share`; `classic` from sources older than ListGroups v5).
+    pub async fn list_groups(&mut self) -> Result<Vec<ListedGroup>, SourceError> {
         let version = self
-            .version(ApiKey::ListGroups, (0, 4))
+            .version(ApiKey::ListGroups, (0, 5))
             .ok_or(SourceError::Unsupported(ApiKey::ListGroups))?;
         let response = self.call(&ListGroupsRequest::default(), version).await?;
         Ok(response
             .groups
             .into_iter()
-            .map(|g| g.group_id.to_string())
+            .map(|g| ListedGroup {
+                id: g.group_id.to_string(),
+                share: g.group_type.eq_ignore_ascii_case("share"),
+            })
             .collect())
+    }
+
+    /// A share group's start offsets (DescribeShareGroupOffsets, every partition it has),
+    /// as committed offsets without metadata.
+    pub async fn share_group_offsets(
+        &mut self,
+        group: &str,
+    ) -> Result<Vec<CommittedOffset>, SourceError> {
+        let version = self
+            .version(ApiKey::DescribeShareGroupOffsets, (0, 1))
+            .ok_or(SourceError::Unsupported(ApiKey::DescribeShareGroupOffsets))?;
+        let request = DescribeShareGroupOffsetsRequest::default().with_groups(vec![
+            DescribeShareGroupOffsetsRequestGroup::default()
+                .with_group_id(GroupId(StrBytes::from_string(group.to_string())))
+                .with_topics(None),
+        ]);
+        let response = self.call(&request, version).await?;
+        let mut offsets = Vec::new();
+        for g in response.groups {
+            if g.error_code != 0 {
+                return Err(SourceError::Kafka {
+                    what: format!("DescribeShareGroupOffsets({group})"),
+                    code: g.error_code,
+                });
+            }
+            for t in g.topics {
+                let name = t.topic_name.to_string();
+                offsets.extend(t.partitions.into_iter().filter_map(|p| {
+                    (p.error_code == 0 && p.start_offset >= 0).then(|| CommittedOffset {
+                        topic: name.clone(),
+                        partition: p.partition_index,
+                        offset: p.start_offset,
+                        leader_epoch: p.leader_epoch,
+                        metadata: None,
+                    })
+                }));
+            }
+        }
+        Ok(offsets)
     }
 
     /// A group's committed offsets: (topic, partition, offset, metadata).

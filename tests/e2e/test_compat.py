@@ -66,14 +66,14 @@ def brokers():
             kafka.stop()
 
 
-def _compiled(version):
+def _compiled(version, source=SOURCE):
     jars = _jars(version, clients_only=True)
-    digest = hashlib.sha256(SOURCE.read_bytes()).hexdigest()[:12]
-    out = kafka_peer.cache_root() / "compat" / f"{version}-{digest}"
-    if not (out / "CompatScenario.class").is_file():
+    digest = hashlib.sha256(source.read_bytes()).hexdigest()[:12]
+    out = kafka_peer.cache_root() / "compat" / f"{source.stem}-{version}-{digest}"
+    if not (out / f"{source.stem}.class").is_file():
         out.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=".compat-", dir=out.parent))
-        proc = subprocess.run(["javac", "-nowarn", "-d", str(tmp), "-cp", jars.classpath(), str(SOURCE)],
+        proc = subprocess.run(["javac", "-nowarn", "-d", str(tmp), "-cp", jars.classpath(), str(source)],
                               capture_output=True, text=True)
         if proc.returncode != 0:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -83,10 +83,10 @@ def _compiled(version):
     return f"{out}:{jars.classpath()}"
 
 
-def _scenario(classpath, bootstrap, topic):
-    proc = subprocess.run(["java", "-Xmx256m", "-cp", classpath, "CompatScenario", bootstrap, topic],
+def _scenario(classpath, bootstrap, topic, main="CompatScenario"):
+    proc = subprocess.run(["java", "-Xmx256m", "-cp", classpath, main, bootstrap, topic],
                           capture_output=True, text=True, timeout=150, stdin=subprocess.DEVNULL)
-    assert proc.returncode == 0, f"CompatScenario on {bootstrap} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr[-4000:]}"
+    assert proc.returncode == 0, f"{main} on {bootstrap} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr[-4000:]}"
     return proc.stdout.splitlines()
 
 
@@ -102,6 +102,24 @@ def test_same_observations_as_kafka(brokers, client):
     assert tern == kafka, f"kafka-clients {client}: tern differs from Apache Kafka:\n{diff}"
     committed = sum(int(l.rsplit(" ", 1)[1]) for l in tern if l.startswith("admin committed partition"))
     assert committed == 1000
+
+
+def test_share_group_admin_same_as_kafka(brokers):
+    """Share groups' admin half (KIP-932) through kafka-clients 4.4's Admin
+    (tests/harness/compat/ShareGroupScenario.java): an offset reset creating the group, start
+    offsets and lags read back (all, or named partitions, one without a start offset), a second
+    alter, unknown topics and partitions, a classic group of the same namespace refused both
+    ways, offsets of a topic deleted, the group deleted; tern prints what Kafka 4.4 prints."""
+    source = HERE.parent / "harness" / "compat" / "ShareGroupScenario.java"
+    classpath = _compiled(PEER_VERSION, source)
+    seen = {name: _scenario(classpath, b.bootstrap, "share-admin", main=source.stem)
+            for name, b in brokers.items()}
+    kafka, tern = seen["kafka"], seen["tern"]
+    # The scenario itself, as Apache Kafka answers it.
+    assert "alter new group: OK" in kafka and "delete group: OK" in kafka, "\n".join(kafka)
+    diff = "\n".join(difflib.unified_diff(kafka, tern, f"Apache Kafka {PEER_VERSION}", "tern", lineterm=""))
+    assert tern == kafka, f"tern differs from Apache Kafka:\n{diff}"
+    assert "all offsets: {share-admin-0=3 lag=7, share-admin-1=0 lag=4}" in tern
 
 
 def test_mirrormaker2_from_kafka_into_tern(brokers, tmp_path):

@@ -828,6 +828,49 @@ def test_consumer_protocol_group_offsets_synced_and_resumed(kafka, tern, tmp_pat
     assert count == {0: 50 - 41, 1: 50 - 29}
 
 
+def share_offsets(bootstrap, group):
+    """A share group's start offsets as `kafka-share-groups.sh --describe --offsets` prints
+    them: {partition: start offset}, {} when the group is not there."""
+    p = kafka_peer.KafkaJars(MAIN_VERSION).run(
+        "kafka-share-groups", "--bootstrap-server", bootstrap, "--describe", "--offsets", "--group", group)
+    rows = [l.split() for l in p.stdout.splitlines() if l.startswith(group + " ")]
+    return {int(r[2]): int(r[3]) for r in rows}
+
+
+def reset_share_offsets(bootstrap, group, topic, offset):
+    kafka_peer.KafkaJars(MAIN_VERSION).run(
+        "kafka-share-groups", "--bootstrap-server", bootstrap, "--reset-offsets", "--group", group,
+        "--topic", topic, "--to-offset", str(offset), "--execute", check=True)
+
+
+def test_share_group_offsets_synced(kafka, tern, tmp_path):
+    """A share group (KIP-932) of the Kafka 4.4 source, its start offsets set with Kafka's own
+    `kafka-share-groups.sh --reset-offsets`: the sync creates it on tern with the same start
+    offsets, follows a second reset, and after the failover `kafka-share-groups.sh` shows them
+    on tern."""
+    topic = unique("shared")
+    group = unique("sg")
+    create_topics(kafka.bootstrap, {topic: (2, None)})
+    produce(kafka.bootstrap, topic, 100, 2)  # 50 records per partition
+    reset_share_offsets(kafka.bootstrap, group, topic, 12)
+    assert share_offsets(kafka.bootstrap, group) == {0: 12, 1: 12}
+    mirror = "m-share"
+    start_mirror(tern, kafka, mirror, [topic], tmp_path)
+    mu.wait_mirrored(tern.bootstrap, mirror, kafka.bootstrap, [topic])
+    deadline = time.time() + 30
+    while share_offsets(tern.bootstrap, group) != {0: 12, 1: 12} and time.time() < deadline:
+        time.sleep(1)
+    assert share_offsets(tern.bootstrap, group) == {0: 12, 1: 12}
+
+    reset_share_offsets(kafka.bootstrap, group, topic, 40)
+    deadline = time.time() + 30
+    while share_offsets(tern.bootstrap, group) != {0: 40, 1: 40} and time.time() < deadline:
+        time.sleep(1)
+    assert share_offsets(tern.bootstrap, group) == {0: 40, 1: 40}
+    mu.mirrors(tern.bootstrap, "--stop", "--mirror", mirror, "--topics", topic)
+    assert share_offsets(tern.bootstrap, group) == {0: 40, 1: 40}
+
+
 # -- 8. bad input via the CLI ----------------------------------------------------------------------
 
 SLOW = []  # (args, seconds) of refused commands that took long

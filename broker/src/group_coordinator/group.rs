@@ -10,6 +10,7 @@ use tokio::sync::oneshot;
 
 use super::consumer_group::ConsumerGroup;
 use super::offsets_topic::{GroupMetadataValue, OffsetValue, StoredMember};
+use super::share_group::ShareGroup;
 
 /// A group's state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -222,6 +223,9 @@ pub struct Group {
     /// The membership of the consumer protocol (KIP-848) when the group is of that type; the
     /// classic state is then Empty.
     consumer: Option<ConsumerGroup>,
+    /// The start offsets of a share group (KIP-932) when the group is of that type; the
+    /// classic state is then Empty and it has no committed offsets.
+    share: Option<ShareGroup>,
     member_ids: MemberIdSource,
     rebalance_deadline_ms: i64,
     initial_delay_until_ms: i64,
@@ -253,16 +257,20 @@ impl Group {
             offsets: HashMap::new(),
             pending_txn_offsets: HashMap::new(),
             consumer: None,
+            share: None,
             member_ids,
             rebalance_deadline_ms: 0,
             initial_delay_until_ms: 0,
         }
     }
 
-    /// Kafka's group type: `consumer` for the KIP-848 protocol, `classic` otherwise.
+    /// Kafka's group type: `consumer` for the KIP-848 protocol, `share` for a share group,
+    /// `classic` otherwise.
     pub fn group_type(&self) -> &'static str {
         if self.consumer.is_some() {
             "consumer"
+        } else if self.share.is_some() {
+            "share"
         } else {
             "classic"
         }
@@ -340,6 +348,32 @@ impl Group {
         self.consumer.as_ref()
     }
 
+    /// The start offsets, when the group is a share group.
+    pub fn share(&self) -> Option<&ShareGroup> {
+        self.share.as_ref()
+    }
+
+    /// Whether nothing is kept of the group: no members, offsets or share state (a group that
+    /// exists only because something looked it up).
+    fn is_blank(&self) -> bool {
+        self.is_empty()
+            && self.consumer.is_none()
+            && self.share.is_none()
+            && self.offsets.is_empty()
+            && self.pending_txn_offsets.is_empty()
+            && self.protocol_type.is_none()
+    }
+
+    /// The share group's state to change; with `create`, a group of which nothing is kept
+    /// becomes a share group first (Kafka creates a share group on an offset reset). None when
+    /// the group is of another type.
+    pub fn share_mut(&mut self, create: bool) -> Option<&mut ShareGroup> {
+        if self.share.is_none() && create && self.is_blank() {
+            self.share = Some(ShareGroup::default());
+        }
+        self.share.as_mut()
+    }
+
     /// Runs `f` on the KIP-848 membership; None when the group is not a consumer group. With
     /// `convert`, an empty classic group becomes one first (Kafka converts an empty group when
     /// a consumer-protocol member joins it). When its last member goes, offset retention starts
@@ -350,7 +384,11 @@ impl Group {
         convert: bool,
         f: impl FnOnce(&mut ConsumerGroup) -> T,
     ) -> Option<T> {
-        if self.consumer.is_none() && convert && self.state == GroupState::Empty {
+        if self.consumer.is_none()
+            && self.share.is_none()
+            && convert
+            && self.state == GroupState::Empty
+        {
             self.consumer = Some(ConsumerGroup::default());
         }
         let c = self.consumer.as_mut()?;
@@ -489,8 +527,14 @@ impl Group {
                 &req.member_id,
             ));
         }
-        // A classic member cannot join a group of the consumer protocol that has members (Kafka
-        // without online migration); an empty one turns classic.
+        // A classic member cannot join a share group, nor a group of the consumer protocol that
+        // has members (Kafka without online migration); an empty consumer group turns classic.
+        if self.share.is_some() {
+            return Reply::Now(JoinResult::error(
+                ResponseError::InconsistentGroupProtocol,
+                &req.member_id,
+            ));
+        }
         if let Some(c) = &self.consumer {
             if !c.members.is_empty() {
                 return Reply::Now(JoinResult::error(
@@ -992,6 +1036,10 @@ impl Group {
         if let Some(c) = &self.consumer {
             return c.check_commit(member_id, generation);
         }
+        if self.share.is_some() {
+            // A share group has no committed offsets (its consumers acknowledge records).
+            return Err(ResponseError::GroupIdNotFound);
+        }
         let anonymous = member_id.is_empty() && instance.is_none();
         if transactional {
             if generation < 0 && (self.state == GroupState::Empty || anonymous) {
@@ -1038,6 +1086,7 @@ impl Group {
         self.transition(GroupState::Dead, now_ms);
         self.offsets.clear();
         self.pending_txn_offsets.clear();
+        self.share = None;
     }
 
     /// Offsets committed outside a transaction take effect, and replace what open transactions

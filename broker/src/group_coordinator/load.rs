@@ -1,12 +1,15 @@
 //! Loading `__consumer_offsets`: the records of a partition applied, in log order, to the
-//! groups they belong to.
+//! groups they belong to: classic groups, committed offsets, and share groups' start offsets.
 
 use std::collections::HashMap;
 
 use tern_protocol::records::Record;
 
 use super::group::Group;
-use super::offsets_topic::{decode_group_value, decode_key, decode_offset_value, OffsetsKey};
+use super::offsets_topic::{
+    decode_group_value, decode_key, decode_offset_value, decode_share_group_value,
+    decode_share_offset_value, OffsetsKey,
+};
 
 /// Applies the records of one data batch: committed offsets (pending under `txn_producer`
 /// until its transaction's marker), offset tombstones, group metadata and group tombstones.
@@ -54,6 +57,39 @@ pub fn apply_offsets_records(
                     groups.remove(&group);
                 }
             },
+            OffsetsKey::ShareGroup { group } => match r.value.as_deref() {
+                Some(v) => {
+                    if let Some(epoch) = decode_share_group_value(v) {
+                        let g = groups
+                            .entry(group.clone())
+                            .or_insert_with(|| Group::new(&group, now));
+                        if let Some(share) = g.share_mut(true) {
+                            share.epoch = epoch;
+                        }
+                    }
+                }
+                None => {
+                    groups.remove(&group);
+                }
+            },
+            OffsetsKey::ShareStartOffset {
+                group,
+                topic,
+                partition,
+            } => {
+                // Written after the group's own record, so the group is known here.
+                let Some(share) = groups.get_mut(&group).and_then(|g| g.share_mut(false)) else {
+                    continue;
+                };
+                match r.value.as_deref().and_then(decode_share_offset_value) {
+                    Some(v) => {
+                        share.start_offsets.insert((topic, partition), v);
+                    }
+                    None => {
+                        share.start_offsets.remove(&(topic, partition));
+                    }
+                }
+            }
         }
     }
 }

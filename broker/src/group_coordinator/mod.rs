@@ -7,6 +7,8 @@ pub(crate) mod consumer_group;
 pub(crate) mod group;
 mod load;
 pub mod offsets_topic;
+pub(crate) mod share_group;
+mod share_offsets;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -26,6 +28,7 @@ pub use load::apply_offsets_records;
 use offsets_topic::{
     group_key, group_value, offset_key, offset_value, partition_for, OffsetValue, OFFSETS_TOPIC,
 };
+pub(crate) use share_offsets::ShareOffsetChange;
 
 /// Settings of the coordinator (Kafka's `group.*` and `offsets.*` broker configs).
 #[derive(Debug, Clone)]
@@ -134,9 +137,10 @@ impl GroupCoordinator {
             .filter(|g| g.state() != GroupState::Dead)
             .map(|g| ListedGroup {
                 id: g.id().to_string(),
-                protocol_type: match g.consumer() {
-                    Some(_) => "consumer".to_string(),
-                    None => g.protocol_type().unwrap_or_default().to_string(),
+                protocol_type: match g.group_type() {
+                    "consumer" => "consumer".to_string(),
+                    "share" => "share".to_string(),
+                    _ => g.protocol_type().unwrap_or_default().to_string(),
                 },
                 state: g.state_name(),
                 group_type: g.group_type(),
@@ -503,15 +507,28 @@ impl GroupCoordinator {
                 _ => return Err(ResponseError::NonEmptyGroup),
             }
             let keys: Vec<(String, i32)> = g.offsets().keys().cloned().collect();
+            let share_keys: Option<Vec<(String, i32)>> =
+                g.share().map(|s| s.start_offsets.keys().cloned().collect());
             g.mark_dead(now_ms());
             groups.remove(group_id);
-            keys
+            (keys, share_keys)
         };
+        let (keys, share_keys) = keys;
         let mut records: Vec<(Bytes, Option<Bytes>)> = keys
             .iter()
             .map(|(t, p)| (offset_key(group_id, t, *p), None))
             .collect();
-        records.push((group_key(group_id), None));
+        match share_keys {
+            Some(share_keys) => {
+                records.extend(
+                    share_keys
+                        .iter()
+                        .map(|(t, p)| (offsets_topic::share_offset_key(group_id, t, *p), None)),
+                );
+                records.push((offsets_topic::share_group_key(group_id), None));
+            }
+            None => records.push((group_key(group_id), None)),
+        }
         self.store(group_id, &records)
     }
 

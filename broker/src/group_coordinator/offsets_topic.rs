@@ -3,6 +3,8 @@
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 
+use super::share_group::ShareStartOffset;
+
 /// The internal topic holding committed offsets and group metadata.
 pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
 
@@ -85,7 +87,30 @@ pub enum OffsetsKey {
         /// Group.
         group: String,
     },
+    /// A share group's metadata (Kafka's ShareGroupMetadataKey, record type 11).
+    ShareGroup {
+        /// Group.
+        group: String,
+    },
+    /// A share-partition's start offset (Tern's record type 1000).
+    ShareStartOffset {
+        /// Group.
+        group: String,
+        /// Topic.
+        topic: String,
+        /// Partition.
+        partition: i32,
+    },
 }
+
+/// Kafka's record type of a share group's metadata in `__consumer_offsets`.
+const SHARE_GROUP_METADATA_TYPE: i16 = 11;
+
+/// Tern's record type of a share-partition start offset in `__consumer_offsets`. Kafka keeps
+/// these in `__share_group_state` (ShareSnapshotKey: group, topic id, partition) under its
+/// share coordinator; Tern keeps them beside the group, under a type Kafka does not use (its
+/// loaders skip unknown types), with Kafka's ShareSnapshotValue as the value.
+const SHARE_START_OFFSET_TYPE: i16 = 1000;
 
 pub(crate) fn put_str(b: &mut BytesMut, s: &str) {
     b.put_i16(s.len() as i16);
@@ -206,6 +231,78 @@ pub fn group_value(v: &GroupMetadataValue) -> Bytes {
     b.freeze()
 }
 
+/// Key of a share group's metadata (ShareGroupMetadataKey).
+pub fn share_group_key(group: &str) -> Bytes {
+    let mut b = BytesMut::new();
+    b.put_i16(SHARE_GROUP_METADATA_TYPE);
+    put_str(&mut b, group);
+    b.freeze()
+}
+
+/// Value of a share group's metadata (ShareGroupMetadataValue v0, flexible: epoch, metadata
+/// hash 0, no tagged fields).
+pub fn share_group_value(epoch: i32) -> Bytes {
+    let mut b = BytesMut::new();
+    b.put_i16(0);
+    b.put_i32(epoch);
+    b.put_i64(0);
+    b.put_u8(0);
+    b.freeze()
+}
+
+/// The epoch of a ShareGroupMetadataValue.
+pub fn decode_share_group_value(value: &[u8]) -> Option<i32> {
+    let mut b = value;
+    if b.remaining() < 6 || b.get_i16() != 0 {
+        return None;
+    }
+    Some(b.get_i32())
+}
+
+/// Key of a share-partition start offset (Tern's record type 1000: group, topic, partition).
+pub fn share_offset_key(group: &str, topic: &str, partition: i32) -> Bytes {
+    let mut b = BytesMut::new();
+    b.put_i16(SHARE_START_OFFSET_TYPE);
+    put_str(&mut b, group);
+    put_str(&mut b, topic);
+    b.put_i32(partition);
+    b.freeze()
+}
+
+/// Value of a share-partition start offset: Kafka's ShareSnapshotValue v0 (flexible) with no
+/// state batches, written at `now`.
+pub fn share_offset_value(v: &ShareStartOffset, now: i64) -> Bytes {
+    let mut b = BytesMut::new();
+    b.put_i16(0);
+    b.put_i32(0); // snapshot epoch
+    b.put_i32(v.state_epoch);
+    b.put_i32(v.leader_epoch);
+    b.put_i64(v.offset);
+    b.put_i64(now); // create timestamp
+    b.put_i64(now); // write timestamp
+    b.put_u8(1); // state batches: a compact array of none
+    b.put_u8(0); // no tagged fields
+    b.freeze()
+}
+
+/// The start offset of a ShareSnapshotValue v0 (its state batches and tagged fields, which
+/// Tern does not keep, are not read).
+pub fn decode_share_offset_value(value: &[u8]) -> Option<ShareStartOffset> {
+    let mut b = value;
+    if b.remaining() < 22 || b.get_i16() != 0 {
+        return None;
+    }
+    let _snapshot_epoch = b.get_i32();
+    let state_epoch = b.get_i32();
+    let leader_epoch = b.get_i32();
+    let offset = b.get_i64();
+    Some(ShareStartOffset {
+        offset,
+        leader_epoch,
+        state_epoch,
+    })
+}
+
 /// Decodes a key; `None` for a key this broker does not understand.
 pub fn decode_key(key: &[u8]) -> Option<OffsetsKey> {
     let mut b = key;
@@ -228,6 +325,21 @@ pub fn decode_key(key: &[u8]) -> Option<OffsetsKey> {
         2 => Some(OffsetsKey::Group {
             group: get_str(&mut b)?,
         }),
+        SHARE_GROUP_METADATA_TYPE => Some(OffsetsKey::ShareGroup {
+            group: get_str(&mut b)?,
+        }),
+        SHARE_START_OFFSET_TYPE => {
+            let group = get_str(&mut b)?;
+            let topic = get_str(&mut b)?;
+            if b.remaining() < 4 {
+                return None;
+            }
+            Some(OffsetsKey::ShareStartOffset {
+                group,
+                topic,
+                partition: b.get_i32(),
+            })
+        }
         _ => None,
     }
 }
@@ -411,6 +523,35 @@ mod tests {
             Some(OffsetsKey::Group { group: "g".into() })
         );
         assert_eq!(decode_group_value(&group_value(&v)), Some(v));
+    }
+
+    #[test]
+    fn share_records_round_trip() {
+        assert_eq!(
+            decode_key(&share_group_key("sg")),
+            Some(OffsetsKey::ShareGroup { group: "sg".into() })
+        );
+        assert_eq!(decode_share_group_value(&share_group_value(7)), Some(7));
+        assert_eq!(
+            decode_key(&share_offset_key("sg", "t", 4)),
+            Some(OffsetsKey::ShareStartOffset {
+                group: "sg".into(),
+                topic: "t".into(),
+                partition: 4
+            })
+        );
+        let v = ShareStartOffset {
+            offset: 123,
+            leader_epoch: 5,
+            state_epoch: 2,
+        };
+        let bytes = share_offset_value(&v, 1_000);
+        assert_eq!(decode_share_offset_value(&bytes), Some(v));
+        for n in 0..22 {
+            assert!(decode_share_offset_value(&bytes[..n]).is_none());
+        }
+        // ShareGroupMetadataValue v0: version, epoch, metadata hash, empty tagged fields.
+        assert_eq!(share_group_value(3).len(), 2 + 4 + 8 + 1);
     }
 
     #[test]

@@ -94,9 +94,10 @@ pub(crate) fn describe_groups(
             broker
                 .groups
                 .with_group(&id, false, |group| {
-                    if group.consumer().is_some() {
+                    if group.group_type() != "classic" {
                         // As Kafka: DescribeGroups is for classic groups; a consumer group is
-                        // described by ConsumerGroupDescribe.
+                        // described by ConsumerGroupDescribe, a share group by
+                        // ShareGroupDescribe.
                         return not_found(
                             described.clone(),
                             format!("Group {id} is not a classic group."),

@@ -42,6 +42,7 @@ pub(crate) mod offsets;
 pub(crate) mod produce;
 pub(crate) mod reassignments;
 pub(crate) mod scram_credentials;
+pub(crate) mod share_groups;
 pub(crate) mod transaction_admin;
 pub(crate) mod transactions;
 
@@ -84,6 +85,10 @@ pub const SUPPORTED_APIS: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DeleteGroups, 0, 3),
     (ApiKey::ConsumerGroupHeartbeat, 0, 1),
     (ApiKey::ConsumerGroupDescribe, 0, 1),
+    (ApiKey::ShareGroupDescribe, 1, 1),
+    (ApiKey::DescribeShareGroupOffsets, 0, 1),
+    (ApiKey::AlterShareGroupOffsets, 0, 0),
+    (ApiKey::DeleteShareGroupOffsets, 0, 0),
     (ApiKey::DescribeTopicPartitions, 0, 0),
     (ApiKey::SaslHandshake, 0, 1),
     (ApiKey::SaslAuthenticate, 0, 2),
@@ -378,6 +383,18 @@ pub(crate) async fn handle(
         ),
         RequestKind::ConsumerGroupDescribe(r) => {
             ResponseKind::ConsumerGroupDescribe(consumer_groups::describe(broker, &ctx, r, version))
+        }
+        RequestKind::ShareGroupDescribe(r) => {
+            ResponseKind::ShareGroupDescribe(share_groups::describe(broker, &ctx, r))
+        }
+        RequestKind::DescribeShareGroupOffsets(r) => {
+            ResponseKind::DescribeShareGroupOffsets(share_groups::describe_offsets(broker, &ctx, r))
+        }
+        RequestKind::AlterShareGroupOffsets(r) => {
+            ResponseKind::AlterShareGroupOffsets(share_groups::alter_offsets(broker, &ctx, r))
+        }
+        RequestKind::DeleteShareGroupOffsets(r) => {
+            ResponseKind::DeleteShareGroupOffsets(share_groups::delete_offsets(broker, &ctx, r))
         }
         RequestKind::DeleteGroups(r) => {
             ResponseKind::DeleteGroups(group_admin::delete_groups(broker, &ctx, r))

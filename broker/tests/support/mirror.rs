@@ -862,6 +862,64 @@ pub async fn committed_offset(
         .unwrap_or(-1)
 }
 
+/// Sets share group `group`'s start offset of one partition (AlterShareGroupOffsets); the
+/// group-level and the partition's error codes.
+pub async fn alter_share_offset(
+    conn: &mut KafkaConnection,
+    group: &str,
+    topic: &str,
+    partition: i32,
+    offset: i64,
+) -> (i16, i16) {
+    use kafka_protocol::messages::alter_share_group_offsets_request::{
+        AlterShareGroupOffsetsRequestPartition, AlterShareGroupOffsetsRequestTopic,
+    };
+    let request = kafka_protocol::messages::AlterShareGroupOffsetsRequest::default()
+        .with_group_id(GroupId(StrBytes::from_string(group.to_string())))
+        .with_topics(vec![AlterShareGroupOffsetsRequestTopic::default()
+            .with_topic_name(name(topic))
+            .with_partitions(vec![
+                AlterShareGroupOffsetsRequestPartition::default()
+                    .with_partition_index(partition)
+                    .with_start_offset(offset),
+            ])]);
+    let r = conn.send(&request, 0).await.unwrap();
+    let partition_code = r
+        .responses
+        .first()
+        .and_then(|t| t.partitions.first())
+        .map_or(-1, |p| p.error_code);
+    (r.error_code, partition_code)
+}
+
+/// Share group `group`'s start offsets, (topic, partition) to (offset, leader epoch), from
+/// DescribeShareGroupOffsets of every partition it has; empty for no such share group.
+pub async fn share_offsets(
+    conn: &mut KafkaConnection,
+    group: &str,
+) -> BTreeMap<(String, i32), (i64, i32)> {
+    use kafka_protocol::messages::describe_share_group_offsets_request::DescribeShareGroupOffsetsRequestGroup;
+    let request = kafka_protocol::messages::DescribeShareGroupOffsetsRequest::default()
+        .with_groups(vec![DescribeShareGroupOffsetsRequestGroup::default()
+            .with_group_id(GroupId(StrBytes::from_string(group.to_string())))
+            .with_topics(None)]);
+    let r = conn.send(&request, 1).await.unwrap();
+    let g = &r.groups[0];
+    assert_eq!(g.error_code, 0, "{g:?}");
+    g.topics
+        .iter()
+        .flat_map(|t| {
+            t.partitions.iter().map(|p| {
+                assert_eq!(p.error_code, 0, "{p:?}");
+                (
+                    (t.topic_name.to_string(), p.partition_index),
+                    (p.start_offset, p.leader_epoch),
+                )
+            })
+        })
+        .collect()
+}
+
 // ---------------------------------------------------------------------------------------------
 // The steps a mirroring story is told in.
 

@@ -886,6 +886,7 @@ mod tests {
         }
         fn reserve_producer_ids_above(&self, _: i64) {}
         fn sync_group_offsets(&self, _: &str, _: Vec<crate::host::CommittedOffset>) {}
+        fn sync_share_group_offsets(&self, _: &str, _: Vec<crate::host::CommittedOffset>) {}
     }
 
     fn host() -> (tempfile::TempDir, OneLog) {

@@ -165,7 +165,8 @@ impl MirrorManager {
     }
 
     /// Copies the source's committed offsets of the mirrored topics to the destination's
-    /// groups, each kept within what is mirrored here (the destination's high watermark), so
+    /// groups, and share groups' start offsets to share groups, each kept within what is
+    /// mirrored here (the destination's high watermark), so
     /// that after a failover no committed offset lies beyond the topic's end; a lagging mirror
     /// is re-synced as it catches up.
     async fn sync_group_offsets(
@@ -207,15 +208,20 @@ impl MirrorManager {
                 }
             };
             for group in groups {
-                if !rt.settings.groups_include.matches(&group)
-                    || rt.settings.groups_exclude.matches(&group)
+                if !rt.settings.groups_include.matches(&group.id)
+                    || rt.settings.groups_exclude.matches(&group.id)
                 {
                     continue;
                 }
-                let offsets = match conn.committed_offsets(&group).await {
+                let offsets = if group.share {
+                    conn.share_group_offsets(&group.id).await
+                } else {
+                    conn.committed_offsets(&group.id).await
+                };
+                let offsets = match offsets {
                     Ok(o) => o,
                     Err(e) => {
-                        tracing::debug!(%group, error = %e, "group sync: OffsetFetch failed");
+                        tracing::debug!(group = %group.id, error = %e, "group sync: reading offsets failed");
                         continue;
                     }
                 };
@@ -253,8 +259,13 @@ impl MirrorManager {
                     })
                 })
                 .collect();
-            if !clamped.is_empty() {
-                self.host.sync_group_offsets(&group, clamped);
+            if clamped.is_empty() {
+                continue;
+            }
+            if group.share {
+                self.host.sync_share_group_offsets(&group.id, clamped);
+            } else {
+                self.host.sync_group_offsets(&group.id, clamped);
             }
         }
     }
