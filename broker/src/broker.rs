@@ -35,6 +35,8 @@ pub struct Broker {
     pub fetch_sessions: crate::fetch_session::FetchSessionCache,
     /// Consumer groups and committed offsets.
     pub groups: Arc<GroupCoordinator>,
+    /// Share consumers' records in flight, and their share sessions.
+    pub(crate) share: crate::share::ShareManager,
     /// Topic-config defaults from the broker's `log.*` settings.
     pub default_log_config: LogConfig,
     /// Transactional producers' ids, epochs and transactions.
@@ -402,6 +404,7 @@ impl Broker {
             config.fetch_session_cache_slots,
             config.fetch_session_eviction_ms,
         );
+        let share = crate::share::ShareManager::new(config.coordinator.share.limits);
         Ok(Arc::new(Broker {
             metrics: Arc::default(),
             config,
@@ -410,6 +413,7 @@ impl Broker {
             replicas,
             logs,
             fetch_sessions,
+            share,
             groups,
             default_log_config,
             txns,

@@ -20,6 +20,7 @@ mod replication;
 mod response_writer;
 mod security;
 mod server;
+mod share;
 mod start_error;
 mod txn_coordinator;
 

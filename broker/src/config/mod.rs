@@ -383,6 +383,24 @@ impl BrokerConfig {
                     assignors: consumer_assignors(get("group.consumer.assignors"))?,
                     max_size: num(&props, "group.consumer.max.size", 2_147_483_647)?,
                 },
+                share: crate::group_coordinator::share_group::ShareGroupConfig {
+                    session_timeout_ms: num(&props, "group.share.session.timeout.ms", 45_000)?,
+                    heartbeat_interval_ms: num(&props, "group.share.heartbeat.interval.ms", 5_000)?,
+                    max_size: num(&props, "group.share.max.size", 200)?,
+                    limits: crate::share::partition::ShareLimits {
+                        lock_duration_ms: num(
+                            &props,
+                            "group.share.record.lock.duration.ms",
+                            30_000,
+                        )?,
+                        delivery_count_limit: num(&props, "group.share.delivery.count.limit", 5)?,
+                        max_in_flight: num(
+                            &props,
+                            "group.share.partition.max.record.locks",
+                            2_000,
+                        )?,
+                    },
+                },
                 offsets_partitions: num(&props, "offsets.topic.num.partitions", 50)?,
                 offset_metadata_max_bytes: num(&props, "offset.metadata.max.bytes", 4096)?,
                 offsets_retention_ms: num::<i64>(&props, "offsets.retention.minutes", 10_080)?

@@ -278,8 +278,9 @@ impl Group {
 
     /// Kafka's name for the group's state, of whichever protocol it runs.
     pub fn state_name(&self) -> &'static str {
-        match &self.consumer {
-            Some(c) if self.state != GroupState::Dead => c.state().name(),
+        match (&self.consumer, &self.share) {
+            (Some(c), _) if self.state != GroupState::Dead => c.state().name(),
+            (_, Some(s)) if self.state != GroupState::Dead => s.state_name(),
             _ => self.state.name(),
         }
     }
@@ -289,6 +290,7 @@ impl Group {
     pub fn is_empty(&self) -> bool {
         self.state == GroupState::Empty
             && self.consumer.as_ref().is_none_or(|c| c.members.is_empty())
+            && self.share.as_ref().is_none_or(|s| s.members.is_empty())
     }
 
     /// Moves to `state` if Kafka allows it from the current one; a refused transition is a

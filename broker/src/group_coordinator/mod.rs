@@ -8,6 +8,7 @@ pub(crate) mod group;
 mod load;
 pub mod offsets_topic;
 pub(crate) mod share_group;
+mod share_members;
 mod share_offsets;
 
 use std::collections::HashMap;
@@ -37,6 +38,8 @@ pub struct CoordinatorConfig {
     pub group: GroupConfig,
     /// Consumer-protocol (KIP-848) group settings.
     pub consumer: ConsumerGroupConfig,
+    /// Share group (KIP-932) settings.
+    pub share: share_group::ShareGroupConfig,
     /// `offsets.topic.num.partitions`.
     pub offsets_partitions: i32,
     /// `offset.metadata.max.bytes`.
@@ -481,6 +484,7 @@ impl GroupCoordinator {
                 }
             }
         }
+        self.expire_share_members();
         for id in to_store {
             let _ = self.store_group(&id);
         }

@@ -8,7 +8,7 @@ use super::consumer_group::Refusal;
 use super::offsets_topic::{
     share_group_key, share_group_value, share_offset_key, share_offset_value,
 };
-use super::share_group::ShareGroup;
+use super::share_group::{ShareGroup, ShareStartOffset};
 use super::{now_ms, GroupCoordinator};
 
 /// A start offset to set: (topic, partition, offset, leader epoch).
@@ -64,6 +64,7 @@ impl GroupCoordinator {
             return Err(not_share(group_id));
         }
         let mut next = self.share_offsets(group_id)?;
+        refuse_members(&next)?;
         let keys: Vec<(String, i32)> = changes.iter().map(|(t, p, _, _)| (t.clone(), *p)).collect();
         next.set_offsets(
             changes
@@ -96,6 +97,7 @@ impl GroupCoordinator {
         topics: &[String],
     ) -> Result<Vec<Option<ResponseError>>, Refusal> {
         let mut next = self.share_offsets(group_id)?;
+        refuse_members(&next)?;
         let mut results = Vec::with_capacity(topics.len());
         let mut tombstones: Vec<(Bytes, Option<Bytes>)> = Vec::new();
         for topic in topics {
@@ -123,12 +125,83 @@ impl GroupCoordinator {
         Ok(results)
     }
 
-    /// Puts a share group's new state in place (after its records were stored).
+    /// Puts a share group's new start offsets in place (after their records were stored).
     fn replace_share(&self, group_id: &str, next: ShareGroup) {
         self.with_group(group_id, false, |g| {
             if let Some(share) = g.share_mut(false) {
-                *share = next;
+                share.start_offsets = next.start_offsets;
+                share.epoch = share.epoch.max(next.epoch);
             }
         });
+    }
+
+    /// The stored start offset of a share-partition, where this broker coordinates the group
+    /// (a partition leader initializing its share-partition reads it).
+    pub fn share_start(
+        &self,
+        group_id: &str,
+        topic: &str,
+        partition: i32,
+    ) -> Option<ShareStartOffset> {
+        self.check_coordinator(group_id).ok()?;
+        self.with_group(group_id, false, |g| {
+            g.share()?
+                .start_offsets
+                .get(&(topic.to_string(), partition))
+                .copied()
+        })
+        .flatten()
+    }
+
+    /// A share-partition's start offset moved as its consumers settled records (or was first
+    /// set from `share.auto.offset.reset`): stored with its state epoch unchanged (0 for a
+    /// new one). The state epoch stored; None where this broker does not coordinate the group.
+    pub fn record_share_progress(
+        &self,
+        group_id: &str,
+        topic: &str,
+        partition: i32,
+        offset: i64,
+        leader_epoch: i32,
+    ) -> Option<i32> {
+        self.check_coordinator(group_id).ok()?;
+        let key = (topic.to_string(), partition);
+        let value = self
+            .with_group(group_id, true, |g| {
+                let share = g.share_mut(true)?;
+                let state_epoch = share.start_offsets.get(&key).map_or(0, |s| s.state_epoch);
+                Some(ShareStartOffset {
+                    offset,
+                    leader_epoch,
+                    state_epoch,
+                })
+            })
+            .flatten()?;
+        let record = (
+            share_offset_key(group_id, topic, partition),
+            Some(share_offset_value(&value, now_ms())),
+        );
+        if let Err(e) = self.store(group_id, &[record]) {
+            tracing::warn!(group = group_id, topic, partition, error = ?e, "cannot store a share-partition's start offset");
+            return None;
+        }
+        self.with_group(group_id, false, |g| {
+            if let Some(share) = g.share_mut(false) {
+                share.start_offsets.insert(key, value);
+            }
+        });
+        Some(value.state_epoch)
+    }
+}
+
+/// Start offsets are set and deleted only while no consumer reads them, as Kafka's.
+fn refuse_members(share: &ShareGroup) -> Result<(), Refusal> {
+    if share.members.is_empty() {
+        Ok(())
+    } else {
+        Err(Refusal {
+            error: ResponseError::NonEmptyGroup,
+            message: "The group is not empty.".into(),
+        })
     }
 }

@@ -21,7 +21,7 @@ use crate::group_coordinator::assignor::Assignment;
 use crate::group_coordinator::consumer_group::{ConsumerGroup, Heartbeat, TopicView};
 
 /// The metadata image as the coordinator's view of topics.
-struct ImageTopics<'a>(&'a MetadataImage);
+pub(crate) struct ImageTopics<'a>(pub &'a MetadataImage);
 
 impl TopicView for ImageTopics<'_> {
     fn partition_count(&self, topic: &str) -> Option<i32> {

@@ -42,6 +42,7 @@ pub(crate) mod offsets;
 pub(crate) mod produce;
 pub(crate) mod reassignments;
 pub(crate) mod scram_credentials;
+pub(crate) mod share_consumers;
 pub(crate) mod share_groups;
 pub(crate) mod transaction_admin;
 pub(crate) mod transactions;
@@ -85,7 +86,10 @@ pub const SUPPORTED_APIS: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DeleteGroups, 0, 3),
     (ApiKey::ConsumerGroupHeartbeat, 0, 1),
     (ApiKey::ConsumerGroupDescribe, 0, 1),
+    (ApiKey::ShareGroupHeartbeat, 1, 1),
     (ApiKey::ShareGroupDescribe, 1, 1),
+    (ApiKey::ShareFetch, 1, 1),
+    (ApiKey::ShareAcknowledge, 1, 1),
     (ApiKey::DescribeShareGroupOffsets, 0, 1),
     (ApiKey::AlterShareGroupOffsets, 0, 0),
     (ApiKey::DeleteShareGroupOffsets, 0, 0),
@@ -383,6 +387,15 @@ pub(crate) async fn handle(
         ),
         RequestKind::ConsumerGroupDescribe(r) => {
             ResponseKind::ConsumerGroupDescribe(consumer_groups::describe(broker, &ctx, r, version))
+        }
+        RequestKind::ShareGroupHeartbeat(r) => {
+            ResponseKind::ShareGroupHeartbeat(share_consumers::heartbeat(broker, &ctx, r))
+        }
+        RequestKind::ShareFetch(r) => {
+            ResponseKind::ShareFetch(share_consumers::fetch(broker, &ctx, r).await)
+        }
+        RequestKind::ShareAcknowledge(r) => {
+            ResponseKind::ShareAcknowledge(share_consumers::acknowledge(broker, &ctx, r))
         }
         RequestKind::ShareGroupDescribe(r) => {
             ResponseKind::ShareGroupDescribe(share_groups::describe(broker, &ctx, r))

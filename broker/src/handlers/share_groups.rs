@@ -1,6 +1,6 @@
-//! Share groups (KIP-932), their admin half: DescribeShareGroupOffsets,
-//! AlterShareGroupOffsets, DeleteShareGroupOffsets and ShareGroupDescribe. Share consumers
-//! (ShareGroupHeartbeat, ShareFetch, ShareAcknowledge) are not served yet.
+//! Share groups (KIP-932), their admin side: DescribeShareGroupOffsets,
+//! AlterShareGroupOffsets, DeleteShareGroupOffsets and ShareGroupDescribe. The consumers'
+//! side is in `share_consumers`.
 
 use kafka_protocol::messages::alter_share_group_offsets_response::{
     AlterShareGroupOffsetsResponsePartition, AlterShareGroupOffsetsResponseTopic,
@@ -10,7 +10,9 @@ use kafka_protocol::messages::describe_share_group_offsets_response::{
     DescribeShareGroupOffsetsResponseGroup, DescribeShareGroupOffsetsResponsePartition,
     DescribeShareGroupOffsetsResponseTopic,
 };
-use kafka_protocol::messages::share_group_describe_response::DescribedGroup;
+use kafka_protocol::messages::share_group_describe_response::{
+    Assignment, DescribedGroup, Member, TopicPartitions,
+};
 use kafka_protocol::messages::{
     AlterShareGroupOffsetsRequest, AlterShareGroupOffsetsResponse, DeleteShareGroupOffsetsRequest,
     DeleteShareGroupOffsetsResponse, DescribeShareGroupOffsetsRequest,
@@ -255,14 +257,50 @@ pub(crate) fn delete_offsets(
     DeleteShareGroupOffsetsResponse::default().with_responses(topics)
 }
 
-/// Answers ShareGroupDescribe (DESCRIBE on each group). A share group here has no members:
-/// it is Empty, at its epoch.
+/// A share group's members as ShareGroupDescribe shows them.
+fn described_members(image: &MetadataImage, share: &ShareGroup) -> Vec<Member> {
+    share
+        .members
+        .values()
+        .map(|m| {
+            let mut by_topic: std::collections::BTreeMap<&str, Vec<i32>> = Default::default();
+            for (t, p) in &m.assigned {
+                by_topic.entry(t).or_default().push(*p);
+            }
+            let topics = by_topic
+                .into_iter()
+                .map(|(t, partitions)| {
+                    TopicPartitions::default()
+                        .with_topic_id(image.topic(t).map(|i| i.id).unwrap_or_default())
+                        .with_topic_name(topic_name(t))
+                        .with_partitions(partitions)
+                })
+                .collect();
+            Member::default()
+                .with_member_id(sb(m.member_id.clone()))
+                .with_rack_id(m.rack_id.clone().map(sb))
+                .with_member_epoch(m.member_epoch)
+                .with_client_id(sb(m.client_id.clone()))
+                .with_client_host(sb(m.client_host.clone()))
+                .with_subscribed_topic_names(
+                    m.subscribed_topic_names
+                        .iter()
+                        .map(|t| topic_name(t))
+                        .collect(),
+                )
+                .with_assignment(Assignment::default().with_topic_partitions(topics))
+        })
+        .collect()
+}
+
+/// Answers ShareGroupDescribe (DESCRIBE on each group), with each member's partitions.
 pub(crate) fn describe(
     broker: &Broker,
     ctx: &RequestContext,
     req: ShareGroupDescribeRequest,
 ) -> ShareGroupDescribeResponse {
     let authz = ctx.authz(broker);
+    let image = broker.controller.image();
     let groups = req
         .group_ids
         .into_iter()
@@ -278,10 +316,11 @@ pub(crate) fn describe(
             }
             match broker.groups.share_offsets(&id) {
                 Ok(share) => described
-                    .with_group_state(sb("Empty"))
+                    .with_group_state(sb(share.state_name()))
                     .with_group_epoch(share.epoch)
-                    .with_assignment_epoch(0)
-                    .with_assignor_name(sb("simple")),
+                    .with_assignment_epoch(share.assignment_epoch)
+                    .with_assignor_name(sb("simple"))
+                    .with_members(described_members(&image, &share)),
                 Err(r) => described
                     .with_error_code(r.error.code())
                     .with_error_message(refusal_message(&r)),

@@ -1,0 +1,458 @@
+//! Share consumers (KIP-932): ShareGroupHeartbeat to the group's coordinator, ShareFetch and
+//! ShareAcknowledge to partition leaders. Topics travel by id on the wire.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use kafka_protocol::messages::share_fetch_response::{
+    AcquiredRecords, PartitionData, ShareFetchableTopicResponse,
+};
+use kafka_protocol::messages::share_group_heartbeat_response::{Assignment, TopicPartitions};
+use kafka_protocol::messages::{
+    share_acknowledge_response, ShareAcknowledgeRequest, ShareAcknowledgeResponse,
+    ShareFetchRequest, ShareFetchResponse, ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse,
+};
+use kafka_protocol::ResponseError;
+use tern_controller::acls::AclOperation;
+use tern_controller::MetadataImage;
+use uuid::Uuid;
+
+use super::consumer_groups::ImageTopics;
+use super::{sb, RequestContext};
+use crate::blocking::disk_io;
+use crate::broker::Broker;
+use crate::group_coordinator::now_ms;
+use crate::group_coordinator::share_group::ShareHeartbeat;
+use crate::share::manager::Delivery;
+use crate::share::partition::ack_type;
+use crate::share::sessions::{SessionStep, TopicPartition};
+
+/// The longest member id Kafka takes (a UUID's text).
+const MAX_MEMBER_ID_LEN: usize = 36;
+/// How often a waiting ShareFetch looks again for records whose locks ran out or that other
+/// members released (new records wake it at once).
+const RECHECK_INTERVAL: Duration = Duration::from_millis(200);
+
+/// Answers ShareGroupHeartbeat (READ on the group).
+pub(crate) fn heartbeat(
+    broker: &Broker,
+    ctx: &RequestContext,
+    req: ShareGroupHeartbeatRequest,
+) -> ShareGroupHeartbeatResponse {
+    let error = |e: ResponseError, message: &str| {
+        ShareGroupHeartbeatResponse::default()
+            .with_error_code(e.code())
+            .with_error_message((!message.is_empty()).then(|| sb(message.to_string())))
+    };
+    let group_id = req.group_id.0.to_string();
+    let member_id = req.member_id.to_string();
+    let subscribed: Option<Vec<String>> = req
+        .subscribed_topic_names
+        .as_ref()
+        .map(|ns| ns.iter().map(|n| n.0.to_string()).collect());
+    let invalid = if group_id.is_empty() {
+        Some("GroupId can't be empty.")
+    } else if member_id.is_empty() || member_id.len() > MAX_MEMBER_ID_LEN {
+        Some("MemberId can't be empty or longer than 36 characters.")
+    } else if req.rack_id.as_ref().is_some_and(|r| r.is_empty()) {
+        Some("RackId can't be empty.")
+    } else if req.member_epoch < -1 {
+        Some("MemberEpoch is invalid.")
+    } else if req.member_epoch == 0 && subscribed.as_ref().is_none_or(|s| s.is_empty()) {
+        Some("SubscribedTopicNames must be set in first request.")
+    } else {
+        None
+    };
+    if let Some(message) = invalid {
+        return error(ResponseError::InvalidRequest, message);
+    }
+    if !ctx.authz(broker).group(AclOperation::Read, &group_id) {
+        return error(ResponseError::GroupAuthorizationFailed, "");
+    }
+    let image = broker.controller.image();
+    let hb = ShareHeartbeat {
+        member_id,
+        member_epoch: req.member_epoch,
+        rack_id: req.rack_id.as_ref().map(|s| s.to_string()),
+        subscribed_topic_names: subscribed,
+        client_id: ctx.client_id.clone(),
+        client_host: ctx.client_host.clone(),
+    };
+    match broker
+        .groups
+        .share_heartbeat(&group_id, hb, &ImageTopics(&image))
+    {
+        Ok(answer) => {
+            let leaving = answer.member_epoch < 0;
+            let assignment = answer.assignment.map(|by_topic| {
+                Assignment::default().with_topic_partitions(
+                    by_topic
+                        .into_iter()
+                        .filter_map(|(topic, partitions)| {
+                            Some(
+                                TopicPartitions::default()
+                                    .with_topic_id(image.topic(&topic)?.id)
+                                    .with_partitions(partitions),
+                            )
+                        })
+                        .collect(),
+                )
+            });
+            ShareGroupHeartbeatResponse::default()
+                .with_member_id(Some(sb(answer.member_id)))
+                .with_member_epoch(answer.member_epoch)
+                .with_heartbeat_interval_ms(if leaving {
+                    0
+                } else {
+                    broker.groups.config.share.heartbeat_interval_ms
+                })
+                .with_assignment(assignment)
+        }
+        Err(r) => error(r.error, &r.message),
+    }
+}
+
+/// A partition's acknowledgements: (first, last, types) batches.
+type AckBatches = Vec<(i64, i64, Vec<i8>)>;
+
+/// Kafka's checks of acknowledgement batches: ordered, not overlapping, and each with one
+/// type or one per offset, of the known types.
+fn valid_batches(batches: &AckBatches) -> bool {
+    let mut previous_last = i64::MIN;
+    batches.iter().all(|(first, last, types)| {
+        let ok = first <= last
+            && *first > previous_last
+            && !types.is_empty()
+            && (types.len() == 1 || types.len() as i64 == last - first + 1)
+            && types
+                .iter()
+                .all(|t| (ack_type::GAP..=ack_type::REJECT).contains(t));
+        previous_last = *last;
+        ok
+    })
+}
+
+/// The partitions of a request by topic id, with names where the id is known.
+struct Named {
+    id: Uuid,
+    name: Option<String>,
+    partition: i32,
+}
+
+fn named(image: &MetadataImage, id: Uuid, partition: i32) -> Named {
+    Named {
+        id,
+        name: image.topic_by_id(&id).map(|t| t.name.clone()),
+        partition,
+    }
+}
+
+/// Applies one partition's acknowledgements; the partition's error, if any.
+fn acknowledge_partition(
+    broker: &Broker,
+    ctx: &RequestContext,
+    group: &str,
+    member: &str,
+    p: &Named,
+    batches: &AckBatches,
+) -> Option<ResponseError> {
+    let Some(topic) = &p.name else {
+        return Some(ResponseError::UnknownTopicId);
+    };
+    if !ctx.authz(broker).topic(AclOperation::Read, topic) {
+        return Some(ResponseError::TopicAuthorizationFailed);
+    }
+    if !valid_batches(batches) {
+        return Some(ResponseError::InvalidRequest);
+    }
+    broker
+        .share
+        .acknowledge(broker, group, member, (topic, p.partition), batches)
+        .err()
+}
+
+/// The group and member a share request names; INVALID_REQUEST when either is missing.
+fn group_and_member(
+    group: Option<&kafka_protocol::messages::GroupId>,
+    member: Option<&kafka_protocol::protocol::StrBytes>,
+) -> Result<(String, String), ResponseError> {
+    let group = group.map(|g| g.0.to_string()).unwrap_or_default();
+    let member = member.map(|m| m.to_string()).unwrap_or_default();
+    if group.is_empty() || member.is_empty() || member.len() > MAX_MEMBER_ID_LEN {
+        return Err(ResponseError::InvalidRequest);
+    }
+    Ok((group, member))
+}
+
+/// One partition's part of a ShareFetch answer.
+#[derive(Default)]
+struct Outcome {
+    error: Option<ResponseError>,
+    ack_error: Option<ResponseError>,
+    /// It carried acknowledgements: always answered, with their result.
+    acked: bool,
+    delivery: Delivery,
+    /// Listed even when empty (a full session's first answer).
+    listed: bool,
+}
+
+/// Answers ShareFetch (READ on the group and the topics): applies the acknowledgements it
+/// carries, moves the share session on, then acquires records of every partition of the
+/// session, waiting up to MaxWaitMs for some.
+pub(crate) async fn fetch(
+    broker: &Broker,
+    ctx: &RequestContext,
+    req: ShareFetchRequest,
+) -> ShareFetchResponse {
+    let top = |e: ResponseError| ShareFetchResponse::default().with_error_code(e.code());
+    let (group, member) = match group_and_member(req.group_id.as_ref(), req.member_id.as_ref()) {
+        Ok(gm) => gm,
+        Err(e) => return top(e),
+    };
+    if !ctx.authz(broker).group(AclOperation::Read, &group) {
+        return top(ResponseError::GroupAuthorizationFailed);
+    }
+    let now = now_ms();
+    broker.share.expire_sessions(
+        broker,
+        broker.groups.config.share.session_timeout_ms as i64,
+        now,
+    );
+    let image = broker.controller.image();
+    let epoch = req.share_session_epoch;
+    let mut acks: Vec<(Named, AckBatches)> = Vec::new();
+    let mut added: Vec<TopicPartition> = Vec::new();
+    let mut outcomes: BTreeMap<(Uuid, i32), Outcome> = BTreeMap::new();
+    for t in &req.topics {
+        for p in &t.partitions {
+            let n = named(&image, t.topic_id, p.partition_index);
+            match &n.name {
+                Some(name) => added.push((name.clone(), p.partition_index)),
+                None => {
+                    outcomes.entry((n.id, n.partition)).or_default().error =
+                        Some(ResponseError::UnknownTopicId)
+                }
+            }
+            if !p.acknowledgement_batches.is_empty() {
+                let batches = p
+                    .acknowledgement_batches
+                    .iter()
+                    .map(|b| (b.first_offset, b.last_offset, b.acknowledge_types.clone()))
+                    .collect();
+                acks.push((n, batches));
+            }
+        }
+    }
+    if epoch == 0 && !acks.is_empty() {
+        return top(ResponseError::InvalidRequest);
+    }
+    let forgotten: Vec<TopicPartition> = req
+        .forgotten_topics_data
+        .iter()
+        .flat_map(|f| {
+            let name = image.topic_by_id(&f.topic_id).map(|t| t.name.clone());
+            f.partitions
+                .iter()
+                .filter_map(move |p| Some((name.clone()?, *p)))
+        })
+        .collect();
+    let step = match broker
+        .share
+        .sessions
+        .fetch(&group, &member, epoch, added, forgotten, now)
+    {
+        Ok(step) => step,
+        Err(e) => return top(e),
+    };
+    for (p, batches) in &acks {
+        let code = acknowledge_partition(broker, ctx, &group, &member, p, batches);
+        outcomes.entry((p.id, p.partition)).or_default().ack_error = code;
+        outcomes.entry((p.id, p.partition)).or_default().acked = true;
+    }
+    let partitions = match step {
+        SessionStep::Closed(partitions) => {
+            broker.share.release(broker, &group, &member, &partitions);
+            Vec::new()
+        }
+        SessionStep::Fetch(partitions) => partitions,
+    };
+    if !partitions.is_empty() {
+        let deliveries = acquire_with_wait(broker, ctx, &group, &member, &partitions, &req).await;
+        for ((topic, index), result) in partitions.iter().zip(deliveries) {
+            let id = image.topic(topic).map(|t| t.id).unwrap_or_default();
+            let o = outcomes.entry((id, *index)).or_default();
+            o.listed = epoch == 0;
+            match result {
+                Ok(d) => o.delivery = d,
+                Err(e) => o.error = Some(e),
+            }
+        }
+    }
+    let mut by_topic: BTreeMap<Uuid, Vec<PartitionData>> = BTreeMap::new();
+    for ((id, index), o) in outcomes {
+        let has_data = !o.delivery.acquired.is_empty();
+        if !(has_data || o.listed || o.error.is_some() || o.acked) {
+            continue;
+        }
+        let leader = image
+            .topic_by_id(&id)
+            .and_then(|t| t.partitions.get(&index))
+            .map(|p| (p.leader, p.leader_epoch))
+            .unwrap_or((-1, -1));
+        let acquired = o
+            .delivery
+            .acquired
+            .iter()
+            .map(|r| {
+                AcquiredRecords::default()
+                    .with_first_offset(r.first_offset)
+                    .with_last_offset(r.last_offset)
+                    .with_delivery_count(r.delivery_count)
+            })
+            .collect();
+        by_topic.entry(id).or_default().push(
+            PartitionData::default()
+                .with_partition_index(index)
+                .with_error_code(o.error.map_or(0, |e| e.code()))
+                .with_acknowledge_error_code(o.ack_error.map_or(0, |e| e.code()))
+                .with_current_leader(
+                    kafka_protocol::messages::share_fetch_response::LeaderIdAndEpoch::default()
+                        .with_leader_id(leader.0)
+                        .with_leader_epoch(leader.1),
+                )
+                // v1 records are never null.
+                .with_records(Some(o.delivery.records))
+                .with_acquired_records(acquired),
+        );
+    }
+    ShareFetchResponse::default()
+        .with_acquisition_lock_timeout_ms(broker.share.lock_duration_ms() as i32)
+        .with_responses(
+            by_topic
+                .into_iter()
+                .map(|(id, partitions)| {
+                    ShareFetchableTopicResponse::default()
+                        .with_topic_id(id)
+                        .with_partitions(partitions)
+                })
+                .collect(),
+        )
+}
+
+/// Acquires records of each partition, waiting until some are acquired, an error comes up
+/// or MaxWaitMs passes.
+async fn acquire_with_wait(
+    broker: &Broker,
+    ctx: &RequestContext,
+    group: &str,
+    member: &str,
+    partitions: &[TopicPartition],
+    req: &ShareFetchRequest,
+) -> Vec<Result<Delivery, ResponseError>> {
+    let deadline =
+        tokio::time::Instant::now() + Duration::from_millis(req.max_wait_ms.max(0) as u64);
+    let max_bytes = if req.max_bytes <= 0 {
+        usize::MAX
+    } else {
+        req.max_bytes as usize
+    };
+    let per_partition = (max_bytes / partitions.len().max(1)).max(1);
+    let max_records = if req.max_records > 0 {
+        req.max_records as i64
+    } else {
+        i64::MAX
+    };
+    let authz = ctx.authz(broker);
+    loop {
+        let mut watchers = Vec::new();
+        let results: Vec<Result<Delivery, ResponseError>> = disk_io(|| {
+            partitions
+                .iter()
+                .map(|(topic, index)| {
+                    if !authz.topic(AclOperation::Read, topic) {
+                        return Err(ResponseError::TopicAuthorizationFailed);
+                    }
+                    if let Some(p) = broker.replicas.partition(topic, *index) {
+                        watchers.push(p.watch_high_watermark());
+                    }
+                    broker.share.acquire(
+                        broker,
+                        group,
+                        member,
+                        (topic, *index),
+                        (max_records, per_partition),
+                        now_ms(),
+                    )
+                })
+                .collect()
+        });
+        let done = results
+            .iter()
+            .any(|r| r.as_ref().map_or(true, |d| !d.acquired.is_empty()));
+        let now = tokio::time::Instant::now();
+        if done || now >= deadline || req.min_bytes <= 0 && req.max_wait_ms <= 0 {
+            return results;
+        }
+        let waits: Vec<_> = watchers.iter_mut().map(|w| Box::pin(w.changed())).collect();
+        let until = deadline.min(now + RECHECK_INTERVAL);
+        let _ =
+            tokio::time::timeout_at(until, crate::replication::delayed_produce::first_of(waits))
+                .await;
+    }
+}
+
+/// Answers ShareAcknowledge (READ on the group and the topics): moves the share session on
+/// and settles the records; epoch -1 also closes the session, giving back what is left.
+pub(crate) fn acknowledge(
+    broker: &Broker,
+    ctx: &RequestContext,
+    req: ShareAcknowledgeRequest,
+) -> ShareAcknowledgeResponse {
+    let top = |e: ResponseError| ShareAcknowledgeResponse::default().with_error_code(e.code());
+    let (group, member) = match group_and_member(req.group_id.as_ref(), req.member_id.as_ref()) {
+        Ok(gm) => gm,
+        Err(e) => return top(e),
+    };
+    if !ctx.authz(broker).group(AclOperation::Read, &group) {
+        return top(ResponseError::GroupAuthorizationFailed);
+    }
+    let step =
+        match broker
+            .share
+            .sessions
+            .acknowledge(&group, &member, req.share_session_epoch, now_ms())
+        {
+            Ok(step) => step,
+            Err(e) => return top(e),
+        };
+    let image = broker.controller.image();
+    let responses = req
+        .topics
+        .iter()
+        .map(|t| {
+            let partitions = t
+                .partitions
+                .iter()
+                .map(|p| {
+                    let n = named(&image, t.topic_id, p.partition_index);
+                    let batches: AckBatches = p
+                        .acknowledgement_batches
+                        .iter()
+                        .map(|b| (b.first_offset, b.last_offset, b.acknowledge_types.clone()))
+                        .collect();
+                    let code = acknowledge_partition(broker, ctx, &group, &member, &n, &batches);
+                    share_acknowledge_response::PartitionData::default()
+                        .with_partition_index(p.partition_index)
+                        .with_error_code(code.map_or(0, |e| e.code()))
+                })
+                .collect();
+            share_acknowledge_response::ShareAcknowledgeTopicResponse::default()
+                .with_topic_id(t.topic_id)
+                .with_partitions(partitions)
+        })
+        .collect();
+    if let SessionStep::Closed(partitions) = step {
+        broker.share.release(broker, &group, &member, &partitions);
+    }
+    ShareAcknowledgeResponse::default().with_responses(responses)
+}

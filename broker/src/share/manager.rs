@@ -1,0 +1,254 @@
+//! The share-partitions this broker leads, by (group, topic, partition): each starts from the
+//! start offset its group's coordinator stored (or `share.auto.offset.reset`, latest), reads
+//! whole batches from the log, and reports its start offset back to the coordinator as it
+//! moves, so that DescribeShareGroupOffsets, restarts and the mirror see it.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use kafka_protocol::ResponseError;
+use parking_lot::Mutex;
+use tern_protocol::record_batch::BatchIter;
+
+use super::partition::{AcquiredRange, BatchSpan, ShareLimits, SharePartition};
+use super::sessions::{ShareSessions, TopicPartition};
+use crate::broker::Broker;
+use crate::replica_manager::Partition;
+
+/// `group.share.max.share.sessions`, Kafka's default.
+const MAX_SHARE_SESSIONS: usize = 2_000;
+
+type Key = (String, String, i32);
+
+/// The state epoch of a share-partition not started yet.
+const NOT_STARTED: i32 = i32::MIN;
+
+struct Entry {
+    partition: SharePartition,
+    /// The coordinator's state epoch when this share-partition was started from it (None
+    /// where another broker coordinates the group).
+    state_epoch: Option<i32>,
+    /// The start offset last reported to the coordinator.
+    reported_start: i64,
+}
+
+/// What one partition gave a ShareFetch.
+#[derive(Debug, Default)]
+pub(crate) struct Delivery {
+    /// Whole batches holding the acquired records (may hold others the client skips).
+    pub(crate) records: Bytes,
+    /// The acquired records.
+    pub(crate) acquired: Vec<AcquiredRange>,
+}
+
+/// Share-partitions and share sessions.
+pub(crate) struct ShareManager {
+    limits: ShareLimits,
+    partitions: Mutex<HashMap<Key, Arc<Mutex<Entry>>>>,
+    /// Share sessions of ShareFetch and ShareAcknowledge.
+    pub(crate) sessions: ShareSessions,
+}
+
+impl ShareManager {
+    /// A manager with the given record limits.
+    pub(crate) fn new(limits: ShareLimits) -> Self {
+        ShareManager {
+            limits,
+            partitions: Mutex::new(HashMap::new()),
+            sessions: ShareSessions::new(MAX_SHARE_SESSIONS),
+        }
+    }
+
+    /// The acquisition lock's duration, for ShareFetch's AcquisitionLockTimeoutMs.
+    pub(crate) fn lock_duration_ms(&self) -> i64 {
+        self.limits.lock_duration_ms
+    }
+
+    /// The led partition, or the error a share consumer gets for it.
+    fn led(broker: &Broker, topic: &str, index: i32) -> Result<Arc<Partition>, ResponseError> {
+        match broker.replicas.partition(topic, index) {
+            Some(p) if p.is_leader() => Ok(p),
+            Some(_) => Err(ResponseError::NotLeaderOrFollower),
+            None => Err(broker.unhosted_partition_error(topic, index)),
+        }
+    }
+
+    /// Whether this broker should coordinate `group` but cannot yet (it is loading the
+    /// group's offsets partition): a share-partition must not start before it can read the
+    /// stored start offset.
+    fn coordinator_loading(broker: &Broker, group: &str) -> bool {
+        let image = broker.controller.image();
+        broker.groups.coordinator_in(&image, group) == Some(broker.config.node_id)
+            && broker.groups.check_coordinator(group).is_err()
+    }
+
+    /// Runs `f` on the share-partition, started (again) from what the coordinator stored when
+    /// it is new or its offsets were altered since; reports a moved start offset afterwards.
+    /// None while the group's coordinator here is not ready.
+    fn with_entry<T>(
+        &self,
+        broker: &Broker,
+        group: &str,
+        partition: &Partition,
+        f: impl FnOnce(&mut SharePartition, &ShareLimits) -> T,
+    ) -> Option<T> {
+        if Self::coordinator_loading(broker, group) {
+            return None;
+        }
+        let (topic, index) = (partition.topic.as_str(), partition.index);
+        let key = (group.to_string(), topic.to_string(), index);
+        let stored = broker.groups.share_start(group, topic, index);
+        let coordinated_here = broker.groups.check_coordinator(group).is_ok();
+        let cell = self
+            .partitions
+            .lock()
+            .entry(key)
+            .or_insert_with(|| {
+                Arc::new(Mutex::new(Entry {
+                    partition: SharePartition::new(-1),
+                    state_epoch: Some(NOT_STARTED),
+                    reported_start: -1,
+                }))
+            })
+            .clone();
+        let mut entry = cell.lock();
+        let log_start = partition.log.log_start_offset();
+        let restart = match (&stored, entry.state_epoch) {
+            (_, Some(NOT_STARTED)) => true,
+            (Some(s), Some(e)) => s.state_epoch != e,
+            // Its offsets were deleted (DeleteShareGroupOffsets, the group deleted).
+            (None, Some(_)) => coordinated_here,
+            (_, None) => false,
+        };
+        if restart {
+            let start = match stored {
+                Some(s) if s.offset >= 0 => s.offset,
+                // share.auto.offset.reset=latest, Kafka's default.
+                _ => partition.high_watermark(),
+            };
+            entry.partition = SharePartition::new(start.max(log_start));
+            entry.state_epoch = stored.map(|s| s.state_epoch);
+            entry.reported_start = stored.map_or(-1, |s| s.offset);
+        }
+        entry.partition.skip_to(log_start);
+        let out = f(&mut entry.partition, &self.limits);
+        let start = entry.partition.start();
+        if start != entry.reported_start {
+            let epoch = broker.groups.record_share_progress(
+                group,
+                topic,
+                index,
+                start,
+                partition.leader_epoch(),
+            );
+            entry.reported_start = start;
+            if entry.state_epoch.is_none() || restart {
+                entry.state_epoch = epoch;
+            }
+        }
+        Some(out)
+    }
+
+    /// Acquires records of one partition for `member`: whole batches from the first record
+    /// it may take, up to `max_bytes` and about `max_records` records (the pair given).
+    pub(crate) fn acquire(
+        &self,
+        broker: &Broker,
+        group: &str,
+        member: &str,
+        (topic, index): (&str, i32),
+        (max_records, max_bytes): (i64, usize),
+        now_ms: i64,
+    ) -> Result<Delivery, ResponseError> {
+        let partition = Self::led(broker, topic, index)?;
+        let hw = partition.high_watermark();
+        self.with_entry(broker, group, &partition, |sp, limits| {
+            sp.expire_locks(limits, now_ms);
+            let Some(from) = sp.next_fetch_offset(limits) else {
+                return Ok(Delivery::default());
+            };
+            if from >= hw {
+                return Ok(Delivery::default());
+            }
+            let read = match partition.log.read(from, max_bytes, Some(hw), true) {
+                Ok(r) => r.records,
+                // The log moved on under us (retention): the next fetch starts from its start.
+                Err(tern_storage::StorageError::OffsetOutOfRange { .. }) => {
+                    return Ok(Delivery::default())
+                }
+                Err(e) => return Err(crate::errors::storage_error_code(&e)),
+            };
+            let mut spans = Vec::new();
+            let mut ends = Vec::new();
+            let mut iter = BatchIter::new(&read);
+            while let Some(Ok((header, _))) = iter.next() {
+                spans.push(BatchSpan {
+                    base_offset: header.base_offset,
+                    last_offset: header.last_offset(),
+                    control: header.is_control(),
+                });
+                ends.push(iter.position());
+            }
+            let (acquired, used) = sp.acquire(member, &spans, max_records, limits, now_ms);
+            if acquired.is_empty() {
+                return Ok(Delivery::default());
+            }
+            Ok(Delivery {
+                records: read.slice(..ends[used - 1]),
+                acquired,
+            })
+        })
+        .unwrap_or_else(|| Ok(Delivery::default()))
+    }
+
+    /// Settles `member`'s records of one partition, batch by batch, all or nothing.
+    pub(crate) fn acknowledge(
+        &self,
+        broker: &Broker,
+        group: &str,
+        member: &str,
+        (topic, index): (&str, i32),
+        batches: &[(i64, i64, Vec<i8>)],
+    ) -> Result<(), ResponseError> {
+        let partition = Self::led(broker, topic, index)?;
+        self.with_entry(broker, group, &partition, |sp, limits| {
+            let mut trial = sp.clone();
+            for (first, last, types) in batches {
+                trial.acknowledge(member, *first, *last, types, limits)?;
+            }
+            *sp = trial;
+            Ok(())
+        })
+        .unwrap_or(Err(ResponseError::CoordinatorLoadInProgress))
+    }
+
+    /// Gives back what `member` holds of `partitions` (its share session closed or expired).
+    pub(crate) fn release(
+        &self,
+        broker: &Broker,
+        group: &str,
+        member: &str,
+        partitions: &[TopicPartition],
+    ) {
+        for (topic, index) in partitions {
+            let Ok(partition) = Self::led(broker, topic, *index) else {
+                continue;
+            };
+            let key = (group.to_string(), topic.clone(), *index);
+            if !self.partitions.lock().contains_key(&key) {
+                continue;
+            }
+            let _ = self.with_entry(broker, group, &partition, |sp, limits| {
+                sp.release_member(member, limits)
+            });
+        }
+    }
+
+    /// Closes share sessions idle for longer than `idle_ms`, giving back their records.
+    pub(crate) fn expire_sessions(&self, broker: &Broker, idle_ms: i64, now_ms: i64) {
+        for (group, member, partitions) in self.sessions.expire(now_ms - idle_ms) {
+            self.release(broker, &group, &member, &partitions);
+        }
+    }
+}
