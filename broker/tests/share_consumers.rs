@@ -11,7 +11,13 @@ use kafka_protocol::messages::alter_share_group_offsets_request::{
 use kafka_protocol::messages::describe_share_group_offsets_request::{
     DescribeShareGroupOffsetsRequestGroup, DescribeShareGroupOffsetsRequestTopic,
 };
+use std::collections::BTreeMap;
+
+use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::incremental_alter_configs_request::{
+    AlterConfigsResource, AlterableConfig,
+};
 use kafka_protocol::messages::share_acknowledge_request::{
     AcknowledgePartition, AcknowledgeTopic, AcknowledgementBatch as AckBatch,
 };
@@ -19,10 +25,10 @@ use kafka_protocol::messages::share_fetch_request::{
     AcknowledgementBatch, FetchPartition as ShareFetchPartition, FetchTopic as ShareFetchTopic,
 };
 use kafka_protocol::messages::{
-    AlterShareGroupOffsetsRequest, DescribeShareGroupOffsetsRequest, FetchRequest,
-    FindCoordinatorRequest, GroupId, MetadataRequest, ShareAcknowledgeRequest,
-    ShareAcknowledgeResponse, ShareFetchRequest, ShareFetchResponse, ShareGroupHeartbeatRequest,
-    ShareGroupHeartbeatResponse,
+    AlterShareGroupOffsetsRequest, DescribeConfigsRequest, DescribeShareGroupOffsetsRequest,
+    FetchRequest, FindCoordinatorRequest, GroupId, IncrementalAlterConfigsRequest,
+    ListConfigResourcesRequest, MetadataRequest, ShareAcknowledgeRequest, ShareAcknowledgeResponse,
+    ShareFetchRequest, ShareFetchResponse, ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse,
 };
 use kafka_protocol::ResponseError;
 use support::*;
@@ -30,6 +36,9 @@ use tern_protocol::client::KafkaConnection;
 
 const GROUP: &str = "queue";
 const TOPIC: &str = "jobs";
+
+/// ConfigResource type of a group.
+const GROUP_RESOURCE: i8 = 32;
 
 const ACCEPT: i8 = 1;
 const RELEASE: i8 = 2;
@@ -381,4 +390,200 @@ async fn the_start_offset_survives_a_restart() {
     assert_eq!(r, vec![(7, 14, 1)]);
     assert_eq!(start_offset(&mut c).await, 7);
     server.shutdown().await.unwrap();
+}
+
+/// IncrementalAlterConfigs on GROUP `GROUP` with `pairs` set; the resource's error code.
+async fn set_group_configs(c: &mut KafkaConnection, group: &str, pairs: &[(&str, &str)]) -> i16 {
+    let req = IncrementalAlterConfigsRequest::default().with_resources(vec![
+        AlterConfigsResource::default()
+            .with_resource_type(GROUP_RESOURCE)
+            .with_resource_name(str_bytes(group))
+            .with_configs(
+                pairs
+                    .iter()
+                    .map(|(k, v)| {
+                        AlterableConfig::default()
+                            .with_name(str_bytes(k))
+                            .with_config_operation(0)
+                            .with_value(Some(str_bytes(v)))
+                    })
+                    .collect(),
+            ),
+    ]);
+    c.send(&req, 1).await.unwrap().responses[0].error_code
+}
+
+/// DescribeConfigs of GROUP `GROUP`: name -> (value, source, synonym names).
+async fn group_configs(
+    c: &mut KafkaConnection,
+) -> BTreeMap<String, (Option<String>, i8, Vec<String>)> {
+    let req = DescribeConfigsRequest::default()
+        .with_include_synonyms(true)
+        .with_resources(vec![DescribeConfigsResource::default()
+            .with_resource_type(GROUP_RESOURCE)
+            .with_resource_name(str_bytes(GROUP))]);
+    let r = c.send(&req, 4).await.unwrap();
+    assert_eq!(r.results[0].error_code, 0, "{r:?}");
+    r.results[0]
+        .configs
+        .iter()
+        .map(|e| {
+            (
+                e.name.to_string(),
+                (
+                    e.value.as_ref().map(|v| v.to_string()),
+                    e.config_source,
+                    e.synonyms.iter().map(|s| s.name.to_string()).collect(),
+                ),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn group_configs_set_where_share_partitions_start_and_what_they_deliver() {
+    let server = TestServer::start().await;
+    let mut c = server.connect().await;
+    create_topic(&mut c, TOPIC, 1, &[]).await;
+    assert_eq!(
+        produce(&mut c, TOPIC, 0, batch(10)).await.responses[0].partition_responses[0].error_code,
+        0
+    );
+
+    // Bad group configs get Kafka's errors and change nothing.
+    let invalid_config = code(ResponseError::InvalidConfig);
+    assert_eq!(
+        set_group_configs(&mut c, GROUP, &[("nope", "1")]).await,
+        invalid_config
+    );
+    assert_eq!(
+        set_group_configs(&mut c, GROUP, &[("share.delivery.count.limit", "1")]).await,
+        invalid_config
+    );
+    assert_eq!(
+        set_group_configs(&mut c, GROUP, &[("share.auto.offset.reset", "none")]).await,
+        invalid_config
+    );
+    assert_eq!(
+        set_group_configs(&mut c, "", &[("share.auto.offset.reset", "earliest")]).await,
+        code(ResponseError::InvalidRequest)
+    );
+    let before = group_configs(&mut c).await;
+    assert_eq!(
+        before["share.auto.offset.reset"],
+        (
+            Some("latest".into()),
+            5,
+            vec!["share.auto.offset.reset".into()]
+        )
+    );
+    assert_eq!(
+        before["share.delivery.count.limit"],
+        (
+            Some("5".into()),
+            5,
+            vec!["group.share.delivery.count.limit".into()]
+        )
+    );
+
+    // The group starts at the log start, with 15 s locks, and reads committed records only.
+    assert_eq!(
+        set_group_configs(
+            &mut c,
+            GROUP,
+            &[
+                ("share.auto.offset.reset", "earliest"),
+                ("share.record.lock.duration.ms", "15000"),
+                ("share.isolation.level", "read_committed"),
+            ]
+        )
+        .await,
+        0
+    );
+    let after = group_configs(&mut c).await;
+    assert_eq!(
+        after["share.auto.offset.reset"],
+        (
+            Some("earliest".into()),
+            8,
+            vec![
+                "share.auto.offset.reset".into(),
+                "share.auto.offset.reset".into()
+            ]
+        )
+    );
+    assert_eq!(
+        after["share.record.lock.duration.ms"].0.as_deref(),
+        Some("15000")
+    );
+    let listed = c
+        .send(
+            &ListConfigResourcesRequest::default().with_resource_types(vec![GROUP_RESOURCE]),
+            1,
+        )
+        .await
+        .unwrap();
+    let names: Vec<String> = listed
+        .config_resources
+        .iter()
+        .map(|r| r.resource_name.to_string())
+        .collect();
+    assert_eq!(names, vec![GROUP.to_string()]);
+
+    // An aborted transaction (offsets 10-12 and its marker 13) and a committed one (14-15,
+    // marker 16) after the ten plain records.
+    use support::txn::{add_partition, end, find_coordinator, init, txn_batch};
+    wait_until(
+        "the transaction coordinator",
+        async || match find_coordinator(&mut c, "tx").await {
+            0 => Ok(()),
+            e => Err(format!("find coordinator: {e}")),
+        },
+    )
+    .await;
+    let (e, pid, epoch) = init(&mut c, "tx", 60_000).await;
+    assert_eq!(e, 0);
+    assert_eq!(add_partition(&mut c, "tx", pid, epoch, TOPIC, 3).await, 0);
+    let r = produce(
+        &mut c,
+        TOPIC,
+        0,
+        txn_batch(pid, epoch, 0, &["a1", "a2", "a3"]),
+    )
+    .await;
+    assert_eq!(r.responses[0].partition_responses[0].error_code, 0);
+    assert_eq!(end(&mut c, "tx", pid, epoch, false).await, 0);
+    assert_eq!(add_partition(&mut c, "tx", pid, epoch, TOPIC, 3).await, 0);
+    let r = produce(&mut c, TOPIC, 0, txn_batch(pid, epoch, 3, &["c1", "c2"])).await;
+    assert_eq!(r.responses[0].partition_responses[0].error_code, 0);
+    assert_eq!(end(&mut c, "tx", pid, epoch, true).await, 0);
+
+    let id = topic_id(&mut c).await;
+    wait_until("the share group's coordinator", async || {
+        match heartbeat(&mut c, "m1", 0, Some(&[TOPIC])).await.error_code {
+            0 => Ok(()),
+            e => Err(format!("heartbeat: {e}")),
+        }
+    })
+    .await;
+    let mut got = Vec::new();
+    let mut epoch = 0;
+    wait_until("every committed record", async || {
+        let r = share_fetch(&mut c, id, "m1", epoch, &[]).await;
+        if r.error_code != 0 {
+            return Err(format!("share fetch: {r:?}"));
+        }
+        assert_eq!(r.acquisition_lock_timeout_ms, 15_000);
+        epoch += 1;
+        got.extend(acquired(&r));
+        let offsets: usize = got.iter().map(|(f, l, _)| (l - f + 1) as usize).sum();
+        if offsets >= 12 {
+            Ok(())
+        } else {
+            Err(format!("acquired {got:?}"))
+        }
+    })
+    .await;
+    // Earliest: from offset 0. The aborted records and both markers are never delivered.
+    assert_eq!(got, vec![(0, 9, 1), (14, 15, 1)]);
 }

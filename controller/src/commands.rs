@@ -87,6 +87,15 @@ pub enum Command {
         /// Legacy AlterConfigs: reset everything not named.
         replace_all: bool,
     },
+    /// Set or remove a group's configs (validated by the broker that took the request).
+    AlterGroupConfigs {
+        /// Group id.
+        group: String,
+        /// (key, value or None to remove).
+        changes: Vec<(String, Option<String>)>,
+        /// Legacy AlterConfigs: reset everything not named.
+        replace_all: bool,
+    },
     /// Set a topic config only if it still has the value the caller decided from.
     CompareAndSetTopicConfig {
         /// Topic name.
@@ -202,6 +211,7 @@ impl Command {
             Command::CreatePartitions { .. } => "CreatePartitions",
             Command::AlterTopicConfigs { .. } => "AlterTopicConfigs",
             Command::AlterBrokerConfigs { .. } => "AlterBrokerConfigs",
+            Command::AlterGroupConfigs { .. } => "AlterGroupConfigs",
             Command::CompareAndSetTopicConfig { .. } => "CompareAndSetTopicConfig",
             Command::CreateMirror { .. } => "CreateMirror",
             Command::DeleteMirror { .. } => "DeleteMirror",

@@ -309,7 +309,22 @@ impl Controller {
                 broker,
                 changes,
                 replace_all,
-            } => done(self.do_alter_broker_configs(broker, changes, *replace_all)),
+            } => done(self.do_alter_resource_configs(
+                ConfigResourceType::Broker,
+                broker,
+                changes,
+                *replace_all,
+            )),
+            Command::AlterGroupConfigs {
+                group,
+                changes,
+                replace_all,
+            } => done(self.do_alter_resource_configs(
+                ConfigResourceType::Group,
+                group,
+                changes,
+                *replace_all,
+            )),
             Command::CompareAndSetTopicConfig {
                 topic,
                 key,
@@ -464,6 +479,21 @@ impl Controller {
     ) -> Result<(), ApiError> {
         self.submit(Command::AlterBrokerConfigs {
             broker: broker.to_string(),
+            changes: changes.to_vec(),
+            replace_all,
+        })
+        .map(|_| ())
+    }
+
+    /// Sets or removes configs of group `group`; the caller has validated them.
+    pub fn alter_group_configs(
+        &self,
+        group: &str,
+        changes: &[(String, Option<String>)],
+        replace_all: bool,
+    ) -> Result<(), ApiError> {
+        self.submit(Command::AlterGroupConfigs {
+            group: group.to_string(),
             changes: changes.to_vec(),
             replace_all,
         })
@@ -816,21 +846,29 @@ impl Controller {
         self.commit(records)
     }
 
-    fn do_alter_broker_configs(
+    /// Sets or removes configs of a broker or group resource (validated by the broker).
+    fn do_alter_resource_configs(
         &self,
-        broker: &str,
+        resource_type: ConfigResourceType,
+        name: &str,
         changes: &[(String, Option<String>)],
         replace_all: bool,
     ) -> Result<(), ApiError> {
         let record = |key: &str, value: Option<String>| MetadataRecord::Config {
-            resource_type: ConfigResourceType::Broker,
-            resource_name: broker.to_string(),
+            resource_type,
+            resource_name: name.to_string(),
             name: key.to_string(),
             value,
         };
         let mut records = Vec::new();
         if replace_all {
-            for key in self.image().broker_configs(broker).into_keys() {
+            let image = self.image();
+            let current = image
+                .configs
+                .get(&(resource_type, name.to_string()))
+                .cloned()
+                .unwrap_or_default();
+            for key in current.into_keys() {
                 if !changes.iter().any(|(k, _)| *k == key) {
                     records.push(record(&key, None));
                 }

@@ -473,6 +473,23 @@ impl MetadataImage {
             .unwrap_or_default()
     }
 
+    /// The configs set on a group.
+    pub fn group_configs(&self, group: &str) -> BTreeMap<String, String> {
+        self.configs
+            .get(&(ConfigResourceType::Group, group.to_string()))
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    /// The groups that have configs set, in name order.
+    pub fn groups_with_configs(&self) -> Vec<String> {
+        self.configs
+            .keys()
+            .filter(|(t, _)| *t == ConfigResourceType::Group)
+            .map(|(_, name)| name.clone())
+            .collect()
+    }
+
     /// The explicitly set configs of a topic.
     pub fn topic_configs(&self, name: &str) -> BTreeMap<String, String> {
         self.configs

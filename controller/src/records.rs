@@ -10,6 +10,8 @@ pub enum ConfigResourceType {
     Topic,
     /// A broker's dynamic configs.
     Broker,
+    /// A group's configs (Kafka's GROUP resource: `share.auto.offset.reset`, ...).
+    Group,
 }
 
 /// One advertised listener of a broker.
@@ -98,7 +100,7 @@ pub enum MetadataRecord {
     Config {
         /// Resource type.
         resource_type: ConfigResourceType,
-        /// Topic name, or broker id as a string ("" for the cluster default).
+        /// Topic name, broker id as a string ("" for the cluster default), or group id.
         resource_name: String,
         /// Config key.
         name: String,

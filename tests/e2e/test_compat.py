@@ -268,3 +268,68 @@ def test_describe_configs_matches_kafka(brokers):
     for key in sorted(set(TOPIC_CONFIGS_NOT_LISTED) & set(t_topic)):
         problems.append(f"topic {key} is in TOPIC_CONFIGS_NOT_LISTED but tern lists it")
     assert not problems, "\n".join(problems)
+
+
+# Group configs Kafka 4.4 has that tern refuses (broker/src/config/group_configs.rs NOT_APPLIED):
+# streams groups, the share-group dead-letter queue, assignment intervals, lock renewal.
+GROUP_CONFIGS_NOT_LISTED = {
+    "consumer.assignment.interval.ms", "errors.deadletterqueue.copy.record.enable",
+    "errors.deadletterqueue.topic.name", "share.assignment.interval.ms",
+    "share.renew.acknowledge.enable", "streams.assignment.interval.ms", "streams.assignor.name",
+    "streams.heartbeat.interval.ms", "streams.initial.rebalance.delay.ms",
+    "streams.num.standby.replicas", "streams.rack.aware.assignment.tags",
+    "streams.session.timeout.ms",
+}
+
+
+def _alter_group(bootstrap, group, configs):
+    from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=15000)
+    try:
+        out = admin.alter_configs([ConfigResource(ConfigResourceType.GROUP, group, configs=configs)],
+                                  raise_on_unknown=False, incremental=True)
+    finally:
+        admin.close()
+    (result,) = next(iter(out.values())).values()
+    return type(result).__name__ if isinstance(result, Exception) else "OK"
+
+
+def test_group_configs_match_kafka(brokers):
+    """DescribeConfigs of a group before and after IncrementalAlterConfigs sets some of its
+    configs, on tern and on Kafka 4.4: every group config Kafka lists (but GROUP_CONFIGS_NOT_LISTED)
+    tern lists with the same value, source, type, flags and synonyms; bad changes get the same
+    errors as on Kafka."""
+    from kafka.admin import ConfigResourceType
+
+    changes = {"share.auto.offset.reset": "earliest", "share.record.lock.duration.ms": "20000",
+               "consumer.session.timeout.ms": "50000", "share.isolation.level": "read_committed"}
+    bad = [{"no.such.config": "1"}, {"share.delivery.count.limit": "1"},
+           {"share.delivery.count.limit": "11"}, {"share.auto.offset.reset": "none"},
+           {"consumer.heartbeat.interval.ms": "x"}, {"share.isolation.level": "READ_COMMITTED"}]
+    seen = {}
+    for name, b in brokers.items():
+        before = _described(b.bootstrap, ConfigResourceType.GROUP, "configured-group")
+        errors = [_alter_group(b.bootstrap, "configured-group", c) for c in bad]
+        assert _alter_group(b.bootstrap, "configured-group", changes) == "OK", name
+        after = _described(b.bootstrap, ConfigResourceType.GROUP, "configured-group")
+        seen[name] = (before, after, errors)
+    problems = []
+    for phase, (k, t) in (("before", (seen["kafka"][0], seen["tern"][0])),
+                          ("after", (seen["kafka"][1], seen["tern"][1]))):
+        for key in sorted(set(k) - GROUP_CONFIGS_NOT_LISTED):
+            if key not in t:
+                problems.append(f"{phase} {key}: listed by Kafka, not by tern")
+                continue
+            for field in ("value", "config_source", "config_type", "read_only", "is_sensitive", "synonyms"):
+                if t[key][field] != k[key][field]:
+                    problems.append(f"{phase} {key}: {field} {t[key][field]!r} on tern, {k[key][field]!r} on Kafka")
+        for key in sorted(set(t) - set(k)):
+            problems.append(f"{phase} {key}: listed by tern, not by Kafka")
+        for key in sorted(GROUP_CONFIGS_NOT_LISTED & set(t)):
+            problems.append(f"{phase} {key} is in GROUP_CONFIGS_NOT_LISTED but tern lists it")
+    if seen["tern"][2] != seen["kafka"][2]:
+        problems.append(f"errors for {bad}: {seen['tern'][2]} on tern, {seen['kafka'][2]} on Kafka")
+    assert not problems, "\n".join(problems)
+    assert "OK" not in seen["kafka"][2], seen["kafka"][2]
+    assert seen["tern"][1]["share.auto.offset.reset"]["config_source"] == "DYNAMIC_GROUP_CONFIG"

@@ -9,6 +9,7 @@ use crate::security::listener::ListenerSecurity;
 pub(crate) mod catalog;
 pub(crate) mod dynamic;
 mod error;
+pub(crate) mod group_configs;
 pub(crate) mod policy;
 
 pub use error::ConfigError;
@@ -400,6 +401,9 @@ impl BrokerConfig {
                             2_000,
                         )?,
                     },
+                    // Group configs only (share.auto.offset.reset, share.isolation.level).
+                    auto_offset_reset: Default::default(),
+                    read_committed: false,
                 },
                 offsets_partitions: num(&props, "offsets.topic.num.partitions", 50)?,
                 offset_metadata_max_bytes: num(&props, "offset.metadata.max.bytes", 4096)?,

@@ -102,6 +102,9 @@ pub struct ConsumerMember {
     /// Partitions it must give up.
     pub pending_revocation: Assignment,
     last_heartbeat_ms: i64,
+    /// The session timeout in force at its last heartbeat (the group's config, else the
+    /// broker's), as Kafka schedules each member's session timer.
+    session_timeout_ms: i64,
     revocation_deadline_ms: Option<i64>,
 }
 
@@ -124,6 +127,7 @@ impl ConsumerMember {
             assigned: Assignment::new(),
             pending_revocation: Assignment::new(),
             last_heartbeat_ms: now_ms,
+            session_timeout_ms: 45_000,
             revocation_deadline_ms: None,
         }
     }
@@ -333,6 +337,7 @@ impl ConsumerGroup {
         member.client_id = hb.client_id.clone();
         member.client_host = hb.client_host.clone();
         member.last_heartbeat_ms = now_ms;
+        member.session_timeout_ms = i64::from(config.session_timeout_ms);
         let changed = {
             let (names, regex, assignor) = member.subscription();
             is_new
@@ -491,12 +496,12 @@ impl ConsumerGroup {
     }
 
     /// Removes members whose session expired or that did not revoke in time; returns them.
-    pub fn expire(&mut self, config: &ConsumerGroupConfig, now_ms: i64) -> Vec<String> {
+    pub fn expire(&mut self, now_ms: i64) -> Vec<String> {
         let expired: Vec<String> = self
             .members
             .values()
             .filter(|m| {
-                m.last_heartbeat_ms + i64::from(config.session_timeout_ms) <= now_ms
+                m.last_heartbeat_ms + m.session_timeout_ms <= now_ms
                     || (m.state == MemberState::UnrevokedPartitions
                         && m.revocation_deadline_ms.is_some_and(|d| d <= now_ms))
             })

@@ -208,7 +208,7 @@ fn silent_members_expire_and_slow_revokers_are_removed() {
     for now in [600, 900, 1_050] {
         g.heartbeat(beat("m1", c1.epoch, &c1.owned), &t, &cfg, now)
             .unwrap();
-        expired.extend(g.expire(&cfg, now));
+        expired.extend(g.expire(now));
     }
     assert_eq!(expired, vec!["m2".to_string()]);
     assert_eq!(g.group_epoch, epoch + 1);
@@ -222,10 +222,10 @@ fn silent_members_expire_and_slow_revokers_are_removed() {
     g.heartbeat(beat("m1", 1, &owned), &t, &cfg, 20).unwrap();
     assert_eq!(g.members["m1"].state, MemberState::UnrevokedPartitions);
     g.heartbeat(beat("m1", 1, &owned), &t, &cfg, 150).unwrap();
-    assert!(g.expire(&cfg, 150).is_empty());
+    assert!(g.expire(150).is_empty());
     g.heartbeat(beat("m2", 2, &Assignment::new()), &t, &cfg, 230)
         .unwrap();
-    assert_eq!(g.expire(&cfg, 230), vec!["m1".to_string()]);
+    assert_eq!(g.expire(230), vec!["m1".to_string()]);
 }
 
 #[test]

@@ -185,9 +185,10 @@ impl GroupCoordinator {
         hb: Heartbeat,
         version: i16,
         topics: &dyn TopicView,
+        settings: &ConsumerGroupConfig,
     ) -> Result<HeartbeatAnswer, Refusal> {
         let refuse = |error: ResponseError, message: String| Refusal { error, message };
-        consumer_group::validate(&hb, version, &self.config.consumer)?;
+        consumer_group::validate(&hb, version, settings)?;
         self.check_coordinator(group_id)
             .map_err(|e| refuse(e, String::new()))?;
         let now = now_ms();
@@ -219,15 +220,13 @@ impl GroupCoordinator {
             return Err(unknown_member());
         }
         // Only a joining member turns an empty classic group into a consumer group.
-        g.drive_consumer(now, epoch == 0, |c| {
-            c.heartbeat(hb, topics, &self.config.consumer, now)
-        })
-        .unwrap_or_else(|| {
-            Err(refuse(
-                ResponseError::GroupIdNotFound,
-                format!("Group {group_id} is not a consumer group."),
-            ))
-        })
+        g.drive_consumer(now, epoch == 0, |c| c.heartbeat(hb, topics, settings, now))
+            .unwrap_or_else(|| {
+                Err(refuse(
+                    ResponseError::GroupIdNotFound,
+                    format!("Group {group_id} is not a consumer group."),
+                ))
+            })
     }
 
     /// Appends records (key, value-or-tombstone) to the group's partition.
@@ -468,7 +467,7 @@ impl GroupCoordinator {
                     to_store.push(g.id().to_string());
                 }
                 let expired = g
-                    .drive_consumer(now, false, |c| c.expire(&self.config.consumer, now))
+                    .drive_consumer(now, false, |c| c.expire(now))
                     .unwrap_or_default();
                 if !expired.is_empty() {
                     tracing::info!(group = %g.id(), members = ?expired, "consumer group members expired");

@@ -22,6 +22,108 @@ pub struct ShareGroupConfig {
     pub max_size: usize,
     /// Record locks and delivery limits of each share-partition.
     pub limits: ShareLimits,
+    /// Where a share-partition without a stored start offset starts (the group config
+    /// `share.auto.offset.reset`; latest by default).
+    pub auto_offset_reset: ShareOffsetReset,
+    /// `share.isolation.level=read_committed`: deliver only committed transactional records.
+    pub read_committed: bool,
+}
+
+/// Kafka's `share.auto.offset.reset`: where a new share-partition starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ShareOffsetReset {
+    /// The log start.
+    Earliest,
+    /// The high watermark.
+    #[default]
+    Latest,
+    /// The first record at most this many milliseconds old (`by_duration:<ISO-8601>`).
+    ByDurationMs(i64),
+}
+
+impl ShareOffsetReset {
+    /// Parses Kafka's value: `earliest`, `latest` or `by_duration:PnDTnHnMn.nS` (not negative).
+    pub fn parse(value: &str) -> Result<Self, String> {
+        match value {
+            "earliest" => Ok(ShareOffsetReset::Earliest),
+            "latest" => Ok(ShareOffsetReset::Latest),
+            _ => {
+                let iso = value
+                    .strip_prefix("by_duration:")
+                    .ok_or_else(|| format!("Unknown auto offset reset strategy: {value}"))?;
+                match iso_duration_ms(iso) {
+                    Some(ms) if ms >= 0 => Ok(ShareOffsetReset::ByDurationMs(ms)),
+                    Some(_) => Err("Negative duration is not supported".to_string()),
+                    None => Err(format!("Unable to parse duration string {iso}")),
+                }
+            }
+        }
+    }
+}
+
+/// Milliseconds of an ISO-8601 duration as Java's `Duration.parse` reads it
+/// (`[-+]PnDTnHnMn.nS`, any letter case, each number signed); None when malformed.
+fn iso_duration_ms(text: &str) -> Option<i64> {
+    let upper = text.to_ascii_uppercase();
+    let (negative, rest) = match upper.as_bytes().first()? {
+        b'-' => (true, &upper[1..]),
+        b'+' => (false, &upper[1..]),
+        _ => (false, &upper[..]),
+    };
+    let rest = rest.strip_prefix('P')?;
+    let (date, time) = match rest.split_once('T') {
+        Some((d, t)) if !t.is_empty() => (d, Some(t)),
+        Some(_) => return None,
+        None => (rest, None),
+    };
+    let mut total: i128 = 0;
+    let mut any = false;
+    let mut take = |part: &str, units: &[(char, i128)]| -> Option<()> {
+        let mut rest = part;
+        let mut allowed = units;
+        while !rest.is_empty() {
+            let end = rest.find(|c: char| c.is_ascii_alphabetic())?;
+            let (number, unit) = (&rest[..end], rest[end..].chars().next()?);
+            let at = allowed.iter().position(|(u, _)| *u == unit)?;
+            let scale = allowed[at].1;
+            allowed = &allowed[at + 1..];
+            let (whole, fraction) = match number.split_once(['.', ',']) {
+                Some((w, f))
+                    if unit == 'S' && f.len() <= 9 && f.bytes().all(|b| b.is_ascii_digit()) =>
+                {
+                    (w, f)
+                }
+                Some(_) => return None,
+                None => (number, ""),
+            };
+            let digits = whole.trim_start_matches(['+', '-']);
+            if digits.is_empty()
+                || !digits.bytes().all(|b| b.is_ascii_digit())
+                || whole.len() - digits.len() > 1
+            {
+                return None;
+            }
+            let sign: i128 = if whole.starts_with('-') { -1 } else { 1 };
+            let mut ms = digits.parse::<i128>().ok()? * scale;
+            if !fraction.is_empty() {
+                let nanos: i128 = format!("{fraction:0<9}").parse().ok()?;
+                ms += nanos / 1_000_000;
+            }
+            total += sign * ms;
+            any = true;
+            rest = &rest[end + 1..];
+        }
+        Some(())
+    };
+    take(date, &[('D', 86_400_000)])?;
+    if let Some(t) = time {
+        take(t, &[('H', 3_600_000), ('M', 60_000), ('S', 1_000)])?;
+    }
+    if !any {
+        return None;
+    }
+    let total = if negative { -total } else { total };
+    i64::try_from(total).ok()
 }
 
 impl Default for ShareGroupConfig {
@@ -31,6 +133,8 @@ impl Default for ShareGroupConfig {
             heartbeat_interval_ms: 5_000,
             max_size: 200,
             limits: ShareLimits::default(),
+            auto_offset_reset: ShareOffsetReset::Latest,
+            read_committed: false,
         }
     }
 }
@@ -81,6 +185,9 @@ pub struct ShareMember {
     /// Its partitions.
     pub assigned: BTreeSet<(String, i32)>,
     last_heartbeat_ms: i64,
+    /// The session timeout in force at its last heartbeat (the group's config, else the
+    /// broker's).
+    session_timeout_ms: i64,
 }
 
 /// A share-partition's start offset as stored (Kafka's ShareSnapshotValue without in-flight
@@ -214,6 +321,7 @@ impl ShareGroup {
                     member_epoch: 0,
                     assigned: BTreeSet::new(),
                     last_heartbeat_ms: now_ms,
+                    session_timeout_ms: i64::from(config.session_timeout_ms),
                 });
             member.member_epoch = 0;
         }
@@ -233,6 +341,7 @@ impl ShareGroup {
             );
         }
         member.last_heartbeat_ms = now_ms;
+        member.session_timeout_ms = i64::from(config.session_timeout_ms);
         member.client_id = hb.client_id;
         member.client_host = hb.client_host;
         if hb.rack_id.is_some() {
@@ -268,12 +377,11 @@ impl ShareGroup {
     }
 
     /// Removes members silent for longer than the session timeout; their ids.
-    pub fn expire(&mut self, config: &ShareGroupConfig, now_ms: i64) -> Vec<String> {
-        let deadline = now_ms - config.session_timeout_ms as i64;
+    pub fn expire(&mut self, now_ms: i64) -> Vec<String> {
         let gone: Vec<String> = self
             .members
             .values()
-            .filter(|m| m.last_heartbeat_ms < deadline)
+            .filter(|m| m.last_heartbeat_ms + m.session_timeout_ms < now_ms)
             .map(|m| m.member_id.clone())
             .collect();
         for id in &gone {
@@ -355,6 +463,41 @@ fn simple_assignment(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn auto_offset_reset_reads_kafkas_values() {
+        use ShareOffsetReset::*;
+        assert_eq!(ShareOffsetReset::parse("earliest"), Ok(Earliest));
+        assert_eq!(ShareOffsetReset::parse("latest"), Ok(Latest));
+        assert_eq!(
+            ShareOffsetReset::parse("by_duration:PT1H"),
+            Ok(ByDurationMs(3_600_000))
+        );
+        assert_eq!(
+            ShareOffsetReset::parse("by_duration:P1DT2M3.5S"),
+            Ok(ByDurationMs(86_523_500))
+        );
+        assert_eq!(
+            ShareOffsetReset::parse("by_duration:pt-1s30s"),
+            Err("Unable to parse duration string pt-1s30s".into())
+        );
+        assert_eq!(
+            ShareOffsetReset::parse("by_duration:PT-1M30S"),
+            Err("Negative duration is not supported".into())
+        );
+        for bad in [
+            "none",
+            "EARLIEST",
+            "by_duration",
+            "by_duration:",
+            "by_duration:P",
+            "by_duration:PT",
+            "by_duration:P1H",
+            "by_duration:-PT1S",
+        ] {
+            assert!(ShareOffsetReset::parse(bad).is_err(), "{bad}");
+        }
+    }
 
     fn hb(member: &str, epoch: i32, topics: Option<&[&str]>) -> ShareHeartbeat {
         ShareHeartbeat {
@@ -442,7 +585,7 @@ mod tests {
             .unwrap();
         g.heartbeat("g", hb("b", 0, Some(&["t"])), &topics, &cfg, 40_000)
             .unwrap();
-        assert_eq!(g.expire(&cfg, 50_000), vec!["a".to_string()]);
+        assert_eq!(g.expire(50_000), vec!["a".to_string()]);
         let b = g
             .heartbeat("g", hb("b", 2, None), &topics, &cfg, 50_000)
             .unwrap();

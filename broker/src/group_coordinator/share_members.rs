@@ -5,7 +5,7 @@ use kafka_protocol::ResponseError;
 
 use super::consumer_group::{Refusal, TopicView};
 use super::offsets_topic::{share_group_key, share_group_value};
-use super::share_group::{ShareHeartbeat, ShareHeartbeatAnswer};
+use super::share_group::{ShareGroupConfig, ShareHeartbeat, ShareHeartbeatAnswer};
 use super::{now_ms, GroupCoordinator};
 
 impl GroupCoordinator {
@@ -17,6 +17,7 @@ impl GroupCoordinator {
         group_id: &str,
         hb: ShareHeartbeat,
         topics: &dyn TopicView,
+        settings: &ShareGroupConfig,
     ) -> Result<ShareHeartbeatAnswer, Refusal> {
         self.check_coordinator(group_id).map_err(|error| Refusal {
             error,
@@ -33,7 +34,7 @@ impl GroupCoordinator {
                     message: format!("Group {group_id} is not a share group."),
                 });
             };
-            let answer = share.heartbeat(group_id, hb, topics, &self.config.share, now)?;
+            let answer = share.heartbeat(group_id, hb, topics, settings, now)?;
             Ok((answer, (before != Some(share.epoch)).then_some(share.epoch)))
         });
         let (answer, new_epoch) = match answer {
@@ -69,7 +70,7 @@ impl GroupCoordinator {
             if share.members.is_empty() {
                 continue;
             }
-            let gone = share.expire(&self.config.share, now);
+            let gone = share.expire(now);
             if !gone.is_empty() {
                 tracing::info!(group = %id, members = ?gone, "share group members expired");
             }

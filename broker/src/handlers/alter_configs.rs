@@ -10,7 +10,9 @@ use tern_protocol::error::ApiError;
 use tern_controller::acls::AclOperation;
 
 use super::api_error_fields::WithApiError;
-use super::describe_configs::{config_authorization, RESOURCE_BROKER, RESOURCE_TOPIC};
+use super::describe_configs::{
+    config_authorization, RESOURCE_BROKER, RESOURCE_GROUP, RESOURCE_TOPIC,
+};
 use super::{Authz, RequestContext};
 use crate::broker::Broker;
 use crate::config::catalog::broker_config;
@@ -75,6 +77,52 @@ fn apply_broker(
     Ok(())
 }
 
+/// Configs of group `name` (Kafka's GROUP resource): validated as a whole after the change, as
+/// Kafka's controller does, then stored in the metadata log. Any group id may carry configs,
+/// whether or not the group exists yet.
+fn apply_group(
+    broker: &Broker,
+    name: &str,
+    changes: Vec<(String, Option<String>)>,
+    replace_all: bool,
+    validate_only: bool,
+) -> Result<(), ApiError> {
+    if name.is_empty() {
+        return Err(ApiError::new(
+            ResponseError::InvalidRequest,
+            "Default group resources are not allowed.",
+        ));
+    }
+    let mut configs = if replace_all {
+        Default::default()
+    } else {
+        broker.controller.image().group_configs(name)
+    };
+    for (key, value) in &changes {
+        match value {
+            Some(v) => {
+                configs.insert(key.clone(), v.clone());
+            }
+            None if replace_all => {
+                return Err(ApiError::new(
+                    ResponseError::InvalidConfig,
+                    format!("Null value not supported for group configs: {key}"),
+                ))
+            }
+            None => {
+                configs.remove(key);
+            }
+        }
+    }
+    crate::config::group_configs::validate(&configs)?;
+    if validate_only {
+        return Ok(());
+    }
+    broker
+        .controller
+        .alter_group_configs(name, &changes, replace_all)
+}
+
 /// One AlterConfigs or IncrementalAlterConfigs request: who asks, and how its changes apply.
 struct Alteration<'a> {
     broker: &'a Broker,
@@ -119,6 +167,9 @@ impl<'a> Alteration<'a> {
         }
         if resource_type == RESOURCE_BROKER {
             return apply_broker(broker, name, changes?, replace_all, validate_only);
+        }
+        if resource_type == RESOURCE_GROUP {
+            return apply_group(broker, name, changes?, replace_all, validate_only);
         }
         if resource_type != RESOURCE_TOPIC {
             return Err(unsupported_resource(resource_type));
@@ -185,10 +236,10 @@ fn incremental_changes(
 ) -> Result<Vec<(String, Option<String>)>, ApiError> {
     use tern_controller::topic_configs::{topic_config, ConfigType};
     let image = broker.controller.image();
-    let current = if resource_type == RESOURCE_BROKER {
-        image.broker_configs(name)
-    } else {
-        image.topic_configs(name)
+    let current = match resource_type {
+        RESOURCE_BROKER => image.broker_configs(name),
+        RESOURCE_GROUP => image.group_configs(name),
+        _ => image.topic_configs(name),
     };
     let mut out = Vec::with_capacity(ops.len());
     for op in ops {
@@ -206,10 +257,13 @@ fn incremental_changes(
             OP_SET => (name, value),
             OP_DELETE => (name, None),
             OP_APPEND | OP_SUBTRACT => {
-                let is_list = if resource_type == RESOURCE_BROKER {
-                    broker_config(&name).is_some_and(|d| d.kind == ConfigType::List)
-                } else {
-                    topic_config(&name).is_some_and(|d| d.kind == ConfigType::List)
+                let is_list = match resource_type {
+                    RESOURCE_BROKER => {
+                        broker_config(&name).is_some_and(|d| d.kind == ConfigType::List)
+                    }
+                    RESOURCE_GROUP => crate::config::group_configs::group_config(&name)
+                        .is_some_and(|d| d.kind == ConfigType::List),
+                    _ => topic_config(&name).is_some_and(|d| d.kind == ConfigType::List),
                 };
                 if !is_list {
                     return Err(ApiError::new(

@@ -78,14 +78,18 @@ pub(crate) fn heartbeat(
         client_id: ctx.client_id.clone(),
         client_host: ctx.client_host.clone(),
     };
+    let settings = crate::config::group_configs::consumer_settings(
+        &broker.groups.config.consumer,
+        &image.group_configs(&group_id),
+    );
     match broker
         .groups
-        .consumer_heartbeat(&group_id, hb, version, &ImageTopics(&image))
+        .consumer_heartbeat(&group_id, hb, version, &ImageTopics(&image), &settings)
     {
         Ok(answer) => ConsumerGroupHeartbeatResponse::default()
             .with_member_id(Some(sb(answer.member_id)))
             .with_member_epoch(answer.member_epoch)
-            .with_heartbeat_interval_ms(broker.groups.config.consumer.heartbeat_interval_ms)
+            .with_heartbeat_interval_ms(settings.heartbeat_interval_ms)
             .with_assignment(answer.assignment.map(|a| {
                 HeartbeatAssignment::default().with_topic_partitions(
                     by_id(&image, &a)

@@ -165,6 +165,43 @@ fn broker_config_entries(broker: &Broker) -> Vec<ConfigEntry> {
     entries
 }
 
+/// Config source of a group's own setting.
+const SOURCE_GROUP: i8 = 8;
+
+/// Every group config Tern applies for group `group`, as Kafka's ConfigHelper describes one:
+/// the group's value, else its broker synonym's (static or default), else Kafka's default.
+fn group_config_entries(broker: &Broker, group: &str) -> Vec<ConfigEntry> {
+    let explicit = broker.controller.image().group_configs(group);
+    crate::config::group_configs::GROUP_CONFIGS
+        .iter()
+        .map(|def| {
+            let mut synonyms = Vec::new();
+            if let Some(v) = explicit.get(def.name) {
+                synonyms.push((def.name.to_string(), Some(v.clone()), SOURCE_GROUP));
+            }
+            match def.broker_synonym {
+                Some(syn) => {
+                    if let Some(v) = broker.config.properties.get(syn) {
+                        synonyms.push((syn.to_string(), Some(v.clone()), SOURCE_STATIC_BROKER));
+                    }
+                    let default = broker_config(syn).and_then(|b| b.default);
+                    synonyms.push((
+                        syn.to_string(),
+                        Some(default.unwrap_or(def.default).to_string()),
+                        SOURCE_DEFAULT,
+                    ));
+                }
+                None => synonyms.push((
+                    def.name.to_string(),
+                    Some(def.default.to_string()),
+                    SOURCE_DEFAULT,
+                )),
+            }
+            ConfigEntry::from_synonyms(def.name, synonyms, Some(def.default), def.kind.code())
+        })
+        .collect()
+}
+
 /// The cluster-wide dynamic defaults (the broker resource with an empty name), as Kafka lists
 /// them: only what is set.
 fn cluster_default_entries(broker: &Broker) -> Vec<ConfigEntry> {
@@ -269,6 +306,14 @@ pub(crate) fn handle(
                     } else {
                         broker_config_entries(broker)
                     }
+                }
+                RESOURCE_GROUP => {
+                    if name.is_empty() {
+                        return result
+                            .with_error_code(ResponseError::InvalidRequest.code())
+                            .with_error_message(Some(sb("Group name must not be empty")));
+                    }
+                    group_config_entries(broker, &name)
                 }
                 RESOURCE_CLUSTER_MIRROR => {
                     return match broker.mirrors.mirror_configs(&name) {

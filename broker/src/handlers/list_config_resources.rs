@@ -64,11 +64,9 @@ pub(crate) fn handle(
                     push(id.to_string(), t);
                 }
             }
+            // The groups that have configs, as Kafka 4.4 lists them (its GroupConfigManager).
             RESOURCE_GROUP => {
-                let mut groups: Vec<String> =
-                    broker.groups.list().into_iter().map(|g| g.id).collect();
-                groups.sort();
-                for id in groups {
+                for id in image.groups_with_configs() {
                     push(id, t);
                 }
             }

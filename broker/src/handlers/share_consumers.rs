@@ -78,9 +78,13 @@ pub(crate) fn heartbeat(
         client_id: ctx.client_id.clone(),
         client_host: ctx.client_host.clone(),
     };
+    let settings = crate::config::group_configs::share_settings(
+        &broker.groups.config.share,
+        &image.group_configs(&group_id),
+    );
     match broker
         .groups
-        .share_heartbeat(&group_id, hb, &ImageTopics(&image))
+        .share_heartbeat(&group_id, hb, &ImageTopics(&image), &settings)
     {
         Ok(answer) => {
             let leaving = answer.member_epoch < 0;
@@ -104,7 +108,7 @@ pub(crate) fn heartbeat(
                 .with_heartbeat_interval_ms(if leaving {
                     0
                 } else {
-                    broker.groups.config.share.heartbeat_interval_ms
+                    settings.heartbeat_interval_ms
                 })
                 .with_assignment(assignment)
         }
@@ -326,7 +330,13 @@ pub(crate) async fn fetch(
         );
     }
     ShareFetchResponse::default()
-        .with_acquisition_lock_timeout_ms(broker.share.lock_duration_ms() as i32)
+        .with_acquisition_lock_timeout_ms(
+            broker
+                .share
+                .settings(broker, &group)
+                .limits
+                .lock_duration_ms as i32,
+        )
         .with_responses(
             by_topic
                 .into_iter()

@@ -14,6 +14,7 @@ use tern_protocol::record_batch::BatchIter;
 use super::partition::{AcquiredRange, BatchSpan, ShareLimits, SharePartition};
 use super::sessions::{ShareSessions, TopicPartition};
 use crate::broker::Broker;
+use crate::group_coordinator::share_group::{ShareGroupConfig, ShareOffsetReset};
 use crate::replica_manager::Partition;
 
 /// `group.share.max.share.sessions`, Kafka's default.
@@ -44,25 +45,43 @@ pub(crate) struct Delivery {
 
 /// Share-partitions and share sessions.
 pub(crate) struct ShareManager {
-    limits: ShareLimits,
+    /// The broker's `group.share.*` settings, which a group's configs override.
+    base: ShareGroupConfig,
     partitions: Mutex<HashMap<Key, Arc<Mutex<Entry>>>>,
     /// Share sessions of ShareFetch and ShareAcknowledge.
     pub(crate) sessions: ShareSessions,
 }
 
 impl ShareManager {
-    /// A manager with the given record limits.
-    pub(crate) fn new(limits: ShareLimits) -> Self {
+    /// A manager with the broker's share-group settings.
+    pub(crate) fn new(base: ShareGroupConfig) -> Self {
         ShareManager {
-            limits,
+            base,
             partitions: Mutex::new(HashMap::new()),
             sessions: ShareSessions::new(MAX_SHARE_SESSIONS),
         }
     }
 
-    /// The acquisition lock's duration, for ShareFetch's AcquisitionLockTimeoutMs.
-    pub(crate) fn lock_duration_ms(&self) -> i64 {
-        self.limits.lock_duration_ms
+    /// The settings of `group`: the broker's, with the group's configs over them.
+    pub(crate) fn settings(&self, broker: &Broker, group: &str) -> ShareGroupConfig {
+        let configs = broker.controller.image().group_configs(group);
+        crate::config::group_configs::share_settings(&self.base, &configs)
+    }
+
+    /// Where a share-partition with no stored start offset starts
+    /// (`share.auto.offset.reset`): the log start, the high watermark, or the first record
+    /// no older than the duration (the high watermark when there is none).
+    fn reset_offset(partition: &Partition, reset: ShareOffsetReset, now_ms: i64) -> i64 {
+        match reset {
+            ShareOffsetReset::Earliest => partition.log.log_start_offset(),
+            ShareOffsetReset::Latest => partition.high_watermark(),
+            ShareOffsetReset::ByDurationMs(ms) => partition
+                .log
+                .fetch_offset_by_timestamp(now_ms.saturating_sub(ms))
+                .ok()
+                .flatten()
+                .map_or(partition.high_watermark(), |t| t.offset),
+        }
     }
 
     /// The led partition, or the error a share consumer gets for it.
@@ -96,6 +115,7 @@ impl ShareManager {
         if Self::coordinator_loading(broker, group) {
             return None;
         }
+        let settings = self.settings(broker, group);
         let (topic, index) = (partition.topic.as_str(), partition.index);
         let key = (group.to_string(), topic.to_string(), index);
         let stored = broker.groups.share_start(group, topic, index);
@@ -124,15 +144,18 @@ impl ShareManager {
         if restart {
             let start = match stored {
                 Some(s) if s.offset >= 0 => s.offset,
-                // share.auto.offset.reset=latest, Kafka's default.
-                _ => partition.high_watermark(),
+                _ => Self::reset_offset(
+                    partition,
+                    settings.auto_offset_reset,
+                    crate::group_coordinator::now_ms(),
+                ),
             };
             entry.partition = SharePartition::new(start.max(log_start));
             entry.state_epoch = stored.map(|s| s.state_epoch);
             entry.reported_start = stored.map_or(-1, |s| s.offset);
         }
         entry.partition.skip_to(log_start);
-        let out = f(&mut entry.partition, &self.limits);
+        let out = f(&mut entry.partition, &settings.limits);
         let start = entry.partition.start();
         if start != entry.reported_start {
             let epoch = broker.groups.record_share_progress(
@@ -162,7 +185,13 @@ impl ShareManager {
         now_ms: i64,
     ) -> Result<Delivery, ResponseError> {
         let partition = Self::led(broker, topic, index)?;
-        let hw = partition.high_watermark();
+        let read_committed = self.settings(broker, group).read_committed;
+        // share.isolation.level=read_committed reads up to the last stable offset.
+        let hw = if read_committed {
+            partition.last_stable_offset()
+        } else {
+            partition.high_watermark()
+        };
         self.with_entry(broker, group, &partition, |sp, limits| {
             sp.expire_locks(limits, now_ms);
             let Some(from) = sp.next_fetch_offset(limits) else {
@@ -179,14 +208,26 @@ impl ShareManager {
                 }
                 Err(e) => return Err(crate::errors::storage_error_code(&e)),
             };
+            let aborted = if read_committed {
+                partition.log.aborted_transactions(from, hw)
+            } else {
+                Vec::new()
+            };
             let mut spans = Vec::new();
             let mut ends = Vec::new();
             let mut iter = BatchIter::new(&read);
             while let Some(Ok((header, _))) = iter.next() {
+                // An aborted transaction's batch is settled unseen, as Kafka archives it.
+                let was_aborted = header.is_transactional()
+                    && aborted.iter().any(|a| {
+                        a.producer_id == header.producer_id
+                            && a.first_offset <= header.base_offset
+                            && header.last_offset() < a.last_offset
+                    });
                 spans.push(BatchSpan {
                     base_offset: header.base_offset,
                     last_offset: header.last_offset(),
-                    control: header.is_control(),
+                    control: header.is_control() || was_aborted,
                 });
                 ends.push(iter.position());
             }

@@ -63,7 +63,7 @@ pub(crate) struct BatchSpan {
     pub(crate) base_offset: i64,
     /// Last offset.
     pub(crate) last_offset: i64,
-    /// A transaction marker: never delivered.
+    /// Never delivered: a transaction marker, or (read_committed) an aborted transaction's.
     pub(crate) control: bool,
 }
 

@@ -2,6 +2,8 @@
 
 #![allow(dead_code, unreachable_pub)]
 
+pub mod txn;
+
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
