@@ -1,6 +1,7 @@
 //! One client connection: read a frame, authenticate or decode, handle, answer, in order.
 
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -29,6 +30,30 @@ enum Outcome {
     Close,
 }
 
+/// Numbers connections, from 1 (0 stands for none).
+static NEXT_CONNECTION_ID: AtomicU64 = AtomicU64::new(1);
+
+/// Ends the share sessions a connection opened when it closes, however it closes.
+struct ShareSessionsOfConnection {
+    broker: Arc<Broker>,
+    connection_id: u64,
+}
+
+impl Drop for ShareSessionsOfConnection {
+    fn drop(&mut self) {
+        if !self.broker.share.sessions.any_of(self.connection_id) {
+            return;
+        }
+        // Releasing records may read logs and store start offsets: not on this thread.
+        let (broker, id) = (self.broker.clone(), self.connection_id);
+        if let Ok(handle) = tokio::runtime::Handle::try_current() {
+            handle.spawn_blocking(move || broker.share.connection_closed(&broker, id));
+        } else {
+            broker.share.connection_closed(&broker, id);
+        }
+    }
+}
+
 /// Serves one connection, read from `reader` and answered through `writer`, until the peer
 /// closes it, it misbehaves, or the server shuts down. `tls_principal` is the principal of the
 /// client's TLS certificate, if it showed one.
@@ -48,6 +73,11 @@ pub(crate) async fn serve_connection<R>(
         let max = broker.config.socket_request_max_bytes;
         let idle = Duration::from_millis(broker.config.connections_max_idle_ms);
         let _open = broker.metrics.connection_opened(&security.name);
+        let connection_id = NEXT_CONNECTION_ID.fetch_add(1, Ordering::Relaxed);
+        let _share_sessions = ShareSessionsOfConnection {
+            broker: broker.clone(),
+            connection_id,
+        };
         let mut auth = Authenticator::new(security, tls_principal);
         loop {
             let frame = tokio::select! {
@@ -73,7 +103,7 @@ pub(crate) async fn serve_connection<R>(
             let outcome = if raw {
                 raw_token(&broker, &mut auth, &frame)
             } else {
-                request(&broker, peer, &mut auth, frame).await
+                request(&broker, (peer, connection_id), &mut auth, frame).await
             };
             let (frame, after) = match outcome {
                 Outcome::Reply(frame, after) => (frame, after),
@@ -124,7 +154,7 @@ fn raw_token(broker: &Broker, auth: &mut Authenticator, token: &[u8]) -> Outcome
 
 async fn request(
     broker: &Broker,
-    peer: SocketAddr,
+    (peer, connection_id): (SocketAddr, u64),
     auth: &mut Authenticator,
     frame: bytes::Bytes,
 ) -> Outcome {
@@ -186,8 +216,15 @@ async fn request(
                 api_key,
                 body,
             };
-            let response =
-                handlers::handle(broker, peer, auth.listener_name(), auth.principal(), req).await;
+            let response = handlers::handle(
+                broker,
+                peer,
+                auth.listener_name(),
+                auth.principal(),
+                req,
+                connection_id,
+            )
+            .await;
             match response {
                 Some(Response::Message(r)) if !no_response => (r, AfterReply::Continue),
                 Some(Response::Fetch(fetched)) => {

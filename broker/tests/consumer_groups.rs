@@ -15,7 +15,7 @@ use kafka_protocol::messages::offset_commit_request::{
 use kafka_protocol::messages::{
     ConsumerGroupDescribeRequest, ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse,
     DeleteGroupsRequest, DescribeGroupsRequest, FindCoordinatorRequest, GroupId, JoinGroupRequest,
-    ListGroupsRequest, MetadataRequest, OffsetCommitRequest,
+    ListGroupsRequest, OffsetCommitRequest,
 };
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
@@ -69,19 +69,6 @@ fn assigned(r: &ConsumerGroupHeartbeatResponse) -> Option<BTreeMap<uuid::Uuid, B
             .map(|t| (t.topic_id, t.partitions.iter().copied().collect()))
             .collect()
     })
-}
-
-/// The id of `topic`, from Metadata.
-async fn topic_id(c: &mut KafkaConnection, topic: &str) -> uuid::Uuid {
-    let md = c
-        .send(&MetadataRequest::default().with_topics(None), 12)
-        .await
-        .unwrap();
-    md.topics
-        .iter()
-        .find(|t| t.name.as_ref().is_some_and(|n| n.0.as_str() == topic))
-        .unwrap()
-        .topic_id
 }
 
 async fn commit(c: &mut KafkaConnection, member: &str, epoch: i32, offset: i64) -> i16 {

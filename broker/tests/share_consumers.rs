@@ -27,7 +27,7 @@ use kafka_protocol::messages::share_fetch_request::{
 use kafka_protocol::messages::{
     AlterShareGroupOffsetsRequest, DescribeConfigsRequest, DescribeShareGroupOffsetsRequest,
     FetchRequest, FindCoordinatorRequest, GroupId, IncrementalAlterConfigsRequest,
-    ListConfigResourcesRequest, MetadataRequest, ShareAcknowledgeRequest, ShareAcknowledgeResponse,
+    ListConfigResourcesRequest, ShareAcknowledgeRequest, ShareAcknowledgeResponse,
     ShareFetchRequest, ShareFetchResponse, ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse,
 };
 use kafka_protocol::ResponseError;
@@ -45,18 +45,6 @@ const RELEASE: i8 = 2;
 
 fn code(e: ResponseError) -> i16 {
     e.code()
-}
-
-async fn topic_id(c: &mut KafkaConnection) -> uuid::Uuid {
-    let md = c
-        .send(&MetadataRequest::default().with_topics(None), 12)
-        .await
-        .unwrap();
-    md.topics
-        .iter()
-        .find(|t| t.name.as_ref().is_some_and(|n| n.0.as_str() == TOPIC))
-        .unwrap()
-        .topic_id
 }
 
 async fn heartbeat(
@@ -203,7 +191,7 @@ async fn ten_records_from_the_start(
         }
     })
     .await;
-    topic_id(c).await
+    topic_id(c, TOPIC).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -558,7 +546,7 @@ async fn group_configs_set_where_share_partitions_start_and_what_they_deliver() 
     assert_eq!(r.responses[0].partition_responses[0].error_code, 0);
     assert_eq!(end(&mut c, "tx", pid, epoch, true).await, 0);
 
-    let id = topic_id(&mut c).await;
+    let id = topic_id(&mut c, TOPIC).await;
     wait_until("the share group's coordinator", async || {
         match heartbeat(&mut c, "m1", 0, Some(&[TOPIC])).await.error_code {
             0 => Ok(()),
@@ -586,4 +574,46 @@ async fn group_configs_set_where_share_partitions_start_and_what_they_deliver() 
     .await;
     // Earliest: from offset 0. The aborted records and both markers are never delivered.
     assert_eq!(got, vec![(0, 9, 1), (14, 15, 1)]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_share_session_ends_with_the_connection_that_opened_it() {
+    let server = TestServer::start().await;
+    let mut c = server.connect().await;
+    let id = ten_records_from_the_start(&mut c, server.addr()).await;
+    assert_eq!(
+        heartbeat(&mut c, "m1", 0, Some(&[TOPIC])).await.error_code,
+        0
+    );
+
+    // m1 opens its session on a connection of its own and acquires everything.
+    let mut first = server.connect().await;
+    let r = share_fetch(&mut first, id, "m1", 0, &[]).await;
+    assert_eq!(acquired(&r), vec![(0, 9, 1)]);
+    // Acknowledging on another connection keeps the session.
+    let r = acknowledge(&mut c, id, "m1", 1, vec![(0, 0, vec![ACCEPT])]).await;
+    assert_eq!(r.error_code, 0, "{r:?}");
+    drop(first);
+
+    // The session is gone with its connection (a wrong epoch no longer finds it)...
+    wait_until("the session closed", async || {
+        let r = acknowledge(&mut c, id, "m1", 99, vec![]).await;
+        match r.error_code {
+            e if e == code(ResponseError::ShareSessionNotFound) => Ok(()),
+            e => Err(format!("acknowledge: {e}")),
+        }
+    })
+    .await;
+    // ...and the unsettled records are back, delivered a second time.
+    let mut got = Vec::new();
+    wait_until("the records given back", async || {
+        got = acquired(&share_fetch(&mut c, id, "m1", 0, &[]).await);
+        if got.is_empty() {
+            Err("nothing acquired".to_string())
+        } else {
+            Ok(())
+        }
+    })
+    .await;
+    assert_eq!(got, vec![(1, 9, 2)]);
 }

@@ -10,6 +10,7 @@ use tern_protocol::error::ApiError;
 
 use crate::group_coordinator::consumer_group::ConsumerGroupConfig;
 use crate::group_coordinator::share_group::{ShareGroupConfig, ShareOffsetReset};
+use crate::group_coordinator::CoordinatorConfig;
 
 /// One group config Tern applies.
 #[derive(Debug, Clone, Copy)]
@@ -129,58 +130,15 @@ fn invalid_config(message: String) -> ApiError {
 }
 
 /// Kafka's bounds on the group overrides (the `group.*.min.*` and `group.*.max.*` broker
-/// settings at their defaults, which Tern does not read): (config, lowest, highest, the
-/// settings Kafka's messages name).
-const BOUNDS: &[(&str, i64, i64, &str, &str)] = &[
-    (
-        CONSUMER_HEARTBEAT_INTERVAL,
-        5_000,
-        15_000,
-        "group.consumer.min.heartbeat.interval.ms",
-        "group.consumer.max.heartbeat.interval.ms",
-    ),
-    (
-        CONSUMER_SESSION_TIMEOUT,
-        45_000,
-        60_000,
-        "group.consumer.min.session.timeout.ms",
-        "group.consumer.max.session.timeout.ms",
-    ),
-    (
-        SHARE_HEARTBEAT_INTERVAL,
-        5_000,
-        15_000,
-        "group.share.min.heartbeat.interval.ms",
-        "group.share.max.heartbeat.interval.ms",
-    ),
-    (
-        SHARE_SESSION_TIMEOUT,
-        45_000,
-        60_000,
-        "group.share.min.session.timeout.ms",
-        "group.share.max.session.timeout.ms",
-    ),
-    (
-        SHARE_LOCK_DURATION,
-        15_000,
-        60_000,
-        "group.share.min.record.lock.duration.ms",
-        "group.share.max.record.lock.duration.ms",
-    ),
-    (
-        SHARE_DELIVERY_COUNT_LIMIT,
-        2,
-        10,
-        "group.share.min.delivery.count.limit",
-        "group.share.max.delivery.count.limit",
-    ),
-    (
-        SHARE_MAX_RECORD_LOCKS,
-        100,
-        4_000,
-        "group.share.min.partition.max.record.locks",
-        "group.share.max.partition.max.record.locks",
-    ),
+/// settings at their defaults, which Tern does not read): (config, lowest, highest).
+const BOUNDS: &[(&str, i64, i64)] = &[
+    (CONSUMER_HEARTBEAT_INTERVAL, 5_000, 15_000),
+    (CONSUMER_SESSION_TIMEOUT, 45_000, 60_000),
+    (SHARE_HEARTBEAT_INTERVAL, 5_000, 15_000),
+    (SHARE_SESSION_TIMEOUT, 45_000, 60_000),
+    (SHARE_LOCK_DURATION, 15_000, 60_000),
+    (SHARE_DELIVERY_COUNT_LIMIT, 2, 10),
+    (SHARE_MAX_RECORD_LOCKS, 100, 4_000),
 ];
 
 /// The lowest value each integer config's type check takes (Kafka's `atLeast` validators).
@@ -234,10 +192,14 @@ fn parse_value(def: &GroupConfigDef, value: &str) -> Result<Option<i64>, ApiErro
     }
 }
 
-/// Checks a group's configs as they would be after a change, as Kafka's GroupConfig.validate
-/// does: every name known, every value of its type and within the bounds, and each session
-/// timeout above its heartbeat interval. Names Kafka knows that Tern does not apply are refused.
-pub(crate) fn validate(configs: &BTreeMap<String, String>) -> Result<(), ApiError> {
+/// Checks a group's configs as they would be after a change, as Kafka 4.4's
+/// GroupConfig.validate does: every name known, every value of its type, each set value within
+/// its bounds, and each session timeout above its heartbeat interval (the broker's value
+/// standing in for the one not set). Names Kafka knows that Tern does not apply are refused.
+pub(crate) fn validate(
+    configs: &BTreeMap<String, String>,
+    broker: &CoordinatorConfig,
+) -> Result<(), ApiError> {
     for name in configs.keys() {
         if NOT_APPLIED.contains(&name.as_str()) {
             return Err(invalid_config(format!(
@@ -251,29 +213,45 @@ pub(crate) fn validate(configs: &BTreeMap<String, String>) -> Result<(), ApiErro
     }
     let mut numbers = BTreeMap::new();
     for def in GROUP_CONFIGS {
-        let value = configs.get(def.name).map_or(def.default, String::as_str);
-        if let Some(n) = parse_value(def, value)? {
-            numbers.insert(def.name, n);
+        if let Some(value) = configs.get(def.name) {
+            if let Some(n) = parse_value(def, value)? {
+                numbers.insert(def.name, n);
+            }
         }
     }
-    for &(name, low, high, low_name, high_name) in BOUNDS {
-        let n = numbers[name];
-        if n < low {
+    for &(name, low, high) in BOUNDS {
+        if numbers.get(name).is_some_and(|n| *n < low || *n > high) {
             return Err(invalid_config(format!(
-                "{name} must be greater than or equal to {low_name}"
-            )));
-        }
-        if n > high {
-            return Err(invalid_config(format!(
-                "{name} must be less than or equal to {high_name}"
+                "{name} must be in the range {low} to {high} inclusive."
             )));
         }
     }
-    for (session, heartbeat) in [
-        (CONSUMER_SESSION_TIMEOUT, CONSUMER_HEARTBEAT_INTERVAL),
-        (SHARE_SESSION_TIMEOUT, SHARE_HEARTBEAT_INTERVAL),
-    ] {
-        if numbers[session] <= numbers[heartbeat] {
+    let pairs = [
+        (
+            (CONSUMER_SESSION_TIMEOUT, broker.consumer.session_timeout_ms),
+            (
+                CONSUMER_HEARTBEAT_INTERVAL,
+                broker.consumer.heartbeat_interval_ms,
+            ),
+        ),
+        (
+            (SHARE_SESSION_TIMEOUT, broker.share.session_timeout_ms),
+            (SHARE_HEARTBEAT_INTERVAL, broker.share.heartbeat_interval_ms),
+        ),
+    ];
+    for ((session, session_default), (heartbeat, heartbeat_default)) in pairs {
+        if !numbers.contains_key(session) && !numbers.contains_key(heartbeat) {
+            continue;
+        }
+        let s = numbers
+            .get(session)
+            .copied()
+            .unwrap_or(session_default.into());
+        let h = numbers
+            .get(heartbeat)
+            .copied()
+            .unwrap_or(heartbeat_default.into());
+        if s <= h {
             return Err(invalid_config(format!(
                 "{session} must be greater than {heartbeat}"
             )));
@@ -348,8 +326,14 @@ mod tests {
             .collect()
     }
 
+    fn broker() -> CoordinatorConfig {
+        crate::config::BrokerConfig::from_properties(BTreeMap::new())
+            .unwrap()
+            .coordinator
+    }
+
     fn message(pairs: &[(&str, &str)]) -> String {
-        let e = validate(&configs(pairs)).unwrap_err();
+        let e = validate(&configs(pairs), &broker()).unwrap_err();
         assert_eq!(e.error, ResponseError::InvalidConfig);
         e.message
     }
@@ -362,7 +346,7 @@ mod tests {
             ("share.isolation.level", "read_committed"),
             ("consumer.session.timeout.ms", "50000"),
         ]);
-        validate(&c).unwrap();
+        validate(&c, &broker()).unwrap();
         let share = share_settings(&ShareGroupConfig::default(), &c);
         assert_eq!(share.auto_offset_reset, ShareOffsetReset::Earliest);
         assert_eq!(share.limits.lock_duration_ms, 15_000);
@@ -386,15 +370,28 @@ mod tests {
         );
         assert_eq!(
             message(&[("share.delivery.count.limit", "11")]),
-            "share.delivery.count.limit must be less than or equal to \
-             group.share.max.delivery.count.limit"
+            "share.delivery.count.limit must be in the range 2 to 10 inclusive."
         );
         assert_eq!(
             message(&[("consumer.session.timeout.ms", "1000")]),
-            "consumer.session.timeout.ms must be greater than or equal to \
-             group.consumer.min.session.timeout.ms"
+            "consumer.session.timeout.ms must be in the range 45000 to 60000 inclusive."
         );
-        validate(&configs(&[("share.heartbeat.interval.ms", "15000")])).unwrap();
+        validate(
+            &configs(&[("share.heartbeat.interval.ms", "15000")]),
+            &broker(),
+        )
+        .unwrap();
+        // The broker's session timeout stands in for the group's.
+        let mut low_session = broker();
+        low_session.share.session_timeout_ms = 10_000;
+        let e = validate(
+            &configs(&[("share.heartbeat.interval.ms", "12000")]),
+            &low_session,
+        );
+        assert_eq!(
+            e.unwrap_err().message,
+            "share.session.timeout.ms must be greater than share.heartbeat.interval.ms"
+        );
         assert!(message(&[("share.auto.offset.reset", "none")]).contains("by_duration"));
         assert!(message(&[("share.isolation.level", "READ_COMMITTED")])
             .contains("String must be one of"));

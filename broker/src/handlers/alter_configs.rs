@@ -114,7 +114,7 @@ fn apply_group(
             }
         }
     }
-    crate::config::group_configs::validate(&configs)?;
+    crate::config::group_configs::validate(&configs, &broker.groups.config)?;
     if validate_only {
         return Ok(());
     }

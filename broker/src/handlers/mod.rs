@@ -135,6 +135,8 @@ pub(crate) struct RequestContext {
     pub host: String,
     /// The listener the request came in on (brokers are advertised by its endpoints).
     pub listener: String,
+    /// This broker's number for the connection (share sessions end with it).
+    pub connection_id: u64,
 }
 
 impl RequestContext {
@@ -145,8 +147,10 @@ impl RequestContext {
         listener: &str,
         principal: Option<&str>,
         client_id: String,
+        connection_id: u64,
     ) -> Self {
         RequestContext {
+            connection_id,
             client_id,
             client_host: format!("/{}", peer.ip()),
             principal: principal.unwrap_or(ANONYMOUS).to_string(),
@@ -250,6 +254,7 @@ pub(crate) async fn handle(
     listener: &str,
     principal: Option<&str>,
     req: DecodedRequest,
+    connection_id: u64,
 ) -> Option<Response> {
     let version = req.header.request_api_version;
     let client_id = req
@@ -258,7 +263,7 @@ pub(crate) async fn handle(
         .as_ref()
         .map(|c| c.to_string())
         .unwrap_or_default();
-    let ctx = RequestContext::new(peer, listener, principal, client_id);
+    let ctx = RequestContext::new(peer, listener, principal, client_id, connection_id);
     let response = match req.body {
         RequestKind::ApiVersions(r) => ResponseKind::ApiVersions(api_versions::handle(
             r,

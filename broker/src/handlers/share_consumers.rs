@@ -18,12 +18,12 @@ use tern_controller::MetadataImage;
 use uuid::Uuid;
 
 use super::consumer_groups::ImageTopics;
-use super::{sb, RequestContext};
+use super::{sb, Authz, RequestContext};
 use crate::blocking::disk_io;
 use crate::broker::Broker;
 use crate::group_coordinator::now_ms;
 use crate::group_coordinator::share_group::ShareHeartbeat;
-use crate::share::manager::Delivery;
+use crate::share::manager::{Delivery, GroupView};
 use crate::share::partition::ack_type;
 use crate::share::sessions::{SessionStep, TopicPartition};
 
@@ -154,8 +154,7 @@ fn named(image: &MetadataImage, id: Uuid, partition: i32) -> Named {
 /// Applies one partition's acknowledgements; the partition's error, if any.
 fn acknowledge_partition(
     broker: &Broker,
-    ctx: &RequestContext,
-    group: &str,
+    (authz, view): (&Authz<'_>, &GroupView),
     member: &str,
     p: &Named,
     batches: &AckBatches,
@@ -163,7 +162,7 @@ fn acknowledge_partition(
     let Some(topic) = &p.name else {
         return Some(ResponseError::UnknownTopicId);
     };
-    if !ctx.authz(broker).topic(AclOperation::Read, topic) {
+    if !authz.topic(AclOperation::Read, topic) {
         return Some(ResponseError::TopicAuthorizationFailed);
     }
     if !valid_batches(batches) {
@@ -171,7 +170,7 @@ fn acknowledge_partition(
     }
     broker
         .share
-        .acknowledge(broker, group, member, (topic, p.partition), batches)
+        .acknowledge(broker, view, member, (topic, p.partition), batches)
         .err()
 }
 
@@ -216,12 +215,6 @@ pub(crate) async fn fetch(
     if !ctx.authz(broker).group(AclOperation::Read, &group) {
         return top(ResponseError::GroupAuthorizationFailed);
     }
-    let now = now_ms();
-    broker.share.expire_sessions(
-        broker,
-        broker.groups.config.share.session_timeout_ms as i64,
-        now,
-    );
     let image = broker.controller.image();
     let epoch = req.share_session_epoch;
     let mut acks: Vec<(Named, AckBatches)> = Vec::new();
@@ -260,28 +253,33 @@ pub(crate) async fn fetch(
                 .filter_map(move |p| Some((name.clone()?, *p)))
         })
         .collect();
-    let step = match broker
-        .share
-        .sessions
-        .fetch(&group, &member, epoch, added, forgotten, now)
-    {
+    let step = match broker.share.sessions.fetch(
+        (&group, &member),
+        epoch,
+        added,
+        forgotten,
+        ctx.connection_id,
+    ) {
         Ok(step) => step,
         Err(e) => return top(e),
     };
+    let view = broker.share.group_view(broker, &group);
+    let authz = ctx.authz(broker);
     for (p, batches) in &acks {
-        let code = acknowledge_partition(broker, ctx, &group, &member, p, batches);
+        let code = acknowledge_partition(broker, (&authz, &view), &member, p, batches);
         outcomes.entry((p.id, p.partition)).or_default().ack_error = code;
         outcomes.entry((p.id, p.partition)).or_default().acked = true;
     }
     let partitions = match step {
         SessionStep::Closed(partitions) => {
-            broker.share.release(broker, &group, &member, &partitions);
+            broker.share.release(broker, &view, &member, &partitions);
             Vec::new()
         }
         SessionStep::Fetch(partitions) => partitions,
     };
     if !partitions.is_empty() {
-        let deliveries = acquire_with_wait(broker, ctx, &group, &member, &partitions, &req).await;
+        let deliveries =
+            acquire_with_wait(broker, &authz, &group, &member, &partitions, &req).await;
         for ((topic, index), result) in partitions.iter().zip(deliveries) {
             let id = image.topic(topic).map(|t| t.id).unwrap_or_default();
             let o = outcomes.entry((id, *index)).or_default();
@@ -330,13 +328,7 @@ pub(crate) async fn fetch(
         );
     }
     ShareFetchResponse::default()
-        .with_acquisition_lock_timeout_ms(
-            broker
-                .share
-                .settings(broker, &group)
-                .limits
-                .lock_duration_ms as i32,
-        )
+        .with_acquisition_lock_timeout_ms(view.settings.limits.lock_duration_ms as i32)
         .with_responses(
             by_topic
                 .into_iter()
@@ -353,7 +345,7 @@ pub(crate) async fn fetch(
 /// or MaxWaitMs passes.
 async fn acquire_with_wait(
     broker: &Broker,
-    ctx: &RequestContext,
+    authz: &Authz<'_>,
     group: &str,
     member: &str,
     partitions: &[TopicPartition],
@@ -372,8 +364,9 @@ async fn acquire_with_wait(
     } else {
         i64::MAX
     };
-    let authz = ctx.authz(broker);
     loop {
+        // Looked at again each pass: the coordinator may have finished loading meanwhile.
+        let view = broker.share.group_view(broker, group);
         let mut watchers = Vec::new();
         let results: Vec<Result<Delivery, ResponseError>> = disk_io(|| {
             partitions
@@ -387,7 +380,7 @@ async fn acquire_with_wait(
                     }
                     broker.share.acquire(
                         broker,
-                        group,
+                        &view,
                         member,
                         (topic, *index),
                         (max_records, per_partition),
@@ -426,16 +419,17 @@ pub(crate) fn acknowledge(
     if !ctx.authz(broker).group(AclOperation::Read, &group) {
         return top(ResponseError::GroupAuthorizationFailed);
     }
-    let step =
-        match broker
-            .share
-            .sessions
-            .acknowledge(&group, &member, req.share_session_epoch, now_ms())
-        {
-            Ok(step) => step,
-            Err(e) => return top(e),
-        };
+    let step = match broker
+        .share
+        .sessions
+        .acknowledge(&group, &member, req.share_session_epoch)
+    {
+        Ok(step) => step,
+        Err(e) => return top(e),
+    };
     let image = broker.controller.image();
+    let view = broker.share.group_view(broker, &group);
+    let authz = ctx.authz(broker);
     let responses = req
         .topics
         .iter()
@@ -450,7 +444,8 @@ pub(crate) fn acknowledge(
                         .iter()
                         .map(|b| (b.first_offset, b.last_offset, b.acknowledge_types.clone()))
                         .collect();
-                    let code = acknowledge_partition(broker, ctx, &group, &member, &n, &batches);
+                    let code =
+                        acknowledge_partition(broker, (&authz, &view), &member, &n, &batches);
                     share_acknowledge_response::PartitionData::default()
                         .with_partition_index(p.partition_index)
                         .with_error_code(code.map_or(0, |e| e.code()))
@@ -462,7 +457,7 @@ pub(crate) fn acknowledge(
         })
         .collect();
     if let SessionStep::Closed(partitions) = step {
-        broker.share.release(broker, &group, &member, &partitions);
+        broker.share.release(broker, &view, &member, &partitions);
     }
     ShareAcknowledgeResponse::default().with_responses(responses)
 }

@@ -43,6 +43,18 @@ pub(crate) struct Delivery {
     pub(crate) acquired: Vec<AcquiredRange>,
 }
 
+/// A share group as one request sees it: its settings and where it is coordinated.
+pub(crate) struct GroupView {
+    /// Group id.
+    pub(crate) group: String,
+    /// The broker's share-group settings with the group's configs over them.
+    pub(crate) settings: ShareGroupConfig,
+    /// This broker should coordinate the group but is still loading it.
+    loading: bool,
+    /// This broker coordinates the group (it stores the start offsets).
+    coordinated_here: bool,
+}
+
 /// Share-partitions and share sessions.
 pub(crate) struct ShareManager {
     /// The broker's `group.share.*` settings, which a group's configs override.
@@ -62,10 +74,23 @@ impl ShareManager {
         }
     }
 
-    /// The settings of `group`: the broker's, with the group's configs over them.
-    pub(crate) fn settings(&self, broker: &Broker, group: &str) -> ShareGroupConfig {
-        let configs = broker.controller.image().group_configs(group);
-        crate::config::group_configs::share_settings(&self.base, &configs)
+    /// What a request needs to know of `group`, worked out once for all its partitions.
+    pub(crate) fn group_view(&self, broker: &Broker, group: &str) -> GroupView {
+        let image = broker.controller.image();
+        let here = broker.groups.check_coordinator(group).is_ok();
+        GroupView {
+            group: group.to_string(),
+            settings: crate::config::group_configs::share_settings(
+                &self.base,
+                &image.group_configs(group),
+            ),
+            // This broker should coordinate the group but cannot yet (it is loading the
+            // group's offsets partition): a share-partition must not start before it can read
+            // the stored start offset.
+            loading: !here
+                && broker.groups.coordinator_in(&image, group) == Some(broker.config.node_id),
+            coordinated_here: here,
+        }
     }
 
     /// Where a share-partition with no stored start offset starts
@@ -93,33 +118,24 @@ impl ShareManager {
         }
     }
 
-    /// Whether this broker should coordinate `group` but cannot yet (it is loading the
-    /// group's offsets partition): a share-partition must not start before it can read the
-    /// stored start offset.
-    fn coordinator_loading(broker: &Broker, group: &str) -> bool {
-        let image = broker.controller.image();
-        broker.groups.coordinator_in(&image, group) == Some(broker.config.node_id)
-            && broker.groups.check_coordinator(group).is_err()
-    }
-
     /// Runs `f` on the share-partition, started (again) from what the coordinator stored when
     /// it is new or its offsets were altered since; reports a moved start offset afterwards.
     /// None while the group's coordinator here is not ready.
     fn with_entry<T>(
         &self,
         broker: &Broker,
-        group: &str,
+        view: &GroupView,
         partition: &Partition,
         f: impl FnOnce(&mut SharePartition, &ShareLimits) -> T,
     ) -> Option<T> {
-        if Self::coordinator_loading(broker, group) {
+        if view.loading {
             return None;
         }
-        let settings = self.settings(broker, group);
+        let (group, settings) = (view.group.as_str(), &view.settings);
         let (topic, index) = (partition.topic.as_str(), partition.index);
         let key = (group.to_string(), topic.to_string(), index);
         let stored = broker.groups.share_start(group, topic, index);
-        let coordinated_here = broker.groups.check_coordinator(group).is_ok();
+        let coordinated_here = view.coordinated_here;
         let cell = self
             .partitions
             .lock()
@@ -178,21 +194,21 @@ impl ShareManager {
     pub(crate) fn acquire(
         &self,
         broker: &Broker,
-        group: &str,
+        view: &GroupView,
         member: &str,
         (topic, index): (&str, i32),
         (max_records, max_bytes): (i64, usize),
         now_ms: i64,
     ) -> Result<Delivery, ResponseError> {
         let partition = Self::led(broker, topic, index)?;
-        let read_committed = self.settings(broker, group).read_committed;
+        let read_committed = view.settings.read_committed;
         // share.isolation.level=read_committed reads up to the last stable offset.
         let hw = if read_committed {
             partition.last_stable_offset()
         } else {
             partition.high_watermark()
         };
-        self.with_entry(broker, group, &partition, |sp, limits| {
+        self.with_entry(broker, view, &partition, |sp, limits| {
             sp.expire_locks(limits, now_ms);
             let Some(from) = sp.next_fetch_offset(limits) else {
                 return Ok(Delivery::default());
@@ -247,13 +263,13 @@ impl ShareManager {
     pub(crate) fn acknowledge(
         &self,
         broker: &Broker,
-        group: &str,
+        view: &GroupView,
         member: &str,
         (topic, index): (&str, i32),
         batches: &[(i64, i64, Vec<i8>)],
     ) -> Result<(), ResponseError> {
         let partition = Self::led(broker, topic, index)?;
-        self.with_entry(broker, group, &partition, |sp, limits| {
+        self.with_entry(broker, view, &partition, |sp, limits| {
             let mut trial = sp.clone();
             for (first, last, types) in batches {
                 trial.acknowledge(member, *first, *last, types, limits)?;
@@ -268,7 +284,7 @@ impl ShareManager {
     pub(crate) fn release(
         &self,
         broker: &Broker,
-        group: &str,
+        view: &GroupView,
         member: &str,
         partitions: &[TopicPartition],
     ) {
@@ -276,20 +292,22 @@ impl ShareManager {
             let Ok(partition) = Self::led(broker, topic, *index) else {
                 continue;
             };
-            let key = (group.to_string(), topic.clone(), *index);
+            let key = (view.group.clone(), topic.clone(), *index);
             if !self.partitions.lock().contains_key(&key) {
                 continue;
             }
-            let _ = self.with_entry(broker, group, &partition, |sp, limits| {
+            let _ = self.with_entry(broker, view, &partition, |sp, limits| {
                 sp.release_member(member, limits)
             });
         }
     }
 
-    /// Closes share sessions idle for longer than `idle_ms`, giving back their records.
-    pub(crate) fn expire_sessions(&self, broker: &Broker, idle_ms: i64, now_ms: i64) {
-        for (group, member, partitions) in self.sessions.expire(now_ms - idle_ms) {
-            self.release(broker, &group, &member, &partitions);
+    /// Ends the share sessions opened on `connection`, which closed, giving back their
+    /// members' records.
+    pub(crate) fn connection_closed(&self, broker: &Broker, connection: u64) {
+        for (group, member, partitions) in self.sessions.close_connection(connection) {
+            let view = self.group_view(broker, &group);
+            self.release(broker, &view, &member, &partitions);
         }
     }
 }

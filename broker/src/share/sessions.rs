@@ -1,6 +1,8 @@
 //! Share sessions (KIP-932): for each (group, member), the partitions its ShareFetch
 //! requests read, and the epoch the next request must carry. Epoch 0 opens a session, -1
-//! closes it, and each other request must bring the session's epoch, which then moves on.
+//! closes it, and each other request must bring the session's epoch, which then moves on. A
+//! session also ends when the connection that opened it closes, as in Kafka; there is no idle
+//! timeout (acquisition locks run out on their own).
 
 use std::collections::{BTreeSet, HashMap};
 
@@ -18,7 +20,8 @@ pub(crate) const CLOSE_EPOCH: i32 = -1;
 struct Session {
     epoch: i32,
     partitions: BTreeSet<TopicPartition>,
-    last_used_ms: i64,
+    /// The connection that opened it.
+    connection: u64,
 }
 
 /// The share sessions of this broker.
@@ -53,16 +56,16 @@ impl ShareSessions {
         }
     }
 
-    /// ShareFetch's session step: epoch 0 replaces any session with one of `added`; -1 closes
-    /// it; another epoch must be the session's, and adds `added` and drops `forgotten`.
+    /// ShareFetch's session step: epoch 0 replaces any session with one of `added`, tied to
+    /// `connection`; -1 closes it; another epoch must be the session's, and adds `added` and
+    /// drops `forgotten`.
     pub(crate) fn fetch(
         &self,
-        group: &str,
-        member: &str,
+        (group, member): (&str, &str),
         epoch: i32,
         added: Vec<TopicPartition>,
         forgotten: Vec<TopicPartition>,
-        now_ms: i64,
+        connection: u64,
     ) -> Result<SessionStep, ResponseError> {
         let key = (group.to_string(), member.to_string());
         let mut sessions = self.sessions.lock();
@@ -78,7 +81,7 @@ impl ShareSessions {
                     Session {
                         epoch: 1,
                         partitions,
-                        last_used_ms: now_ms,
+                        connection,
                     },
                 );
                 Ok(SessionStep::Fetch(fetch))
@@ -97,7 +100,6 @@ impl ShareSessions {
                     return Err(ResponseError::InvalidShareSessionEpoch);
                 }
                 s.epoch = next_epoch(s.epoch);
-                s.last_used_ms = now_ms;
                 s.partitions.extend(added);
                 for f in &forgotten {
                     s.partitions.remove(f);
@@ -114,20 +116,32 @@ impl ShareSessions {
         group: &str,
         member: &str,
         epoch: i32,
-        now_ms: i64,
     ) -> Result<SessionStep, ResponseError> {
         match epoch {
             OPEN_EPOCH => Err(ResponseError::InvalidShareSessionEpoch),
-            _ => self.fetch(group, member, epoch, Vec::new(), Vec::new(), now_ms),
+            // Never opens a session, so no connection is recorded.
+            _ => self.fetch((group, member), epoch, Vec::new(), Vec::new(), 0),
         }
     }
 
-    /// Drops sessions unused since `idle_before_ms`: (group, member, partitions) of each.
-    pub(crate) fn expire(&self, idle_before_ms: i64) -> Vec<(String, String, Vec<TopicPartition>)> {
+    /// Whether a session opened on `connection` is open.
+    pub(crate) fn any_of(&self, connection: u64) -> bool {
+        self.sessions
+            .lock()
+            .values()
+            .any(|s| s.connection == connection)
+    }
+
+    /// Ends the sessions opened on `connection` (it closed): (group, member, partitions) of
+    /// each.
+    pub(crate) fn close_connection(
+        &self,
+        connection: u64,
+    ) -> Vec<(String, String, Vec<TopicPartition>)> {
         let mut sessions = self.sessions.lock();
         let gone: Vec<(String, String)> = sessions
             .iter()
-            .filter(|(_, s)| s.last_used_ms < idle_before_ms)
+            .filter(|(_, s)| s.connection == connection)
             .map(|(k, _)| k.clone())
             .collect();
         gone.into_iter()
@@ -151,58 +165,64 @@ mod tests {
     fn epochs_open_move_on_and_close() {
         let s = ShareSessions::new(10);
         assert_eq!(
-            s.fetch("g", "m", 3, vec![], vec![], 0),
+            s.fetch(("g", "m"), 3, vec![], vec![], 0),
             Err(ResponseError::ShareSessionNotFound)
         );
         assert_eq!(
-            s.fetch("g", "m", 0, vec![tp(0)], vec![], 0),
+            s.fetch(("g", "m"), 0, vec![tp(0)], vec![], 0),
             Ok(SessionStep::Fetch(vec![tp(0)]))
         );
         // An incremental request reads every partition of the session.
         assert_eq!(
-            s.fetch("g", "m", 1, vec![tp(1)], vec![], 0),
+            s.fetch(("g", "m"), 1, vec![tp(1)], vec![], 0),
             Ok(SessionStep::Fetch(vec![tp(0), tp(1)]))
         );
         assert_eq!(
-            s.fetch("g", "m", 1, vec![], vec![], 0),
+            s.fetch(("g", "m"), 1, vec![], vec![], 0),
             Err(ResponseError::InvalidShareSessionEpoch)
         );
         assert_eq!(
-            s.acknowledge("g", "m", 0, 0),
+            s.acknowledge("g", "m", 0),
             Err(ResponseError::InvalidShareSessionEpoch)
         );
         assert_eq!(
-            s.acknowledge("g", "m", 2, 0),
+            s.acknowledge("g", "m", 2),
             Ok(SessionStep::Fetch(vec![tp(0), tp(1)]))
         );
         assert_eq!(
-            s.fetch("g", "m", 3, vec![], vec![tp(0)], 0),
+            s.fetch(("g", "m"), 3, vec![], vec![tp(0)], 0),
             Ok(SessionStep::Fetch(vec![tp(1)]))
         );
         assert_eq!(
-            s.acknowledge("g", "m", -1, 0),
+            s.acknowledge("g", "m", -1),
             Ok(SessionStep::Closed(vec![tp(1)]))
         );
         assert_eq!(
-            s.fetch("g", "m", -1, vec![], vec![], 0),
+            s.fetch(("g", "m"), -1, vec![], vec![], 0),
             Err(ResponseError::ShareSessionNotFound)
         );
     }
 
     #[test]
-    fn the_session_limit_and_idle_sessions() {
+    fn the_session_limit_and_closed_connections() {
         let s = ShareSessions::new(1);
-        s.fetch("g", "a", 0, vec![tp(0)], vec![], 0).unwrap();
+        s.fetch(("g", "a"), 0, vec![tp(0)], vec![], 7).unwrap();
         assert_eq!(
-            s.fetch("g", "b", 0, vec![tp(0)], vec![], 0),
+            s.fetch(("g", "b"), 0, vec![tp(0)], vec![], 8),
             Err(ResponseError::ShareSessionLimitReached)
         );
-        // Reopening one's own session is no new session.
-        s.fetch("g", "a", 0, vec![tp(1)], vec![], 5).unwrap();
-        assert!(s.expire(5).is_empty());
+        // Reopening one's own session is no new session; it moves to the new connection.
+        s.fetch(("g", "a"), 0, vec![tp(1)], vec![], 5).unwrap();
+        assert!(s.close_connection(7).is_empty());
+        assert!(s.any_of(5));
         assert_eq!(
-            s.expire(6),
+            s.close_connection(5),
             vec![("g".to_string(), "a".to_string(), vec![tp(1)])]
+        );
+        assert!(!s.any_of(5));
+        assert_eq!(
+            s.fetch(("g", "a"), 1, vec![], vec![], 5),
+            Err(ResponseError::ShareSessionNotFound)
         );
     }
 }

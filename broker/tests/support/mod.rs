@@ -193,3 +193,19 @@ pub async fn holds_for(
         tokio::time::sleep(left.min(Duration::from_millis(100))).await;
     }
 }
+
+/// The id of `topic`, from Metadata.
+pub async fn topic_id(c: &mut KafkaConnection, topic: &str) -> uuid::Uuid {
+    let md = c
+        .send(
+            &kafka_protocol::messages::MetadataRequest::default().with_topics(None),
+            12,
+        )
+        .await
+        .unwrap();
+    md.topics
+        .iter()
+        .find(|t| t.name.as_ref().is_some_and(|n| n.0.as_str() == topic))
+        .unwrap()
+        .topic_id
+}
