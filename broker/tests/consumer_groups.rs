@@ -300,6 +300,32 @@ async fn partitions_move_after_revocation_and_the_group_shows_as_kafkas() {
 }
 
 #[tokio::test]
+async fn a_group_config_sets_the_heartbeat_interval() {
+    let server = TestServer::start().await;
+    let mut c = server.connect().await;
+    create_topic(&mut c, "orders", 1, &[]).await;
+    let first = join_first(&mut c, "m1").await;
+    assert_eq!(first.heartbeat_interval_ms, 5_000, "the broker's default");
+    assert_eq!(
+        set_group_configs(&mut c, GROUP, &[("consumer.heartbeat.interval.ms", "7000")]).await,
+        0
+    );
+    // Kafka's bounds: 5000 to 15000.
+    assert_eq!(
+        set_group_configs(&mut c, GROUP, &[("consumer.heartbeat.interval.ms", "1000")]).await,
+        ResponseError::InvalidConfig.code()
+    );
+    let topic = topic_id(&mut c, "orders").await;
+    let owned = assigned(&first)
+        .unwrap_or_default()
+        .remove(&topic)
+        .unwrap_or_default();
+    let r = send(&mut c, &beat("m1", first.member_epoch, topic, &owned)).await;
+    assert_eq!(r.error_code, 0, "{r:?}");
+    assert_eq!(r.heartbeat_interval_ms, 7_000, "the group's config");
+}
+
+#[tokio::test]
 async fn bad_heartbeats_get_kafkas_errors() {
     let server = TestServer::start().await;
     let mut c = server.connect().await;

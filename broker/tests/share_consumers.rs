@@ -15,9 +15,6 @@ use std::collections::BTreeMap;
 
 use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
-use kafka_protocol::messages::incremental_alter_configs_request::{
-    AlterConfigsResource, AlterableConfig,
-};
 use kafka_protocol::messages::share_acknowledge_request::{
     AcknowledgePartition, AcknowledgeTopic, AcknowledgementBatch as AckBatch,
 };
@@ -26,9 +23,9 @@ use kafka_protocol::messages::share_fetch_request::{
 };
 use kafka_protocol::messages::{
     AlterShareGroupOffsetsRequest, DescribeConfigsRequest, DescribeShareGroupOffsetsRequest,
-    FetchRequest, FindCoordinatorRequest, GroupId, IncrementalAlterConfigsRequest,
-    ListConfigResourcesRequest, ShareAcknowledgeRequest, ShareAcknowledgeResponse,
-    ShareFetchRequest, ShareFetchResponse, ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse,
+    FetchRequest, FindCoordinatorRequest, GroupId, ListConfigResourcesRequest,
+    ShareAcknowledgeRequest, ShareAcknowledgeResponse, ShareFetchRequest, ShareFetchResponse,
+    ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse,
 };
 use kafka_protocol::ResponseError;
 use support::*;
@@ -378,27 +375,6 @@ async fn the_start_offset_survives_a_restart() {
     assert_eq!(r, vec![(7, 14, 1)]);
     assert_eq!(start_offset(&mut c).await, 7);
     server.shutdown().await.unwrap();
-}
-
-/// IncrementalAlterConfigs on GROUP `GROUP` with `pairs` set; the resource's error code.
-async fn set_group_configs(c: &mut KafkaConnection, group: &str, pairs: &[(&str, &str)]) -> i16 {
-    let req = IncrementalAlterConfigsRequest::default().with_resources(vec![
-        AlterConfigsResource::default()
-            .with_resource_type(GROUP_RESOURCE)
-            .with_resource_name(str_bytes(group))
-            .with_configs(
-                pairs
-                    .iter()
-                    .map(|(k, v)| {
-                        AlterableConfig::default()
-                            .with_name(str_bytes(k))
-                            .with_config_operation(0)
-                            .with_value(Some(str_bytes(v)))
-                    })
-                    .collect(),
-            ),
-    ]);
-    c.send(&req, 1).await.unwrap().responses[0].error_code
 }
 
 /// DescribeConfigs of GROUP `GROUP`: name -> (value, source, synonym names).

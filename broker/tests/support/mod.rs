@@ -209,3 +209,28 @@ pub async fn topic_id(c: &mut KafkaConnection, topic: &str) -> uuid::Uuid {
         .unwrap()
         .topic_id
 }
+
+/// IncrementalAlterConfigs on group `group` with `pairs` set; the resource's error code.
+pub async fn set_group_configs(
+    c: &mut KafkaConnection,
+    group: &str,
+    pairs: &[(&str, &str)],
+) -> i16 {
+    let req = kafka_protocol::messages::IncrementalAlterConfigsRequest::default().with_resources(vec![
+        kafka_protocol::messages::incremental_alter_configs_request::AlterConfigsResource::default()
+            .with_resource_type(32)
+            .with_resource_name(str_bytes(group))
+            .with_configs(
+                pairs
+                    .iter()
+                    .map(|(k, v)| {
+                        kafka_protocol::messages::incremental_alter_configs_request::AlterableConfig::default()
+                            .with_name(str_bytes(k))
+                            .with_config_operation(0)
+                            .with_value(Some(str_bytes(v)))
+                    })
+                    .collect(),
+            ),
+    ]);
+    c.send(&req, 1).await.unwrap().responses[0].error_code
+}
