@@ -862,13 +862,7 @@ impl Controller {
         };
         let mut records = Vec::new();
         if replace_all {
-            let image = self.image();
-            let current = image
-                .configs
-                .get(&(resource_type, name.to_string()))
-                .cloned()
-                .unwrap_or_default();
-            for key in current.into_keys() {
+            for key in self.image().configs_of(resource_type, name).into_keys() {
                 if !changes.iter().any(|(k, _)| *k == key) {
                     records.push(record(&key, None));
                 }

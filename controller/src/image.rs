@@ -465,20 +465,26 @@ impl MetadataImage {
             .collect()
     }
 
-    /// The dynamic configs of a broker (`name` a node id, or empty for the cluster-wide default).
-    pub fn broker_configs(&self, name: &str) -> BTreeMap<String, String> {
+    /// The configs set on one resource (none when it has no entry).
+    pub fn configs_of(
+        &self,
+        resource_type: ConfigResourceType,
+        name: &str,
+    ) -> BTreeMap<String, String> {
         self.configs
-            .get(&(ConfigResourceType::Broker, name.to_string()))
+            .get(&(resource_type, name.to_string()))
             .cloned()
             .unwrap_or_default()
     }
 
+    /// The dynamic configs of a broker (`name` a node id, or empty for the cluster-wide default).
+    pub fn broker_configs(&self, name: &str) -> BTreeMap<String, String> {
+        self.configs_of(ConfigResourceType::Broker, name)
+    }
+
     /// The configs set on a group.
     pub fn group_configs(&self, group: &str) -> BTreeMap<String, String> {
-        self.configs
-            .get(&(ConfigResourceType::Group, group.to_string()))
-            .cloned()
-            .unwrap_or_default()
+        self.configs_of(ConfigResourceType::Group, group)
     }
 
     /// The groups that have configs set, in name order.
@@ -492,10 +498,7 @@ impl MetadataImage {
 
     /// The explicitly set configs of a topic.
     pub fn topic_configs(&self, name: &str) -> BTreeMap<String, String> {
-        self.configs
-            .get(&(ConfigResourceType::Topic, name.to_string()))
-            .cloned()
-            .unwrap_or_default()
+        self.configs_of(ConfigResourceType::Topic, name)
     }
 }
 

@@ -257,15 +257,14 @@ fn incremental_changes(
             OP_SET => (name, value),
             OP_DELETE => (name, None),
             OP_APPEND | OP_SUBTRACT => {
-                let is_list = match resource_type {
-                    RESOURCE_BROKER => {
-                        broker_config(&name).is_some_and(|d| d.kind == ConfigType::List)
+                let kind = match resource_type {
+                    RESOURCE_BROKER => broker_config(&name).map(|d| d.kind),
+                    RESOURCE_GROUP => {
+                        crate::config::group_configs::group_config(&name).map(|d| d.kind)
                     }
-                    RESOURCE_GROUP => crate::config::group_configs::group_config(&name)
-                        .is_some_and(|d| d.kind == ConfigType::List),
-                    _ => topic_config(&name).is_some_and(|d| d.kind == ConfigType::List),
+                    _ => topic_config(&name).map(|d| d.kind),
                 };
-                if !is_list {
+                if kind != Some(ConfigType::List) {
                     return Err(ApiError::new(
                         ResponseError::InvalidConfig,
                         format!(

@@ -279,7 +279,7 @@ pub(crate) async fn fetch(
     };
     if !partitions.is_empty() {
         let deliveries =
-            acquire_with_wait(broker, &authz, &group, &member, &partitions, &req).await;
+            acquire_with_wait(broker, (&authz, &view), &member, &partitions, &req).await;
         for ((topic, index), result) in partitions.iter().zip(deliveries) {
             let id = image.topic(topic).map(|t| t.id).unwrap_or_default();
             let o = outcomes.entry((id, *index)).or_default();
@@ -345,8 +345,7 @@ pub(crate) async fn fetch(
 /// or MaxWaitMs passes.
 async fn acquire_with_wait(
     broker: &Broker,
-    authz: &Authz<'_>,
-    group: &str,
+    (authz, first_view): (&Authz<'_>, &GroupView),
     member: &str,
     partitions: &[TopicPartition],
     req: &ShareFetchRequest,
@@ -364,9 +363,9 @@ async fn acquire_with_wait(
     } else {
         i64::MAX
     };
+    let mut later_view = None;
     loop {
-        // Looked at again each pass: the coordinator may have finished loading meanwhile.
-        let view = broker.share.group_view(broker, group);
+        let view = later_view.as_ref().unwrap_or(first_view);
         let mut watchers = Vec::new();
         let results: Vec<Result<Delivery, ResponseError>> = disk_io(|| {
             partitions
@@ -380,7 +379,7 @@ async fn acquire_with_wait(
                     }
                     broker.share.acquire(
                         broker,
-                        &view,
+                        view,
                         member,
                         (topic, *index),
                         (max_records, per_partition),
@@ -401,6 +400,8 @@ async fn acquire_with_wait(
         let _ =
             tokio::time::timeout_at(until, crate::replication::delayed_produce::first_of(waits))
                 .await;
+        // Looked at again after a wait: the coordinator may have finished loading meanwhile.
+        later_view = Some(broker.share.group_view(broker, &first_view.group));
     }
 }
 

@@ -57,18 +57,15 @@ pub(crate) struct GroupView {
 
 /// Share-partitions and share sessions.
 pub(crate) struct ShareManager {
-    /// The broker's `group.share.*` settings, which a group's configs override.
-    base: ShareGroupConfig,
     partitions: Mutex<HashMap<Key, Arc<Mutex<Entry>>>>,
     /// Share sessions of ShareFetch and ShareAcknowledge.
     pub(crate) sessions: ShareSessions,
 }
 
 impl ShareManager {
-    /// A manager with the broker's share-group settings.
-    pub(crate) fn new(base: ShareGroupConfig) -> Self {
+    /// A manager with no share-partitions or sessions yet.
+    pub(crate) fn new() -> Self {
         ShareManager {
-            base,
             partitions: Mutex::new(HashMap::new()),
             sessions: ShareSessions::new(MAX_SHARE_SESSIONS),
         }
@@ -81,7 +78,7 @@ impl ShareManager {
         GroupView {
             group: group.to_string(),
             settings: crate::config::group_configs::share_settings(
-                &self.base,
+                &broker.groups.config.share,
                 &image.group_configs(group),
             ),
             // This broker should coordinate the group but cannot yet (it is loading the
