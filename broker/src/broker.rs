@@ -500,6 +500,19 @@ impl Broker {
         (host.clone(), *port)
     }
 
+    /// Whether `topic` is read-only in `image` because it is mirrored (Produce answers
+    /// READ_ONLY_TOPIC; no transaction may take it in, or its markers would break the mirror's
+    /// same offsets).
+    pub fn is_mirrored_read_only(
+        &self,
+        image: &tern_controller::MetadataImage,
+        topic: &str,
+    ) -> bool {
+        let configs = image.topic_configs(topic);
+        let mirror_name = configs.get(tern_controller::topic_configs::MIRROR_NAME_CONFIG);
+        self.mirrors.is_read_only(mirror_name.map(String::as_str))
+    }
+
     /// The error for a partition this broker does not host: NOT_LEADER_OR_FOLLOWER if it
     /// exists elsewhere in the cluster (clients then refresh their metadata), else
     /// UNKNOWN_TOPIC_OR_PARTITION.

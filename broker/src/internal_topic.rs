@@ -40,9 +40,30 @@ pub(crate) fn append_batch(
     batch: BytesMut,
     map_error: impl FnOnce(&StorageError) -> ResponseError,
 ) -> Result<PendingAck, ResponseError> {
-    partition
-        .log
-        .append_as_leader(batch, partition.leader_epoch())
+    append_leader(partition, map_error, |log, epoch| {
+        log.append_as_leader(batch, epoch)
+    })
+}
+
+/// Appends a transaction marker as the leader, as [`append_batch`]; `bumped_epoch` is a
+/// transaction version 2 marker, which must carry an epoch above its transaction's.
+pub(crate) fn append_marker_batch(
+    partition: &Arc<Partition>,
+    batch: BytesMut,
+    bumped_epoch: bool,
+    map_error: impl FnOnce(&StorageError) -> ResponseError,
+) -> Result<PendingAck, ResponseError> {
+    append_leader(partition, map_error, |log, epoch| {
+        log.append_marker_as_leader(batch, epoch, bumped_epoch)
+    })
+}
+
+fn append_leader(
+    partition: &Arc<Partition>,
+    map_error: impl FnOnce(&StorageError) -> ResponseError,
+    append: impl FnOnce(&tern_storage::Log, i32) -> Result<tern_storage::LogAppendInfo, StorageError>,
+) -> Result<PendingAck, ResponseError> {
+    append(&partition.log, partition.leader_epoch())
         .map_err(|e| {
             tracing::warn!(topic = %partition.topic, partition = partition.index, error = %e, "cannot append to an internal topic");
             map_error(&e)

@@ -67,18 +67,23 @@ async fn read_committed(c: &mut KafkaConnection, topic: &str) -> (i64, i64, Vec<
         .flatten()
         .map(|a| (a.producer_id.0, a.first_offset))
         .collect();
+    // As a read_committed consumer skips them: from an aborted transaction's first offset to
+    // its producer's next marker.
     let mut values = Vec::new();
+    let mut aborting = std::collections::HashSet::new();
     let bytes = p.records.clone().unwrap_or_default();
     for item in tern_protocol::record_batch::BatchIter::new(&bytes) {
         let (h, batch) = item.unwrap();
+        for &(pid, first) in &aborted {
+            if pid == h.producer_id && first == h.base_offset {
+                aborting.insert(pid);
+            }
+        }
         if h.is_control() {
+            aborting.remove(&h.producer_id);
             continue;
         }
-        if h.is_transactional()
-            && aborted
-                .iter()
-                .any(|&(pid, first)| pid == h.producer_id && first <= h.base_offset)
-        {
+        if h.is_transactional() && aborting.contains(&h.producer_id) {
             continue;
         }
         let (_, records) = tern_protocol::records::decode_records(batch, 1 << 20).unwrap();
@@ -137,7 +142,7 @@ async fn txn_offset_commit(
                 .with_group_id(GroupId(s(group)))
                 .with_producer_id(ProducerId(pid))
                 .with_producer_epoch(epoch)
-                .with_generation_id(generation)
+                .with_generation_id_or_member_epoch(generation)
                 .with_member_id(s(member))
                 .with_topics(vec![TxnOffsetCommitRequestTopic::default()
                     .with_name(name(topic))
@@ -273,12 +278,7 @@ async fn commit_abort_offsets_and_bad_requests() {
     assert_eq!(committed_offset(&mut c, "readers", "out").await, -1);
     assert_eq!(end(&mut c, "app", pid, epoch, true).await, 0);
     // A retried commit is answered the same; an abort now is refused.
-    let mut tries = 0;
-    while describe(&mut c, "app").await.0 != "CompleteCommit" {
-        tries += 1;
-        assert!(tries < 100, "markers never completed");
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
+    wait_for_state(&mut c, "app", "CompleteCommit").await;
     assert_eq!(end(&mut c, "app", pid, epoch, true).await, 0);
     assert_eq!(
         end(&mut c, "app", pid, epoch, false).await,
@@ -322,12 +322,7 @@ async fn commit_abort_offsets_and_bad_requests() {
         0
     );
     assert_eq!(end(&mut c, "app", pid, epoch, false).await, 0);
-    let mut tries = 0;
-    while describe(&mut c, "app").await.0 != "CompleteAbort" {
-        tries += 1;
-        assert!(tries < 100, "markers never completed");
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
+    wait_for_state(&mut c, "app", "CompleteAbort").await;
     let (hw, lso, values) = read_committed(&mut c, "out").await;
     assert_eq!((hw, lso), (5, 5));
     assert_eq!(values, vec!["a", "b"]);
@@ -375,5 +370,247 @@ async fn an_open_transaction_survives_a_restart_and_the_next_init_aborts_it() {
     let (hw, lso, values) = read_committed(&mut c, "out").await;
     assert_eq!((hw, lso), (2, 2));
     assert!(values.is_empty());
+    server.shutdown().await.unwrap();
+}
+
+/// Produce v12+ (transaction version 2) of a transactional batch: the error code.
+async fn produce_v2(c: &mut KafkaConnection, id: &str, topic: &str, batch: bytes::Bytes) -> i16 {
+    use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+    let r = c
+        .send(
+            &kafka_protocol::messages::ProduceRequest::default()
+                .with_transactional_id(Some(txn_id(id)))
+                .with_acks(-1)
+                .with_timeout_ms(5000)
+                .with_topic_data(vec![TopicProduceData::default()
+                    .with_name(name(topic))
+                    .with_partition_data(vec![PartitionProduceData::default()
+                        .with_index(0)
+                        .with_records(Some(batch))])]),
+            12,
+        )
+        .await
+        .unwrap();
+    r.responses[0].partition_responses[0].error_code
+}
+
+/// EndTxn v5: (error code, producer id, epoch) the producer goes on with.
+async fn end_v5(
+    c: &mut KafkaConnection,
+    id: &str,
+    pid: i64,
+    epoch: i16,
+    commit: bool,
+) -> (i16, i64, i16) {
+    let r = c
+        .send(
+            &kafka_protocol::messages::EndTxnRequest::default()
+                .with_transactional_id(txn_id(id))
+                .with_producer_id(ProducerId(pid))
+                .with_producer_epoch(epoch)
+                .with_committed(commit),
+            5,
+        )
+        .await
+        .unwrap();
+    (r.error_code, r.producer_id.0, r.producer_epoch)
+}
+
+async fn wait_for_state(c: &mut KafkaConnection, id: &str, state: &str) {
+    let mut tries = 0;
+    while describe(c, id).await.0 != state {
+        tries += 1;
+        assert!(tries < 100, "{id} never reached {state}");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn transaction_version_2_adds_partitions_on_write_and_bumps_the_epoch_per_transaction() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start_in(dir.path(), &[]).await;
+    let mut c = KafkaConnection::connect(server.local_addrs[0], "t")
+        .await
+        .unwrap();
+    // The features a Java producer reads to turn transaction version 2 on.
+    let versions = c
+        .send(&kafka_protocol::messages::ApiVersionsRequest::default(), 3)
+        .await
+        .unwrap();
+    let finalized: Vec<(String, i16)> = versions
+        .finalized_features
+        .iter()
+        .map(|f| (f.name.to_string(), f.max_version_level))
+        .collect();
+    assert!(finalized.contains(&("transaction.version".to_string(), 2)));
+    assert!(versions.finalized_features_epoch >= 0);
+
+    create_topic(&mut c, "out", 1, &[]).await;
+    create_topic(&mut c, "in", 1, &[]).await;
+    init(&mut c, "v2", 60_000).await;
+    assert_eq!(find_coordinator(&mut c, "v2").await, 0);
+    let (code, pid, epoch) = init(&mut c, "v2", 60_000).await;
+    assert_eq!((code, epoch), (0, 0));
+
+    // No AddPartitionsToTxn, no AddOffsetsToTxn: the write and the offset commit add them.
+    assert_eq!(
+        produce_v2(&mut c, "v2", "out", txn_batch(pid, 0, 0, &["a", "b"])).await,
+        0
+    );
+    assert_eq!(describe(&mut c, "v2").await, ("Ongoing".to_string(), 0, 1));
+    assert_eq!(
+        produce_v2(&mut c, "v2", "out", txn_batch(pid, 0, 2, &["c"])).await,
+        0
+    );
+    let commit = c
+        .send(
+            &TxnOffsetCommitRequest::default()
+                .with_transactional_id(txn_id("v2"))
+                .with_group_id(GroupId(s("readers")))
+                .with_producer_id(ProducerId(pid))
+                .with_producer_epoch(0)
+                .with_topics(vec![TxnOffsetCommitRequestTopic::default()
+                    .with_name(name("in"))
+                    .with_partitions(vec![TxnOffsetCommitRequestPartition::default()
+                        .with_partition_index(0)
+                        .with_committed_offset(11)])]),
+            5,
+        )
+        .await
+        .unwrap();
+    assert_eq!(commit.topics[0].partitions[0].error_code, 0);
+    assert_eq!(describe(&mut c, "v2").await, ("Ongoing".to_string(), 0, 2));
+    assert_eq!(read_committed(&mut c, "out").await.1, 0);
+
+    // The commit answers with the next epoch; the markers carry it.
+    assert_eq!(end_v5(&mut c, "v2", pid, 0, true).await, (0, pid, 1));
+    wait_for_state(&mut c, "v2", "CompleteCommit").await;
+    let (hw, lso, values) = read_committed(&mut c, "out").await;
+    assert_eq!(
+        (hw, lso, values),
+        (4, 4, vec!["a".into(), "b".into(), "c".into()])
+    );
+    assert_eq!(committed_offset(&mut c, "readers", "in").await, 11);
+    // A retried commit is answered the same, with the epoch handed out.
+    assert_eq!(end_v5(&mut c, "v2", pid, 0, true).await, (0, pid, 1));
+    // The old epoch is fenced at the partition and the coordinator.
+    assert_eq!(
+        produce_v2(&mut c, "v2", "out", txn_batch(pid, 0, 3, &["zombie"])).await,
+        ResponseError::InvalidProducerEpoch.code()
+    );
+
+    // The next transaction runs at epoch 1 from sequence 0, and is aborted. Its offsets go by
+    // topic id (TxnOffsetCommit v6); an id no topic has is UNKNOWN_TOPIC_ID.
+    assert_eq!(
+        produce_v2(&mut c, "v2", "out", txn_batch(pid, 1, 0, &["x"])).await,
+        0
+    );
+    let in_id = support::topic_id(&mut c, "in").await;
+    let unknown_id = uuid::Uuid::from_u128(7);
+    let by_id = c
+        .send(
+            &TxnOffsetCommitRequest::default()
+                .with_transactional_id(txn_id("v2"))
+                .with_group_id(GroupId(s("readers")))
+                .with_producer_id(ProducerId(pid))
+                .with_producer_epoch(1)
+                .with_topics(
+                    [in_id, unknown_id]
+                        .into_iter()
+                        .map(|id| {
+                            TxnOffsetCommitRequestTopic::default()
+                                .with_topic_id(id)
+                                .with_partitions(vec![TxnOffsetCommitRequestPartition::default()
+                                    .with_partition_index(0)
+                                    .with_committed_offset(20)])
+                        })
+                        .collect(),
+                ),
+            6,
+        )
+        .await
+        .unwrap();
+    let answers: Vec<(uuid::Uuid, i16)> = by_id
+        .topics
+        .iter()
+        .map(|t| (t.topic_id, t.partitions[0].error_code))
+        .collect();
+    assert_eq!(
+        answers,
+        vec![
+            (in_id, 0),
+            (unknown_id, ResponseError::UnknownTopicId.code())
+        ]
+    );
+    assert_eq!(end_v5(&mut c, "v2", pid, 1, false).await, (0, pid, 2));
+    wait_for_state(&mut c, "v2", "CompleteAbort").await;
+    let (hw, lso, values) = read_committed(&mut c, "out").await;
+    assert_eq!((hw, lso, values.len()), (6, 6, 3));
+    assert_eq!(committed_offset(&mut c, "readers", "in").await, 11);
+    // An abort with nothing open still ends with a new epoch; a commit is refused.
+    assert_eq!(
+        end_v5(&mut c, "v2", pid, 2, true).await,
+        (ResponseError::InvalidTxnState.code(), -1, -1)
+    );
+    assert_eq!(end_v5(&mut c, "v2", pid, 2, false).await, (0, pid, 3));
+    wait_for_state(&mut c, "v2", "CompleteAbort").await;
+    assert_eq!(
+        end_v5(&mut c, "v2", pid, 1, true).await.0,
+        ResponseError::ProducerFenced.code()
+    );
+
+    // A leader verifying (v5) a partition the transaction lacks: TRANSACTION_ABORTABLE.
+    assert_eq!(
+        produce_v2(&mut c, "v2", "out", txn_batch(pid, 3, 0, &["y"])).await,
+        0
+    );
+    let verify = |version: i16| {
+        let request = AddPartitionsToTxnRequest::default().with_transactions(vec![
+            AddPartitionsToTxnTransaction::default()
+                .with_transactional_id(txn_id("v2"))
+                .with_producer_id(ProducerId(pid))
+                .with_producer_epoch(3)
+                .with_verify_only(true)
+                .with_topics(vec![AddPartitionsToTxnTopic::default()
+                    .with_name(name("in"))
+                    .with_partitions(vec![0])]),
+        ]);
+        (request, version)
+    };
+    for (version, expected) in [
+        (4, ResponseError::InvalidTxnState),
+        (5, ResponseError::TransactionAbortable),
+    ] {
+        let (request, version) = verify(version);
+        let r = c.send(&request, version).await.unwrap();
+        assert_eq!(
+            r.results_by_transaction[0].topic_results[0].results_by_partition[0]
+                .partition_error_code,
+            expected.code()
+        );
+    }
+    assert_eq!(end_v5(&mut c, "v2", pid, 3, true).await, (0, pid, 4));
+    wait_for_state(&mut c, "v2", "CompleteCommit").await;
+    assert_eq!(read_committed(&mut c, "out").await.2.len(), 4);
+
+    // After a restart the coordinator knows the epoch it handed out.
+    drop(c);
+    server.shutdown().await.unwrap();
+    let server = start_in(dir.path(), &[]).await;
+    let mut c = KafkaConnection::connect(server.local_addrs[0], "t")
+        .await
+        .unwrap();
+    assert_eq!(
+        describe(&mut c, "v2").await,
+        ("CompleteCommit".to_string(), 4, 0)
+    );
+    assert_eq!(end_v5(&mut c, "v2", pid, 3, true).await, (0, pid, 4));
+    assert_eq!(
+        produce_v2(&mut c, "v2", "out", txn_batch(pid, 4, 0, &["z"])).await,
+        0
+    );
+    assert_eq!(end_v5(&mut c, "v2", pid, 4, true).await, (0, pid, 5));
+    wait_for_state(&mut c, "v2", "CompleteCommit").await;
+    assert_eq!(read_committed(&mut c, "out").await.2.len(), 5);
     server.shutdown().await.unwrap();
 }

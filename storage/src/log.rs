@@ -121,8 +121,14 @@ impl std::ops::Deref for Incoming {
 
 #[derive(Debug, Clone, Copy)]
 enum Origin {
-    Leader { epoch: i32 },
-    Replicated { rewrite_epoch: Option<i32> },
+    /// `bumped_marker`: a transaction version 2 marker (its epoch must exceed the data's).
+    Leader {
+        epoch: i32,
+        bumped_marker: bool,
+    },
+    Replicated {
+        rewrite_epoch: Option<i32>,
+    },
 }
 
 #[derive(Debug)]
@@ -202,6 +208,26 @@ impl Log {
             Incoming::owned(records),
             Origin::Leader {
                 epoch: leader_epoch,
+                bumped_marker: false,
+            },
+        )
+    }
+
+    /// Appends a transaction marker from a coordinator, as [`Log::append_as_leader`].
+    /// `bumped_epoch`: the transaction is of version 2 (KIP-890), whose marker carries the epoch
+    /// after the transaction's, so a marker not above the producer's epoch is refused (unless
+    /// it repeats one already written: the same epoch with no transaction open).
+    pub fn append_marker_as_leader(
+        &self,
+        records: BytesMut,
+        leader_epoch: i32,
+        bumped_epoch: bool,
+    ) -> Result<LogAppendInfo> {
+        self.append(
+            Incoming::owned(records),
+            Origin::Leader {
+                epoch: leader_epoch,
+                bumped_marker: bumped_epoch,
             },
         )
     }
@@ -310,7 +336,10 @@ impl Log {
         for (pos, h) in batches.iter_mut() {
             let range = *pos..*pos + h.size();
             match origin {
-                Origin::Leader { epoch } => {
+                Origin::Leader {
+                    epoch,
+                    bumped_marker,
+                } => {
                     let batch = &mut records.patchable()[range.clone()];
                     set_base_offset(batch, next);
                     set_partition_leader_epoch(batch, epoch);
@@ -319,7 +348,7 @@ impl Log {
                     }
                     *h = RecordBatchHeader::parse(batch)?;
                     if let Some((_, coordinator_epoch)) = control_of(h, batch) {
-                        producers.check_marker(h.producer_id, coordinator_epoch)?;
+                        producers.check_marker(h, coordinator_epoch, bumped_marker)?;
                     }
                     if let Some(dup) = producers.check_leader(&mut staged, h)? {
                         return Ok(Err(LogAppendInfo {
@@ -779,6 +808,15 @@ impl Log {
     /// State of one idempotent producer.
     pub fn producer_state(&self, producer_id: i64) -> Option<ProducerStateEntry> {
         self.producers.lock().get(producer_id).cloned()
+    }
+
+    /// Whether `producer_id` has a transaction open here at `epoch` (its first batch of a
+    /// transaction needs the coordinator; the rest do not).
+    pub fn in_transaction(&self, producer_id: i64, epoch: i16) -> bool {
+        self.producers
+            .lock()
+            .get(producer_id)
+            .is_some_and(|e| e.producer_epoch == epoch && e.current_txn_first_offset.is_some())
     }
 
     /// Every producer with state in this log (DescribeProducers).

@@ -617,6 +617,57 @@ fn a_marker_from_an_older_coordinator_is_fenced() {
 }
 
 #[test]
+fn a_transaction_version_2_marker_must_raise_the_epoch() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = Log::open(dir.path(), LogConfig::default()).unwrap();
+    let data = |epoch: i16, seq: i32| BatchSpec {
+        producer_id: 1,
+        producer_epoch: epoch,
+        base_sequence: seq,
+        transactional: true,
+        ..BatchSpec::default()
+    };
+    let marker = |epoch: i16| {
+        let key = [0u8, 0, 0, 1];
+        let value = [0u8, 0, 0, 0, 0, 0];
+        let spec = BatchSpec {
+            control: true,
+            base_sequence: -1,
+            ..data(epoch, -1)
+        };
+        BytesMut::from(&build_batch(&spec, &[(Some(&key[..]), Some(&value[..]))])[..])
+    };
+    log.append_as_leader(spec_batch(data(5, 0), 2), 0).unwrap();
+    // The transaction's own epoch: refused, the transaction stays open.
+    assert!(matches!(
+        log.append_marker_as_leader(marker(5), 0, true),
+        Err(StorageError::InvalidProducerEpoch {
+            producer_id: 1,
+            current: 5,
+            found: 5
+        })
+    ));
+    assert_eq!(log.last_stable_offset(100), 0);
+    // Under version 1 the same marker is the transaction's end; under version 2 the next epoch.
+    log.append_marker_as_leader(marker(6), 0, true).unwrap();
+    assert_eq!(log.last_stable_offset(100), 100);
+    assert_eq!(log.producer_state(1).unwrap().producer_epoch, 6);
+    // A coordinator repeating the marker (no transaction open) is answered again.
+    log.append_marker_as_leader(marker(6), 0, true).unwrap();
+    // The data of the fenced epoch is refused; the next transaction starts at sequence 0.
+    assert!(matches!(
+        log.append_as_leader(spec_batch(data(5, 2), 1), 0),
+        Err(StorageError::InvalidProducerEpoch { .. })
+    ));
+    log.append_as_leader(spec_batch(data(6, 0), 3), 0).unwrap();
+    assert_eq!(log.last_stable_offset(100), 4);
+    // With a transaction open at epoch 6, a repeated marker at 6 is a stale one.
+    assert!(log.append_marker_as_leader(marker(6), 0, true).is_err());
+    log.append_marker_as_leader(marker(6), 0, false).unwrap();
+    assert_eq!(log.last_stable_offset(100), 100);
+}
+
+#[test]
 fn retention_by_size_and_time() {
     let dir = tempfile::tempdir().unwrap();
     let log = Log::open(dir.path(), small_segments()).unwrap();

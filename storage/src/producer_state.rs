@@ -213,18 +213,38 @@ impl ProducerStateManager {
     }
 
     /// A marker must come from the coordinator that wrote the producer's last one, or a newer
-    /// one: a coordinator that lost its partition and still writes is fenced.
-    pub(crate) fn check_marker(&self, producer_id: i64, coordinator_epoch: i32) -> Result<()> {
-        match self.producers.get(&producer_id) {
-            Some(e) if coordinator_epoch < e.coordinator_epoch => {
-                Err(StorageError::CoordinatorFenced {
-                    producer_id,
-                    current: e.coordinator_epoch,
-                    found: coordinator_epoch,
-                })
+    /// one: a coordinator that lost its partition and still writes is fenced. A transaction
+    /// version 2 marker (`bumped_epoch`) must also carry an epoch above the producer's, or
+    /// repeat the last marker (same epoch, no transaction open), as Kafka's
+    /// ProducerAppendInfo checks it.
+    pub(crate) fn check_marker(
+        &self,
+        h: &RecordBatchHeader,
+        coordinator_epoch: i32,
+        bumped_epoch: bool,
+    ) -> Result<()> {
+        let Some(e) = self.producers.get(&h.producer_id) else {
+            return Ok(());
+        };
+        if bumped_epoch && h.producer_epoch <= e.producer_epoch {
+            let repeated = h.producer_epoch == e.producer_epoch
+                && (e.current_txn_first_offset.is_none() || h.producer_epoch == i16::MAX);
+            if !repeated {
+                return Err(StorageError::InvalidProducerEpoch {
+                    producer_id: h.producer_id,
+                    current: e.producer_epoch,
+                    found: h.producer_epoch,
+                });
             }
-            _ => Ok(()),
         }
+        if coordinator_epoch < e.coordinator_epoch {
+            return Err(StorageError::CoordinatorFenced {
+                producer_id: h.producer_id,
+                current: e.coordinator_epoch,
+                found: coordinator_epoch,
+            });
+        }
+        Ok(())
     }
 
     /// Records a written batch (final offsets in `h`) in `staged`. `control` is the marker of a

@@ -143,6 +143,25 @@ def test_share_consumers_same_as_kafka(brokers):
     assert "info phase2 start offsets: {share-queue-0=40, share-queue-1=30, share-queue-2=30}" in seen["tern"]
 
 
+def test_transactions_same_as_kafka(brokers):
+    """Transactions through kafka-clients 4.4 (tests/harness/compat/TransactionScenario.java),
+    which speaks transaction version 2 (KIP-890 part 2) to a broker that has it in force: no
+    AddPartitionsToTxn or AddOffsetsToTxn (Produce v12+ and TxnOffsetCommit v5+ add them), EndTxn
+    v5 handing back the next epoch. A commit with offsets, an abort, a commit, a zombie fenced
+    by its successor: the same offsets, states, epochs, errors, records and producer state as
+    Kafka 4.4."""
+    source = HERE.parent / "harness" / "compat" / "TransactionScenario.java"
+    classpath = _compiled(PEER_VERSION, source)
+    seen = {name: _scenario(classpath, b.bootstrap, "txn-v2", main=source.stem)
+            for name, b in brokers.items()}
+    kafka, tern = seen["kafka"], seen["tern"]
+    # Version 2 itself, as Kafka 4.4 shows it: every commit or abort bumps the epoch.
+    assert "after commit 1: CompleteCommit epoch 1 partitions 0" in kafka, "\n".join(kafka)
+    assert "after abort 2: CompleteAbort epoch 2 partitions 0" in kafka, "\n".join(kafka)
+    diff = "\n".join(difflib.unified_diff(kafka, tern, f"Apache Kafka {PEER_VERSION}", "tern", lineterm=""))
+    assert tern == kafka, f"tern differs from Apache Kafka:\n{diff}"
+
+
 def test_mirrormaker2_from_kafka_into_tern(brokers, tmp_path):
     """MirrorMaker 2 (connect-mirror, kafka_peer.MIRROR_VERSION) copies a topic of the real Kafka
     into tern as `source.<topic>`, every record in order, with its Connect state topics on tern."""

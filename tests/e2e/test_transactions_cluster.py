@@ -10,10 +10,16 @@ processes, `__transaction_state` and `__consumer_offsets` with replication facto
   2. the coordinator of the transactional id is killed with SIGKILL between transactions:
      another broker takes over its `__transaction_state` partition, a producer started with the
      same transactional id gets a higher epoch there (the state was replicated and reloaded), its
-     transaction commits, and the first producer is fenced."""
+     transaction commits, and the first producer is fenced;
+  3. kafka-clients 4.4 with transaction version 2 (tests/harness/compat/TransactionScenario.java):
+     partition leaders on two brokers add their partitions to the transaction at the coordinator
+     (AddPartitionsToTxn v5 between brokers), and the markers carry the bumped epoch; it prints
+     what Kafka 4.4 prints."""
 
+import difflib
 import struct
 import time
+from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
@@ -172,3 +178,51 @@ def test_transactions_across_brokers_and_coordinator_failover(make_cluster):  # 
              30, diag=lambda: f"log ends {log_ends(cluster.bootstrap(*survivors), topic)}")
     committed, ends = read_all(cluster.bootstrap(*survivors), topic, "read_committed")
     assert committed == expected(["c1", "c2", "c3"])
+
+
+# What Apache Kafka 4.4 prints for TransactionScenario (test_compat.py::test_transactions_same_as_kafka
+# compares the two side by side on one node).
+KAFKA_44_TRANSACTION_SCENARIO = """\
+after init: Empty epoch 0 partitions 0
+sent c1-a to 0 at 0
+sent c1-b to 0 at 1
+sent c1-c to 1 at 0
+after commit 1: CompleteCommit epoch 1 partitions 0
+sent a2-a to 0 at 3
+sent a2-b to 1 at 2
+after abort 2: CompleteAbort epoch 2 partitions 0
+sent c3-a to 1 at 4
+after commit 3: CompleteCommit epoch 3 partitions 0
+sent zombie-open to 0 at 5
+after successor init: Empty epoch 5 partitions 0
+zombie commit: InvalidProducerEpochException
+sent c4-a to 0 at 7
+after successor commit: CompleteCommit epoch 6 partitions 0
+committed offset: 5
+partition 0 producer epoch 6 open transaction from OptionalLong.empty
+partition 1 producer epoch 3 open transaction from OptionalLong.empty
+read_committed ends 9,6: [0@0=c1-a, 0@1=c1-b, 0@7=c4-a, 1@0=c1-c, 1@4=c3-a]
+read_uncommitted ends 9,6: [0@0=c1-a, 0@1=c1-b, 0@3=a2-a, 0@5=zombie-open, 0@7=c4-a, 1@0=c1-c, 1@2=a2-b, 1@4=c3-a]\
+""".splitlines()
+
+
+@pytest.mark.timeout(240)
+def test_transaction_version_2_across_brokers(make_cluster):  # noqa: F811
+    """kafka-clients 4.4 speaking transaction version 2 to three nodes: the partitions it writes
+    to are led by two brokers, so at least one leader adds its partition at a coordinator on
+    another broker (AddPartitionsToTxn v5), and markers with the bumped epoch go out as
+    WriteTxnMarkers v2. The same observations as Kafka 4.4 on one node."""
+    from test_compat import PEER_VERSION, _compiled, _scenario, _require_tools
+
+    _require_tools()
+    cluster = three_combined(make_cluster, dict(REPLICATION_EXTRA))
+    wait_brokers_everywhere(cluster)
+    source = Path(__file__).resolve().parent.parent / "harness" / "compat" / "TransactionScenario.java"
+    classpath = _compiled(PEER_VERSION, source)
+    seen = _scenario(classpath, cluster.bootstrap(), "txn-v2-spread", main=source.stem)
+    leaders = {p: leader_of(cluster, "txn-v2-spread", p, cluster.broker_ids).leader for p in range(2)}
+    print(f"partition leaders {leaders}")
+    assert len(set(leaders.values())) == 2, f"leaders not spread: {leaders}"
+    diff = "\n".join(difflib.unified_diff(KAFKA_44_TRANSACTION_SCENARIO, seen, "Apache Kafka 4.4", "tern",
+                                          lineterm=""))
+    assert seen == KAFKA_44_TRANSACTION_SCENARIO, f"tern's cluster differs from Apache Kafka:\n{diff}"

@@ -4,7 +4,10 @@ use kafka_protocol::messages::produce_response::{
     BatchIndexAndErrorMessage, PartitionProduceResponse, TopicProduceResponse,
 };
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
+use std::collections::{HashMap, HashSet};
+
 use kafka_protocol::ResponseError;
+use tern_protocol::record_batch::RecordBatchHeader;
 
 use tern_controller::acls::{AclOperation, AclResourceType};
 
@@ -14,6 +17,7 @@ use crate::broker::Broker;
 use crate::errors::{storage_error_code, READ_ONLY_TOPIC};
 use crate::produce_validation::{prepare, TopicWritePolicy};
 use crate::replication::delayed_produce::{wait_for_isr, PendingAck};
+use crate::txn_coordinator::leader_add;
 
 /// Bound on one batch's records when they must be decompressed (recompression, compaction).
 const MAX_UNCOMPRESSED_BATCH: usize = 64 * 1024 * 1024;
@@ -60,6 +64,81 @@ fn refuse_topic(
         .with_partition_responses(partitions)
 }
 
+/// Transaction version 2 (Produce v12+): the partitions here that a transactional producer
+/// writes to for the first time in its transaction join it at the coordinator before anything
+/// is appended, as Kafka's leaders add them. Returns the partitions refused, with the error
+/// to answer.
+async fn join_transaction(
+    broker: &Broker,
+    authz: &super::Authz<'_>,
+    req: &ProduceRequest,
+    version: i16,
+) -> HashMap<(String, i32), ResponseError> {
+    let mut refused = HashMap::new();
+    let Some(txn_id) = req.transactional_id.as_ref().filter(|t| !t.is_empty()) else {
+        return refused;
+    };
+    if version < 12 {
+        return refused;
+    }
+    let image = broker.controller.image();
+    let mut joining: Vec<(String, i32)> = Vec::new();
+    let mut producers = HashSet::new();
+    for topic in &req.topic_data {
+        let name = if version >= 13 {
+            match image.topic_by_id(&topic.topic_id) {
+                Some(t) => t.name.clone(),
+                None => continue,
+            }
+        } else {
+            topic.name.0.to_string()
+        };
+        if !authz.topic(AclOperation::Write, &name) || broker.is_mirrored_read_only(&image, &name) {
+            continue;
+        }
+        for pd in &topic.partition_data {
+            let Some(header) = pd
+                .records
+                .as_ref()
+                .and_then(|r| RecordBatchHeader::parse(r).ok())
+                .filter(|h| h.is_transactional() && h.has_producer_id())
+            else {
+                continue;
+            };
+            let Some(partition) = broker
+                .replicas
+                .partition(&name, pd.index)
+                .filter(|p| p.is_leader())
+            else {
+                continue;
+            };
+            if partition
+                .log
+                .in_transaction(header.producer_id, header.producer_epoch)
+            {
+                continue;
+            }
+            producers.insert((header.producer_id, header.producer_epoch));
+            joining.push((name.clone(), pd.index));
+        }
+    }
+    let outcome = match producers.len() {
+        0 => return refused,
+        // One transactional producer per request, as Kafka requires.
+        1 => {
+            let producer = producers.into_iter().next().unwrap_or((-1, -1));
+            broker.txns.add_for_leader(txn_id, producer, &joining).await
+        }
+        _ => Err(ResponseError::InvalidProducerIdMapping),
+    };
+    if let Err(e) = outcome {
+        tracing::debug!(transactional_id = %txn_id.as_str(), error = ?e, "partitions not added to the transaction");
+        let e = leader_add::for_produce(e);
+        refused.extend(joining.into_iter().map(|tp| (tp, e)));
+    }
+    refused
+}
+
 /// Answers Produce: WRITE on each topic (TOPIC_AUTHORIZATION_FAILED on its partitions
 /// otherwise), and WRITE on the transactional id of a transactional producer.
 pub(crate) async fn handle(
@@ -74,6 +153,7 @@ pub(crate) async fn handle(
             return refuse_all(req, ResponseError::TransactionalIdAuthorizationFailed);
         }
     }
+    let not_joined = join_transaction(broker, &authz, &req, version).await;
     let image = broker.controller.image();
     let mut responses = Vec::with_capacity(req.topic_data.len());
     // acks=all partitions waiting for their ISR, and their (topic, partition) response slots.
@@ -100,7 +180,7 @@ pub(crate) async fn handle(
             continue;
         }
         let configs = image.topic_configs(&name);
-        let mirror_name = configs.get(tern_controller::topic_configs::MIRROR_NAME_CONFIG);
+        let read_only = broker.is_mirrored_read_only(&image, &name);
         let effective = |key: &str, broker_key: &str, default: &str| -> String {
             configs
                 .get(key)
@@ -164,7 +244,7 @@ pub(crate) async fn handle(
                     continue;
                 }
             };
-            if broker.mirrors.is_read_only(mirror_name.map(String::as_str)) {
+            if read_only {
                 partitions.push(error_partition(
                     pd.index,
                     READ_ONLY_TOPIC,
@@ -172,6 +252,10 @@ pub(crate) async fn handle(
                         "Topic {name} is read-only: it is mirrored from another cluster"
                     )),
                 ));
+                continue;
+            }
+            if let Some(e) = not_joined.get(&(name.clone(), pd.index)) {
+                partitions.push(error_partition(pd.index, e.code(), None));
                 continue;
             }
             // acks=all promises min.insync.replicas copies: with fewer in sync, refuse before

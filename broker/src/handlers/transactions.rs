@@ -15,11 +15,13 @@ use kafka_protocol::messages::txn_offset_commit_response::{
 use kafka_protocol::messages::write_txn_markers_response::{
     WritableTxnMarkerPartitionResult, WritableTxnMarkerResult, WritableTxnMarkerTopicResult,
 };
+use kafka_protocol::messages::TopicName;
 use kafka_protocol::messages::{
     AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, AddPartitionsToTxnRequest,
     AddPartitionsToTxnResponse, EndTxnRequest, EndTxnResponse, TxnOffsetCommitRequest,
     TxnOffsetCommitResponse, WriteTxnMarkersRequest, WriteTxnMarkersResponse,
 };
+use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
 use tern_controller::acls::{AclOperation, AclResourceType};
@@ -27,12 +29,15 @@ use tern_controller::acls::{AclOperation, AclResourceType};
 use super::offsets::CommitPartition;
 use super::{Authz, RequestContext};
 use crate::broker::Broker;
+use crate::errors::READ_ONLY_TOPIC;
 use crate::group_coordinator::now_ms;
 use crate::group_coordinator::offsets_topic::OFFSETS_TOPIC;
 use crate::group_coordinator::Committer;
 use crate::internal_topic::replicated;
 use crate::replication::delayed_produce::{wait_for_isr, PendingAck};
-use crate::txn_coordinator::markers::append_marker;
+use crate::txn_coordinator::leader_add;
+use crate::txn_coordinator::markers::{append_marker, Marker};
+use crate::txn_coordinator::metadata::TXN_VERSION_2;
 
 /// How long markers and transactional offset commits wait for their ISR.
 const REPLICATION_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(5_000);
@@ -139,6 +144,22 @@ async fn add_partitions_of(
             }
         });
     }
+    // A mirrored topic takes no writes, so no transaction either: its markers would shift
+    // the mirror's offsets.
+    let read_only: HashSet<&str> = topics
+        .iter()
+        .map(|t| t.name.0.as_str())
+        .filter(|t| broker.is_mirrored_read_only(&image, t))
+        .collect();
+    if !read_only.is_empty() {
+        return topic_results(topics, |t, _| {
+            if read_only.contains(t) {
+                READ_ONLY_TOPIC
+            } else {
+                not_attempted
+            }
+        });
+    }
     let partitions: Vec<(String, i32)> = topics
         .iter()
         .flat_map(|t| t.partitions.iter().map(move |&p| (t.name.0.to_string(), p)))
@@ -153,17 +174,36 @@ async fn add_partitions_of(
             Ok(errors) => {
                 let mut errors = errors.into_iter();
                 topic_results(topics, |_, _| {
-                    errors.next().flatten().map_or(0, |e| e.code())
+                    errors
+                        .next()
+                        .flatten()
+                        .map_or(0, |e| not_in_transaction_as(e, version).code())
                 })
             }
             Err(e) => topic_results(topics, |_, _| e.code()),
         };
     }
-    let accepted = broker
-        .txns
-        .add_partitions(transactional_id, producer_id, epoch, &partitions);
+    // v4+ comes from partition leaders adding for a transaction version 2 producer.
+    let txn_version = if version >= 4 { TXN_VERSION_2 } else { 0 };
+    let accepted = broker.txns.add_partitions(
+        transactional_id,
+        (producer_id, epoch),
+        &partitions,
+        txn_version,
+    );
     let code = txn_change_code(accepted, version).await;
     topic_results(topics, |_, _| code)
+}
+
+/// A partition missing from the transaction, as a verify-only AddPartitionsToTxn names it:
+/// from v5 TRANSACTION_ABORTABLE, as Kafka's coordinator answers (the producer can abort and go
+/// on), before it INVALID_TXN_STATE.
+fn not_in_transaction_as(e: ResponseError, version: i16) -> ResponseError {
+    if e == ResponseError::InvalidTxnState && version >= 5 {
+        ResponseError::TransactionAbortable
+    } else {
+        e
+    }
 }
 
 /// Answers AddPartitionsToTxn: one transaction from a producer (v0-3), or several from
@@ -222,15 +262,19 @@ pub(crate) async fn add_offsets_to_txn(
             OFFSETS_TOPIC.to_string(),
             broker.groups.partition_for(group),
         );
-        broker
-            .txns
-            .add_partitions(txn_id, req.producer_id.0, req.producer_epoch, &[partition])
+        broker.txns.add_partitions(
+            txn_id,
+            (req.producer_id.0, req.producer_epoch),
+            &[partition],
+            0,
+        )
     };
     AddOffsetsToTxnResponse::default().with_error_code(txn_change_code(accepted, version).await)
 }
 
 /// Answers EndTxn: the commit or abort is decided (and replicated) before the answer; its
-/// markers follow.
+/// markers follow. From v5 (transaction version 2) the transaction ends with a new epoch, or a
+/// new producer id, which the answer names.
 pub(crate) async fn end_txn(
     broker: &Broker,
     ctx: &RequestContext,
@@ -239,20 +283,29 @@ pub(crate) async fn end_txn(
 ) -> EndTxnResponse {
     let authz = ctx.authz(broker);
     let txn_id = req.transactional_id.0.as_str();
-    let accepted = if !may_write_txn(&authz, txn_id) {
+    let producer = (req.producer_id.0, req.producer_epoch);
+    let ended = if !may_write_txn(&authz, txn_id) {
         Err(ResponseError::TransactionalIdAuthorizationFailed)
     } else {
         broker
             .txns
-            .end_txn(txn_id, req.producer_id.0, req.producer_epoch, req.committed)
+            .end_txn(txn_id, producer, req.committed, version >= 5)
     };
+    let (accepted, continues_with) = match ended {
+        Ok((ack, continues_with)) => (Ok(ack), continues_with),
+        Err(e) => (Err(e), (-1, -1)),
+    };
+    let code = txn_change_code(accepted, version).await;
+    let (producer_id, epoch) = if code == 0 { continues_with } else { (-1, -1) };
     EndTxnResponse::default()
-        .with_error_code(txn_change_code(accepted, version).await)
-        .with_producer_id(kafka_protocol::messages::ProducerId(-1))
-        .with_producer_epoch(-1)
+        .with_error_code(code)
+        .with_producer_id(kafka_protocol::messages::ProducerId(producer_id))
+        .with_producer_epoch(epoch)
 }
 
-/// Answers TxnOffsetCommit: offsets stored as part of the producer's transaction.
+/// Answers TxnOffsetCommit: offsets stored as part of the producer's transaction. From v5
+/// (transaction version 2) the producer sent no AddOffsetsToTxn: the group's offsets partition
+/// joins its transaction here first. From v6 topics are named by id (as Kafka 4.4 names them).
 pub(crate) async fn txn_offset_commit(
     broker: &Broker,
     ctx: &RequestContext,
@@ -261,45 +314,80 @@ pub(crate) async fn txn_offset_commit(
 ) -> TxnOffsetCommitResponse {
     let authz = ctx.authz(broker);
     let group_id = req.group_id.0.to_string();
+    let txn_id = req.transactional_id.0.as_str();
+    let producer = (req.producer_id.0, req.producer_epoch);
     let now = now_ms();
     let image = broker.controller.image();
-    // Per-partition outcome before the commit: None means it is committed.
-    let first_error = if !may_write_txn(&authz, req.transactional_id.0.as_str()) {
+    // Per-request refusal before any partition is looked at.
+    let mut first_error = if !may_write_txn(&authz, txn_id) {
         Some(ResponseError::TransactionalIdAuthorizationFailed)
     } else if !authz.group(AclOperation::Read, &group_id) {
         Some(ResponseError::GroupAuthorizationFailed)
     } else {
         None
     };
-    let pre: Vec<Vec<Option<ResponseError>>> = req
+    // The topic names (v6 names topics by id; an unknown id is UNKNOWN_TOPIC_ID).
+    let names: Vec<Option<String>> = req
         .topics
         .iter()
         .map(|t| {
-            let topic = t.name.0.as_str();
-            let readable = authz.topic(AclOperation::Read, topic);
+            if version >= 6 {
+                image.topic_by_id(&t.topic_id).map(|i| i.name.clone())
+            } else {
+                Some(t.name.0.to_string())
+            }
+        })
+        .collect();
+    if first_error.is_none() && version >= 5 {
+        first_error = if !broker.ensure_offsets_topic() {
+            Some(ResponseError::CoordinatorNotAvailable)
+        } else {
+            let offsets_partition = (
+                OFFSETS_TOPIC.to_string(),
+                broker.groups.partition_for(&group_id),
+            );
+            broker
+                .txns
+                .add_for_leader(txn_id, producer, &[offsets_partition])
+                .await
+                .err()
+                .map(|e| fenced_as(leader_add::for_txn_offset_commit(e), version, 3))
+        };
+    }
+    // Per-partition outcome before the commit: None means it is committed.
+    let pre: Vec<Vec<Option<ResponseError>>> = req
+        .topics
+        .iter()
+        .zip(&names)
+        .map(|(t, name)| {
+            let readable = name
+                .as_deref()
+                .is_some_and(|n| authz.topic(AclOperation::Read, n));
             t.partitions
                 .iter()
                 .map(|p| {
-                    first_error.or_else(|| {
-                        if !readable {
-                            Some(ResponseError::TopicAuthorizationFailed)
-                        } else if image
-                            .topic(topic)
-                            .is_none_or(|i| !i.partitions.contains_key(&p.partition_index))
+                    first_error.or_else(|| match name {
+                        None => Some(ResponseError::UnknownTopicId),
+                        Some(_) if !readable => Some(ResponseError::TopicAuthorizationFailed),
+                        Some(n)
+                            if image
+                                .topic(n)
+                                .is_none_or(|i| !i.partitions.contains_key(&p.partition_index)) =>
                         {
                             Some(ResponseError::UnknownTopicOrPartition)
-                        } else {
-                            None
                         }
+                        Some(_) => None,
                     })
                 })
                 .collect()
         })
         .collect();
     let mut offsets = Vec::new();
-    for (t, pre) in req.topics.iter().zip(&pre) {
+    for ((t, name), pre) in req.topics.iter().zip(&names).zip(&pre) {
+        let Some(name) = name else { continue };
+        let name = TopicName(StrBytes::from_string(name.clone()));
         for (p, _) in t.partitions.iter().zip(pre).filter(|(_, e)| e.is_none()) {
-            offsets.push(p.to_commit(&t.name, now));
+            offsets.push(p.to_commit(&name, now));
         }
     }
     let result = if offsets.is_empty() {
@@ -309,14 +397,11 @@ pub(crate) async fn txn_offset_commit(
         let committer = Committer {
             member_id: req.member_id.as_str(),
             instance: instance.as_deref(),
-            generation: req.generation_id,
+            generation: req.generation_id_or_member_epoch,
         };
-        let codes = broker.groups.txn_commit_offsets(
-            &group_id,
-            (req.producer_id.0, req.producer_epoch),
-            committer,
-            offsets,
-        );
+        let codes = broker
+            .groups
+            .txn_commit_offsets(&group_id, producer, committer, offsets);
         match codes {
             Ok(codes) => replicated(broker.groups.replication_of(&group_id))
                 .await
@@ -336,6 +421,7 @@ pub(crate) async fn txn_offset_commit(
         .map(|(t, pre)| {
             TxnOffsetCommitResponseTopic::default()
                 .with_name(t.name.clone())
+                .with_topic_id(t.topic_id)
                 .with_partitions(
                     t.partitions
                         .iter()
@@ -379,10 +465,13 @@ pub(crate) async fn write_txn_markers(
                         None => Err(broker.unhosted_partition_error(topic.name.0.as_str(), p)),
                         Some(part) => append_marker(
                             &part,
-                            marker.producer_id.0,
-                            marker.producer_epoch,
-                            marker.coordinator_epoch,
-                            marker.transaction_result,
+                            &Marker {
+                                producer_id: marker.producer_id.0,
+                                producer_epoch: marker.producer_epoch,
+                                coordinator_epoch: marker.coordinator_epoch,
+                                commit: marker.transaction_result,
+                                txn_version: marker.transaction_version,
+                            },
                         )
                         .map(|ack| {
                             waits.push(ack);

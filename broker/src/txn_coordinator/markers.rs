@@ -44,18 +44,38 @@ pub(crate) fn marker_batch(
     Ok(BytesMut::from(&batch[..]))
 }
 
+/// One transaction marker as a coordinator asks for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Marker {
+    pub(crate) producer_id: i64,
+    /// Under transaction version 2 the epoch after the transaction's, which fences it.
+    pub(crate) producer_epoch: i16,
+    pub(crate) coordinator_epoch: i32,
+    pub(crate) commit: bool,
+    /// The transaction's version (below 2: the protocol before KIP-890 part 2).
+    pub(crate) txn_version: i8,
+}
+
 /// Appends a marker to a partition this broker leads; the returned wait is met once the ISR
 /// has it (markers are written with acks=all, as in Kafka).
 pub(crate) fn append_marker(
     partition: &Arc<Partition>,
-    producer_id: i64,
-    producer_epoch: i16,
-    coordinator_epoch: i32,
-    commit: bool,
+    marker: &Marker,
 ) -> Result<PendingAck, ResponseError> {
     if !partition.is_leader() {
         return Err(ResponseError::NotLeaderOrFollower);
     }
-    let batch = marker_batch(producer_id, producer_epoch, coordinator_epoch, commit)?;
-    crate::internal_topic::append_batch(partition, batch, crate::errors::storage_error_code)
+    let batch = marker_batch(
+        marker.producer_id,
+        marker.producer_epoch,
+        marker.coordinator_epoch,
+        marker.commit,
+    )?;
+    let bumped_epoch = marker.txn_version >= super::metadata::TXN_VERSION_2;
+    crate::internal_topic::append_marker_batch(
+        partition,
+        batch,
+        bumped_epoch,
+        crate::errors::storage_error_code,
+    )
 }

@@ -86,6 +86,18 @@ impl TxnState {
     pub fn is_preparing(self) -> bool {
         matches!(self, TxnState::PrepareCommit | TxnState::PrepareAbort)
     }
+
+    /// A change under way (markers being written, a fence, an expiry): requests that would
+    /// start or end a transaction answer CONCURRENT_TRANSACTIONS and are retried.
+    pub fn is_changing(self) -> bool {
+        matches!(
+            self,
+            TxnState::PrepareCommit
+                | TxnState::PrepareAbort
+                | TxnState::PrepareEpochFence
+                | TxnState::Dead
+        )
+    }
 }
 
 /// One transactional id: its producer, epoch, timeout and open transaction.
@@ -97,6 +109,9 @@ pub struct TxnMetadata {
     pub producer_id: i64,
     /// The producer id before an epoch overflow gave a new one (-1: none).
     pub last_producer_id: i64,
+    /// The producer id a prepared transaction version 2 commit or abort hands over once
+    /// complete, because the epoch is used up (-1: none); Kafka's NextProducerId.
+    pub next_producer_id: i64,
     /// Current epoch.
     pub producer_epoch: i16,
     /// The epoch before the last bump (-1: none); lets a retried InitProducerId through.
@@ -111,7 +126,15 @@ pub struct TxnMetadata {
     pub start_ms: i64,
     /// When the metadata last changed.
     pub last_update_ms: i64,
+    /// The transaction version of the open (or last) transaction: 2 for KIP-890's epoch bump
+    /// per transaction, below 2 for the protocol before it. Partition leaders get it with the
+    /// markers.
+    pub txn_version: i8,
 }
+
+/// Transaction version 2 (KIP-890 part 2): every transaction ends with a new producer epoch,
+/// and partitions join a transaction through the producer's writes.
+pub(crate) const TXN_VERSION_2: i8 = 2;
 
 /// What InitProducerId did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -141,6 +164,7 @@ impl TxnMetadata {
             transactional_id: transactional_id.to_string(),
             producer_id,
             last_producer_id: -1,
+            next_producer_id: -1,
             producer_epoch: 0,
             last_producer_epoch: -1,
             timeout_ms,
@@ -148,6 +172,7 @@ impl TxnMetadata {
             partitions: BTreeSet::new(),
             start_ms: -1,
             last_update_ms: now,
+            txn_version: 0,
         }
     }
 
@@ -168,6 +193,9 @@ impl TxnMetadata {
     fn fence_epoch(&mut self) {
         self.producer_epoch = self.producer_epoch.saturating_add(1);
         self.last_producer_epoch = -1;
+        // The coordinator, not the client, ends this transaction: with the cluster's
+        // transaction version, as Kafka's fences do.
+        self.txn_version = TXN_VERSION_2;
     }
 
     /// Whether the epoch is used up: the next bump takes a new producer id.
@@ -242,37 +270,37 @@ impl TxnMetadata {
         }
     }
 
-    /// AddPartitionsToTxn (and AddOffsetsToTxn's offsets partition): true if the metadata
-    /// changed and must be persisted.
+    /// AddPartitionsToTxn (and AddOffsetsToTxn's offsets partition, and the partitions a
+    /// transaction version 2 producer writes to): true if the metadata changed and must be
+    /// persisted. `txn_version` is that of the request. A commit or abort still being written
+    /// answers CONCURRENT_TRANSACTIONS before the producer is looked at, as in Kafka: a
+    /// version 2 producer may already hold the epoch (or producer id) that follows it.
     pub fn add_partitions(
         &mut self,
-        producer_id: i64,
-        epoch: i16,
+        producer: (i64, i16),
         partitions: &[(String, i32)],
+        txn_version: i8,
         now: i64,
     ) -> Result<bool, ResponseError> {
-        self.check_producer(producer_id, epoch)?;
-        match self.state {
-            TxnState::PrepareCommit
-            | TxnState::PrepareAbort
-            | TxnState::PrepareEpochFence
-            | TxnState::Dead => Err(ResponseError::ConcurrentTransactions),
-            TxnState::Ongoing => {
-                let before = self.partitions.len();
-                self.partitions.extend(partitions.iter().cloned());
-                if self.partitions.len() != before {
-                    self.last_update_ms = now;
-                }
-                Ok(self.partitions.len() != before)
-            }
-            TxnState::Empty | TxnState::CompleteCommit | TxnState::CompleteAbort => {
-                self.partitions = partitions.iter().cloned().collect();
-                self.state = TxnState::Ongoing;
-                self.start_ms = now;
-                self.last_update_ms = now;
-                Ok(true)
-            }
+        if self.state.is_changing() {
+            return Err(ResponseError::ConcurrentTransactions);
         }
+        self.check_producer(producer.0, producer.1)?;
+        if self.state == TxnState::Ongoing {
+            let before = self.partitions.len();
+            self.partitions.extend(partitions.iter().cloned());
+            let added = self.partitions.len() != before;
+            if added {
+                self.last_update_ms = now;
+            }
+            return Ok(added);
+        }
+        self.partitions = partitions.iter().cloned().collect();
+        self.state = TxnState::Ongoing;
+        self.txn_version = txn_version;
+        self.start_ms = now;
+        self.last_update_ms = now;
+        Ok(true)
     }
 
     /// EndTxn from the producer (Kafka's transaction version 1: the epoch stays).
@@ -307,6 +335,81 @@ impl TxnMetadata {
         }
     }
 
+    /// EndTxn v5 (transaction version 2), as Kafka's coordinator answers it: the commit or
+    /// abort is prepared with the next epoch, or with a new producer id (taken from
+    /// `new_producer_id`) once the epoch is used up; an abort with no transaction open is
+    /// prepared too, so that it still fences; a retry of an end already complete is answered
+    /// with the producer id and epoch it handed out.
+    pub fn end_v2(
+        &mut self,
+        producer: (i64, i16),
+        commit: bool,
+        now: i64,
+        new_producer_id: impl FnOnce() -> Result<i64, ResponseError>,
+    ) -> Result<EndOutcome, ResponseError> {
+        let (producer_id, epoch) = producer;
+        if self.state.is_changing() {
+            // Its markers are being written.
+            return Err(ResponseError::ConcurrentTransactions);
+        }
+        let retry_on_bump = self.producer_id == producer_id
+            && i32::from(self.producer_epoch) == i32::from(epoch) + 1;
+        let retry_on_overflow = self.last_producer_id == producer_id
+            && epoch == i16::MAX - 1
+            && self.producer_epoch == 0;
+        let retry = retry_on_bump || retry_on_overflow;
+        if producer_id != self.producer_id && !retry_on_overflow {
+            return Err(ResponseError::InvalidProducerIdMapping);
+        }
+        let current = epoch == self.producer_epoch;
+        let valid = match self.state {
+            TxnState::Ongoing | TxnState::Empty => current,
+            _ => retry || current,
+        };
+        if !valid {
+            return Err(ResponseError::ProducerFenced);
+        }
+        match (self.state, commit) {
+            (TxnState::Ongoing, _) => {}
+            (TxnState::CompleteCommit, true) | (TxnState::CompleteAbort, false) if retry => {
+                return Ok(EndOutcome::AlreadyComplete)
+            }
+            (TxnState::CompleteCommit, false) if retry => {
+                return Err(ResponseError::InvalidTxnState)
+            }
+            // An abort with nothing open: prepared all the same, for the epoch bump.
+            (TxnState::Empty | TxnState::CompleteCommit | TxnState::CompleteAbort, false) => {
+                self.partitions.clear();
+                self.start_ms = now;
+            }
+            _ => return Err(ResponseError::InvalidTxnState),
+        }
+        if Self::epoch_exhausted(self.producer_epoch) {
+            self.next_producer_id = new_producer_id()?;
+        }
+        self.last_producer_epoch = self.producer_epoch;
+        // At the largest epoch (only a fence gets there) an abort keeps it, as in Kafka.
+        self.producer_epoch = self.producer_epoch.saturating_add(1);
+        self.state = if commit {
+            TxnState::PrepareCommit
+        } else {
+            TxnState::PrepareAbort
+        };
+        self.txn_version = TXN_VERSION_2;
+        self.last_update_ms = now;
+        Ok(EndOutcome::Prepared)
+    }
+
+    /// The producer id and epoch a transaction version 2 producer continues with once the
+    /// prepared (or completed) transaction is done.
+    pub fn producer_after_end(&self) -> (i64, i16) {
+        if self.next_producer_id >= 0 {
+            (self.next_producer_id, 0)
+        } else {
+            (self.producer_id, self.producer_epoch)
+        }
+    }
+
     /// The coordinator aborts a transaction open longer than its timeout: the epoch is bumped
     /// so the producer is fenced. True if it did.
     pub fn abort_if_timed_out(&mut self, now: i64) -> bool {
@@ -328,6 +431,12 @@ impl TxnMetadata {
             TxnState::PrepareAbort => TxnState::CompleteAbort,
             other => other,
         };
+        if self.next_producer_id >= 0 {
+            // The markers went out with the used-up epoch; the producer goes on with the new id.
+            (self.last_producer_id, self.producer_id) = (self.producer_id, self.next_producer_id);
+            self.producer_epoch = 0;
+            self.next_producer_id = -1;
+        }
         self.partitions.clear();
         self.last_update_ms = now;
     }
@@ -343,7 +452,7 @@ mod tests {
 
     fn ongoing() -> TxnMetadata {
         let mut m = TxnMetadata::new("t", 7, 60_000, 0);
-        m.add_partitions(7, 0, &[("a".into(), 0)], 5).unwrap();
+        m.add_partitions((7, 0), &[("a".into(), 0)], 0, 5).unwrap();
         m
     }
 
@@ -355,7 +464,7 @@ mod tests {
             (m.producer_id, m.producer_epoch, m.timeout_ms),
             (7, 1, 1000)
         );
-        m.add_partitions(7, 1, &[("a".into(), 0)], 2).unwrap();
+        m.add_partitions((7, 1), &[("a".into(), 0)], 0, 2).unwrap();
         assert_eq!(
             m.init(1000, None, 3, no_new_id),
             Ok(InitOutcome::FencedOngoing)
@@ -431,7 +540,7 @@ mod tests {
         );
         assert_eq!(m.producer_epoch, 4);
         // A fence forgets the fenced epoch too.
-        m.add_partitions(7, 4, &[("a".into(), 0)], 6).unwrap();
+        m.add_partitions((7, 4), &[("a".into(), 0)], 0, 6).unwrap();
         assert_eq!(
             m.init(1000, None, 7, no_new_id),
             Ok(InitOutcome::FencedOngoing)
@@ -443,19 +552,22 @@ mod tests {
     fn add_partitions_checks_the_producer_and_the_state() {
         let mut m = ongoing();
         assert_eq!(
-            m.add_partitions(8, 0, &[("a".into(), 1)], 6),
+            m.add_partitions((8, 0), &[("a".into(), 1)], 0, 6),
             Err(ResponseError::InvalidProducerIdMapping)
         );
         assert_eq!(
-            m.add_partitions(7, 1, &[("a".into(), 1)], 6),
+            m.add_partitions((7, 1), &[("a".into(), 1)], 0, 6),
             Err(ResponseError::ProducerFenced)
         );
-        assert_eq!(m.add_partitions(7, 0, &[("a".into(), 0)], 6), Ok(false));
-        assert_eq!(m.add_partitions(7, 0, &[("a".into(), 1)], 6), Ok(true));
+        assert_eq!(
+            m.add_partitions((7, 0), &[("a".into(), 0)], 0, 6),
+            Ok(false)
+        );
+        assert_eq!(m.add_partitions((7, 0), &[("a".into(), 1)], 0, 6), Ok(true));
         assert_eq!(m.start_ms, 5);
         m.end(7, 0, true, 7).unwrap();
         assert_eq!(
-            m.add_partitions(7, 0, &[("b".into(), 0)], 8),
+            m.add_partitions((7, 0), &[("b".into(), 0)], 0, 8),
             Err(ResponseError::ConcurrentTransactions)
         );
     }
@@ -501,5 +613,134 @@ mod tests {
             assert_eq!(TxnState::from_id(id).map(|s| s.id()), Some(id));
         }
         assert_eq!(TxnState::from_id(8), None);
+    }
+
+    /// An open transaction version 2 transaction of producer 7 at `epoch`.
+    fn ongoing_v2(epoch: i16) -> TxnMetadata {
+        let mut m = TxnMetadata::new("t", 7, 60_000, 0);
+        m.producer_epoch = epoch;
+        m.add_partitions((7, epoch), &[("a".into(), 0)], TXN_VERSION_2, 5)
+            .unwrap();
+        m
+    }
+
+    #[test]
+    fn a_version_2_end_prepares_with_the_next_epoch() {
+        let mut m = ongoing_v2(3);
+        assert_eq!(m.txn_version, TXN_VERSION_2);
+        assert_eq!(
+            m.end_v2((7, 3), true, 6, no_new_id),
+            Ok(EndOutcome::Prepared)
+        );
+        assert_eq!(
+            (m.state, m.producer_epoch, m.last_producer_epoch),
+            (TxnState::PrepareCommit, 4, 3)
+        );
+        assert_eq!(m.producer_after_end(), (7, 4));
+        // While its markers are written, any end or add waits.
+        assert_eq!(
+            m.end_v2((7, 3), true, 7, no_new_id),
+            Err(ResponseError::ConcurrentTransactions)
+        );
+        assert_eq!(
+            m.add_partitions((7, 4), &[("a".into(), 0)], TXN_VERSION_2, 7),
+            Err(ResponseError::ConcurrentTransactions)
+        );
+        m.complete(8);
+        assert_eq!((m.state, m.producer_epoch), (TxnState::CompleteCommit, 4));
+        // The retry of the commit (the old epoch) is answered with the epoch handed out.
+        assert_eq!(
+            m.end_v2((7, 3), true, 9, no_new_id),
+            Ok(EndOutcome::AlreadyComplete)
+        );
+        assert_eq!(m.producer_after_end(), (7, 4));
+        // Its abort is not a retry; an epoch before that is fenced.
+        assert_eq!(
+            m.end_v2((7, 3), false, 9, no_new_id),
+            Err(ResponseError::InvalidTxnState)
+        );
+        assert_eq!(
+            m.end_v2((7, 2), true, 9, no_new_id),
+            Err(ResponseError::ProducerFenced)
+        );
+        assert_eq!(
+            m.end_v2((8, 4), true, 9, no_new_id),
+            Err(ResponseError::InvalidProducerIdMapping)
+        );
+        // A commit with nothing open at the current epoch is no transaction to commit.
+        assert_eq!(
+            m.end_v2((7, 4), true, 9, no_new_id),
+            Err(ResponseError::InvalidTxnState)
+        );
+        // The next transaction runs at the new epoch; the old one is fenced from it.
+        assert_eq!(
+            m.add_partitions((7, 3), &[("a".into(), 0)], TXN_VERSION_2, 10),
+            Err(ResponseError::ProducerFenced)
+        );
+        assert_eq!(
+            m.add_partitions((7, 4), &[("b".into(), 1)], TXN_VERSION_2, 10),
+            Ok(true)
+        );
+        assert_eq!(
+            m.end_v2((7, 4), false, 11, no_new_id),
+            Ok(EndOutcome::Prepared)
+        );
+        assert_eq!((m.state, m.producer_epoch), (TxnState::PrepareAbort, 5));
+    }
+
+    #[test]
+    fn a_version_2_abort_with_nothing_open_still_bumps_the_epoch() {
+        let mut m = TxnMetadata::new("t", 7, 60_000, 0);
+        assert_eq!(
+            m.end_v2((7, 0), true, 1, no_new_id),
+            Err(ResponseError::InvalidTxnState)
+        );
+        assert_eq!(
+            m.end_v2((7, 0), false, 1, no_new_id),
+            Ok(EndOutcome::Prepared)
+        );
+        assert_eq!((m.state, m.producer_epoch), (TxnState::PrepareAbort, 1));
+        assert!(m.partitions.is_empty());
+        m.complete(2);
+        assert_eq!(
+            m.end_v2((7, 0), false, 3, no_new_id),
+            Ok(EndOutcome::AlreadyComplete)
+        );
+        assert_eq!(
+            m.end_v2((7, 1), false, 3, no_new_id),
+            Ok(EndOutcome::Prepared)
+        );
+        assert_eq!(m.producer_epoch, 2);
+    }
+
+    #[test]
+    fn a_version_2_end_at_a_used_up_epoch_hands_over_a_new_producer_id() {
+        let mut m = ongoing_v2(i16::MAX - 1);
+        assert_eq!(
+            m.end_v2((7, i16::MAX - 1), true, 6, || Ok(99)),
+            Ok(EndOutcome::Prepared)
+        );
+        // Markers go out with the old id at the last epoch; the producer is told the new id.
+        assert_eq!(
+            (m.producer_id, m.producer_epoch, m.next_producer_id),
+            (7, i16::MAX, 99)
+        );
+        assert_eq!(m.producer_after_end(), (99, 0));
+        m.complete(7);
+        assert_eq!(
+            (m.producer_id, m.producer_epoch, m.last_producer_id),
+            (99, 0, 7)
+        );
+        assert_eq!(m.next_producer_id, -1);
+        // The old producer's retry is answered with the new id.
+        assert_eq!(
+            m.end_v2((7, i16::MAX - 1), true, 8, no_new_id),
+            Ok(EndOutcome::AlreadyComplete)
+        );
+        assert_eq!(m.producer_after_end(), (99, 0));
+        assert_eq!(
+            m.add_partitions((99, 0), &[("a".into(), 0)], TXN_VERSION_2, 9),
+            Ok(true)
+        );
     }
 }

@@ -3,6 +3,7 @@
 //! record formats. A transactional id lives in the partition its id hashes to; the leader of
 //! that partition coordinates it (as groups follow `__consumer_offsets`).
 
+pub(crate) mod leader_add;
 pub(crate) mod markers;
 pub(crate) mod metadata;
 pub mod state_log;
@@ -26,6 +27,7 @@ use crate::group_coordinator::offsets_topic::OFFSETS_TOPIC;
 use crate::group_coordinator::{now_ms, GroupCoordinator};
 use crate::replica_manager::{Partition, ReplicaManager};
 use crate::replication::delayed_produce::{wait_for_isr, PendingAck};
+use markers::Marker;
 use metadata::{EndOutcome, InitOutcome, TxnMetadata, TxnState};
 use state_log::TXN_STATE_TOPIC;
 
@@ -88,6 +90,8 @@ pub struct TxnListing {
 
 /// How long one round of markers may wait before the ones left are retried.
 const MARKER_TIMEOUT: Duration = Duration::from_secs(10);
+/// WriteTxnMarkers v2 carries each marker's transaction version (KIP-890).
+const MARKERS_VERSION: i16 = 2;
 /// Pause between rounds of markers for partitions that could not take them yet.
 const MARKER_RETRY_BACKOFF: Duration = Duration::from_millis(200);
 
@@ -118,6 +122,8 @@ pub struct TransactionCoordinator {
     loaded: Mutex<HashSet<i32>>,
     /// Transactional ids whose markers a task is writing now.
     completing: Mutex<HashSet<String>>,
+    /// Connections to the other brokers' coordinators, for transaction version 2's adds.
+    coordinator_connections: leader_add::CoordinatorConnections,
 }
 
 /// What a change to one id does: the value handed back, and whether a record is written.
@@ -144,6 +150,7 @@ impl TransactionCoordinator {
             txns: Mutex::new(HashMap::new()),
             loaded: Mutex::new(HashSet::new()),
             completing: Mutex::new(HashSet::new()),
+            coordinator_connections: Default::default(),
         }
     }
 
@@ -296,19 +303,23 @@ impl TransactionCoordinator {
         }
     }
 
-    /// Adds partitions to the open transaction (starting one if none is open).
+    /// Adds partitions to the open transaction (starting one if none is open), for a request
+    /// of transaction version `txn_version`.
     pub fn add_partitions(
         &self,
         transactional_id: &str,
-        producer_id: i64,
-        epoch: i16,
+        producer: (i64, i16),
         partitions: &[(String, i32)],
+        txn_version: i8,
     ) -> Result<Option<PendingAck>, ResponseError> {
         let partition = self.check_coordinator(transactional_id)?;
         let mut txns = self.txns.lock();
         let now = now_ms();
         let ((), _, ack) = self.update(&mut txns, &partition, transactional_id, None, |m| {
-            Ok(((), m.add_partitions(producer_id, epoch, partitions, now)?))
+            Ok((
+                (),
+                m.add_partitions(producer, partitions, txn_version, now)?,
+            ))
         })?;
         Ok(Some(ack))
     }
@@ -338,27 +349,48 @@ impl TransactionCoordinator {
     }
 
     /// EndTxn: prepares the commit or abort and starts writing its markers once the prepare is
-    /// replicated. The wait returned is that of the prepare record.
+    /// replicated. The wait returned is that of the prepare record; with it the producer id
+    /// and epoch the producer goes on with (its own under transaction version 1, `v2` false;
+    /// the next epoch, or a new producer id, under version 2).
     pub fn end_txn(
         self: &Arc<Self>,
         transactional_id: &str,
-        producer_id: i64,
-        epoch: i16,
+        producer: (i64, i16),
         commit: bool,
-    ) -> Result<Option<PendingAck>, ResponseError> {
+        v2: bool,
+    ) -> Result<(Option<PendingAck>, (i64, i16)), ResponseError> {
         let partition = self.check_coordinator(transactional_id)?;
+        // A used-up epoch ends with a new producer id, from the controller: not under the lock.
+        let needs_id = v2
+            && self
+                .txns
+                .lock()
+                .get(transactional_id)
+                .is_some_and(|m| TxnMetadata::epoch_exhausted(m.producer_epoch));
+        let mut fresh_id = if needs_id {
+            Some(self.producer_ids.next().map_err(|e| e.error)?)
+        } else {
+            None
+        };
         let mut txns = self.txns.lock();
         let now = now_ms();
-        let (outcome, _, ack) =
+        let (outcome, m, ack) =
             self.update(&mut txns, &partition, transactional_id, None, |m| {
-                let outcome = m.end(producer_id, epoch, commit, now)?;
+                let outcome = if v2 {
+                    m.end_v2(producer, commit, now, || {
+                        fresh_id.take().ok_or(ResponseError::ConcurrentTransactions)
+                    })?
+                } else {
+                    m.end(producer.0, producer.1, commit, now)?
+                };
                 Ok((outcome, outcome == EndOutcome::Prepared))
             })?;
         drop(txns);
         if outcome == EndOutcome::Prepared {
             self.complete_in_background(transactional_id, Some(ack.clone()));
         }
-        Ok(Some(ack))
+        let continues_with = if v2 { m.producer_after_end() } else { producer };
+        Ok((Some(ack), continues_with))
     }
 
     /// Writes the markers of a prepared transaction (after `prepared` is replicated) until
@@ -435,16 +467,14 @@ impl TransactionCoordinator {
                     _ => return,
                 }
             };
-            let commit = snapshot.state == TxnState::PrepareCommit;
-            let remaining = self
-                .write_markers(
-                    &snapshot.partitions,
-                    snapshot.producer_id,
-                    snapshot.producer_epoch,
-                    coordinator_epoch,
-                    commit,
-                )
-                .await;
+            let marker = Marker {
+                producer_id: snapshot.producer_id,
+                producer_epoch: snapshot.producer_epoch,
+                coordinator_epoch,
+                commit: snapshot.state == TxnState::PrepareCommit,
+                txn_version: snapshot.txn_version,
+            };
+            let remaining = self.write_markers(&snapshot.partitions, &marker).await;
             // The lock is not held across the pause.
             let finished = (|| {
                 let mut txns = self.txns.lock();
@@ -504,10 +534,7 @@ impl TransactionCoordinator {
     async fn write_markers(
         &self,
         partitions: &std::collections::BTreeSet<(String, i32)>,
-        producer_id: i64,
-        epoch: i16,
-        coordinator_epoch: i32,
-        commit: bool,
+        marker: &Marker,
     ) -> HashSet<(String, i32)> {
         let image = self.controller.image();
         let mut remaining = HashSet::new();
@@ -536,7 +563,7 @@ impl TransactionCoordinator {
         }
         let mut waits = Vec::new();
         for p in &local {
-            match markers::append_marker(p, producer_id, epoch, coordinator_epoch, commit) {
+            match markers::append_marker(p, marker) {
                 Ok(ack) => waits.push(ack),
                 Err(e) if marker_refused_for_good(e) => {
                     tracing::warn!(topic = %p.topic, partition = p.index, error = ?e, "transaction marker refused; not retried");
@@ -553,7 +580,8 @@ impl TransactionCoordinator {
             match outcome {
                 Ok(()) => {
                     if tp.0 == OFFSETS_TOPIC {
-                        self.groups.complete_txn_offsets(tp.1, producer_id, commit);
+                        self.groups
+                            .complete_txn_offsets(tp.1, marker.producer_id, marker.commit);
                     }
                 }
                 Err(_) => {
@@ -562,17 +590,7 @@ impl TransactionCoordinator {
             }
         }
         for (leader, tps) in remote {
-            let sent = self
-                .send_markers(
-                    &image,
-                    leader,
-                    &tps,
-                    producer_id,
-                    epoch,
-                    coordinator_epoch,
-                    commit,
-                )
-                .await;
+            let sent = self.send_markers(&image, leader, &tps, marker).await;
             match sent {
                 Ok(failed) => remaining.extend(failed),
                 Err(e) => {
@@ -585,16 +603,12 @@ impl TransactionCoordinator {
     }
 
     /// Sends WriteTxnMarkers to broker `leader`; returns the partitions it refused.
-    #[allow(clippy::too_many_arguments)]
     async fn send_markers(
         &self,
         image: &tern_controller::MetadataImage,
         leader: i32,
         tps: &[(String, i32)],
-        producer_id: i64,
-        epoch: i16,
-        coordinator_epoch: i32,
-        commit: bool,
+        marker: &Marker,
     ) -> Result<Vec<(String, i32)>, String> {
         let broker = image
             .brokers
@@ -607,10 +621,11 @@ impl TransactionCoordinator {
         }
         let request =
             WriteTxnMarkersRequest::default().with_markers(vec![WritableTxnMarker::default()
-                .with_producer_id(ProducerId(producer_id))
-                .with_producer_epoch(epoch)
-                .with_transaction_result(commit)
-                .with_coordinator_epoch(coordinator_epoch)
+                .with_producer_id(ProducerId(marker.producer_id))
+                .with_producer_epoch(marker.producer_epoch)
+                .with_transaction_result(marker.commit)
+                .with_coordinator_epoch(marker.coordinator_epoch)
+                .with_transaction_version(marker.txn_version)
                 .with_topics(
                     by_topic
                         .into_iter()
@@ -626,7 +641,9 @@ impl TransactionCoordinator {
             let mut conn = KafkaConnection::connect((host, port), &client_id)
                 .await
                 .map_err(|e| e.to_string())?;
-            conn.send(&request, 1).await.map_err(|e| e.to_string())
+            conn.send(&request, MARKERS_VERSION)
+                .await
+                .map_err(|e| e.to_string())
         })
         .await
         .map_err(|_| format!("broker {leader} did not answer in time"))??;

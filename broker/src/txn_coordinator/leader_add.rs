@@ -1,0 +1,291 @@
+//! Transaction version 2's implicit add (KIP-890 part 2): a producer no longer sends
+//! AddPartitionsToTxn; the leader of each partition it writes to (and the group coordinator of
+//! its TxnOffsetCommit) adds the partition to the transaction before appending, at the
+//! coordinator on this broker or with AddPartitionsToTxn v5 (`VerifyOnly` false) to the one
+//! elsewhere, as Kafka's AddPartitionsToTxnManager does.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use kafka_protocol::messages::add_partitions_to_txn_request::{
+    AddPartitionsToTxnTopic, AddPartitionsToTxnTransaction,
+};
+use kafka_protocol::messages::{
+    AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, ProducerId, TopicName, TransactionalId,
+};
+use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::ResponseError;
+use parking_lot::Mutex;
+use tern_protocol::client::KafkaConnection;
+
+use super::metadata::TXN_VERSION_2;
+use super::TransactionCoordinator;
+
+/// Pause before retrying CONCURRENT_TRANSACTIONS (Kafka's
+/// `add.partitions.to.txn.retry.backoff.ms`): the producer's previous transaction is still
+/// writing its markers.
+const RETRY_BACKOFF: Duration = Duration::from_millis(20);
+/// How long CONCURRENT_TRANSACTIONS is retried before the producer is told
+/// (`add.partitions.to.txn.retry.backoff.max.ms`).
+const RETRY_MAX: Duration = Duration::from_millis(100);
+/// How long a coordinator on another broker has to answer.
+const REMOTE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Idle connections kept per coordinator broker (a burst of first writes opens more).
+const MAX_IDLE_CONNECTIONS: usize = 4;
+/// The version a leader sends: v5, whose answers may carry TRANSACTION_ABORTABLE.
+const ADD_PARTITIONS_VERSION: i16 = 5;
+
+/// Idle connections to other brokers' transaction coordinators, by node id.
+#[derive(Default)]
+pub(crate) struct CoordinatorConnections(Mutex<HashMap<i32, Vec<KafkaConnection>>>);
+
+impl TransactionCoordinator {
+    /// Adds `partitions`, which this broker leads, to the transaction version 2 transaction of
+    /// `producer` (id, epoch) before records of it are appended there. The errors are the
+    /// coordinator's (NETWORK_EXCEPTION when it could not be reached); callers translate them
+    /// as Kafka does for their API.
+    pub(crate) async fn add_for_leader(
+        self: &Arc<Self>,
+        transactional_id: &str,
+        producer: (i64, i16),
+        partitions: &[(String, i32)],
+    ) -> Result<(), ResponseError> {
+        let deadline = Instant::now() + RETRY_MAX;
+        loop {
+            match self.add_once(transactional_id, producer, partitions).await {
+                Err(ResponseError::ConcurrentTransactions)
+                    if Instant::now() + RETRY_BACKOFF <= deadline =>
+                {
+                    tokio::time::sleep(RETRY_BACKOFF).await;
+                }
+                outcome => return outcome,
+            }
+        }
+    }
+
+    async fn add_once(
+        self: &Arc<Self>,
+        transactional_id: &str,
+        producer: (i64, i16),
+        partitions: &[(String, i32)],
+    ) -> Result<(), ResponseError> {
+        let image = self.controller.image();
+        let coordinator = self
+            .coordinator_in(&image, transactional_id)
+            .filter(|&node| node >= 0)
+            .ok_or(ResponseError::CoordinatorNotAvailable)?;
+        if coordinator == self.node_id {
+            let ack = self.add_partitions(transactional_id, producer, partitions, TXN_VERSION_2)?;
+            return crate::internal_topic::replicated(ack).await;
+        }
+        let broker = image
+            .brokers
+            .get(&coordinator)
+            .ok_or(ResponseError::CoordinatorNotAvailable)?;
+        let (host, port) = broker.endpoint(&self.inter_broker_listener);
+        let request = add_request(transactional_id, producer, partitions);
+        let response = self
+            .send_to_coordinator(coordinator, (host, port), &request)
+            .await?;
+        response_error(&response).map_or(Ok(()), Err)
+    }
+
+    /// Sends `request` to broker `node`, on an idle connection when there is one (a stale one
+    /// is replaced once).
+    async fn send_to_coordinator(
+        &self,
+        node: i32,
+        addr: (&str, u16),
+        request: &AddPartitionsToTxnRequest,
+    ) -> Result<AddPartitionsToTxnResponse, ResponseError> {
+        let idle = self
+            .coordinator_connections
+            .0
+            .lock()
+            .entry(node)
+            .or_default()
+            .pop();
+        let attempts = if idle.is_some() { 2 } else { 1 };
+        let mut conn = idle;
+        for _ in 0..attempts {
+            let sent = tokio::time::timeout(REMOTE_TIMEOUT, async {
+                let mut c = match conn.take() {
+                    Some(c) => c,
+                    None => {
+                        let client_id = format!("tern-txn-add-partitions-{}", self.node_id);
+                        KafkaConnection::connect(addr, &client_id).await.ok()?
+                    }
+                };
+                let response = c.send(request, ADD_PARTITIONS_VERSION).await.ok()?;
+                Some((c, response))
+            })
+            .await;
+            if let Ok(Some((c, response))) = sent {
+                let mut idle = self.coordinator_connections.0.lock();
+                let idle = idle.entry(node).or_default();
+                if idle.len() < MAX_IDLE_CONNECTIONS {
+                    idle.push(c);
+                }
+                return Ok(response);
+            }
+        }
+        tracing::debug!(
+            node,
+            "transaction coordinator not reached for an implicit add"
+        );
+        Err(ResponseError::NetworkException)
+    }
+}
+
+/// AddPartitionsToTxn v5 for one producer, not verify-only: the partitions join.
+fn add_request(
+    transactional_id: &str,
+    producer: (i64, i16),
+    partitions: &[(String, i32)],
+) -> AddPartitionsToTxnRequest {
+    let mut by_topic: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
+    for (topic, index) in partitions {
+        by_topic.entry(topic).or_default().push(*index);
+    }
+    let topics = by_topic
+        .into_iter()
+        .map(|(topic, indexes)| {
+            AddPartitionsToTxnTopic::default()
+                .with_name(TopicName(StrBytes::from_string(topic.to_string())))
+                .with_partitions(indexes)
+        })
+        .collect();
+    AddPartitionsToTxnRequest::default().with_transactions(vec![
+        AddPartitionsToTxnTransaction::default()
+            .with_transactional_id(TransactionalId(StrBytes::from_string(
+                transactional_id.to_string(),
+            )))
+            .with_producer_id(ProducerId(producer.0))
+            .with_producer_epoch(producer.1)
+            .with_verify_only(false)
+            .with_topics(topics),
+    ])
+}
+
+/// The error of a coordinator's answer: the top-level one, else the first partition's that is
+/// not OPERATION_NOT_ATTEMPTED (which only says another partition failed).
+fn response_error(response: &AddPartitionsToTxnResponse) -> Option<ResponseError> {
+    if response.error_code != 0 {
+        return Some(code_error(response.error_code));
+    }
+    let codes = response
+        .results_by_transaction
+        .iter()
+        .flat_map(|t| &t.topic_results)
+        .flat_map(|t| &t.results_by_partition)
+        .map(|p| p.partition_error_code)
+        .filter(|&c| c != 0);
+    let not_attempted = ResponseError::OperationNotAttempted.code();
+    let mut first = None;
+    for code in codes {
+        if code != not_attempted {
+            return Some(code_error(code));
+        }
+        first.get_or_insert(code);
+    }
+    first.map(code_error)
+}
+
+fn code_error(code: i16) -> ResponseError {
+    ResponseError::try_from_code(code).unwrap_or(ResponseError::UnknownServerError)
+}
+
+/// A coordinator's refusal as the producer of a Produce v12+ sees it (Kafka's
+/// ReplicaManager): unreachable or moving coordinators are NOT_ENOUGH_REPLICAS (retried), a
+/// fenced producer INVALID_PRODUCER_EPOCH, and a transaction version 2 producer gets
+/// CONCURRENT_TRANSACTIONS itself (it retries).
+pub(crate) fn for_produce(e: ResponseError) -> ResponseError {
+    match e {
+        ResponseError::NetworkException
+        | ResponseError::CoordinatorLoadInProgress
+        | ResponseError::CoordinatorNotAvailable
+        | ResponseError::NotCoordinator
+        | ResponseError::RequestTimedOut => ResponseError::NotEnoughReplicas,
+        ResponseError::ProducerFenced => ResponseError::InvalidProducerEpoch,
+        other => other,
+    }
+}
+
+/// A coordinator's refusal as a TxnOffsetCommit v5+ answers it (Kafka's
+/// CoordinatorOperationExceptionHelper): retriable coordinator errors the client knows.
+pub(crate) fn for_txn_offset_commit(e: ResponseError) -> ResponseError {
+    match e {
+        ResponseError::NetworkException => ResponseError::CoordinatorLoadInProgress,
+        ResponseError::NotEnoughReplicas
+        | ResponseError::RequestTimedOut
+        | ResponseError::UnknownTopicOrPartition => ResponseError::CoordinatorNotAvailable,
+        ResponseError::NotLeaderOrFollower => ResponseError::NotCoordinator,
+        other => other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kafka_protocol::messages::add_partitions_to_txn_response::{
+        AddPartitionsToTxnPartitionResult, AddPartitionsToTxnResult, AddPartitionsToTxnTopicResult,
+    };
+
+    fn answer(codes: &[i16]) -> AddPartitionsToTxnResponse {
+        let results = codes
+            .iter()
+            .enumerate()
+            .map(|(i, &c)| {
+                AddPartitionsToTxnPartitionResult::default()
+                    .with_partition_index(i as i32)
+                    .with_partition_error_code(c)
+            })
+            .collect();
+        AddPartitionsToTxnResponse::default().with_results_by_transaction(vec![
+            AddPartitionsToTxnResult::default().with_topic_results(vec![
+                AddPartitionsToTxnTopicResult::default().with_results_by_partition(results),
+            ]),
+        ])
+    }
+
+    #[test]
+    fn the_error_named_is_the_cause_not_operation_not_attempted() {
+        let not_attempted = ResponseError::OperationNotAttempted.code();
+        let unknown = ResponseError::UnknownTopicOrPartition.code();
+        assert_eq!(response_error(&answer(&[0, 0])), None);
+        assert_eq!(
+            response_error(&answer(&[not_attempted, unknown])),
+            Some(ResponseError::UnknownTopicOrPartition)
+        );
+        assert_eq!(
+            response_error(
+                &answer(&[0]).with_error_code(ResponseError::ClusterAuthorizationFailed.code())
+            ),
+            Some(ResponseError::ClusterAuthorizationFailed)
+        );
+    }
+
+    #[test]
+    fn the_request_groups_partitions_by_topic() {
+        let r = add_request(
+            "t",
+            (7, 3),
+            &[("b".into(), 1), ("a".into(), 0), ("b".into(), 0)],
+        );
+        let txn = &r.transactions[0];
+        assert_eq!(
+            (txn.producer_id.0, txn.producer_epoch, txn.verify_only),
+            (7, 3, false)
+        );
+        let topics: Vec<(String, Vec<i32>)> = txn
+            .topics
+            .iter()
+            .map(|t| (t.name.0.to_string(), t.partitions.clone()))
+            .collect();
+        assert_eq!(
+            topics,
+            vec![("a".to_string(), vec![0]), ("b".to_string(), vec![1, 0])]
+        );
+    }
+}
