@@ -593,3 +593,161 @@ async fn a_share_session_ends_with_the_connection_that_opened_it() {
     .await;
     assert_eq!(got, vec![(1, 9, 2)]);
 }
+
+const RENEW: i8 = 4;
+
+/// A ShareFetch v2 of partition 0: `(mode, max_records)`, `renew` (IsRenewAck, which allows
+/// only acknowledgements: no wait, no bytes, no records) and `acks` piggybacked.
+async fn share_fetch_v2(
+    c: &mut KafkaConnection,
+    (id, member, epoch): (uuid::Uuid, &str, i32),
+    (mode, max_records): (i8, i32),
+    renew: bool,
+    acks: &[(i64, i64, i8)],
+) -> ShareFetchResponse {
+    let batches = acks
+        .iter()
+        .map(|&(first, last, t)| {
+            AcknowledgementBatch::default()
+                .with_first_offset(first)
+                .with_last_offset(last)
+                .with_acknowledge_types(vec![t])
+        })
+        .collect();
+    let fetching = i32::from(!renew);
+    let req = ShareFetchRequest::default()
+        .with_group_id(Some(GroupId(str_bytes(GROUP))))
+        .with_member_id(Some(str_bytes(member)))
+        .with_share_session_epoch(epoch)
+        .with_max_wait_ms(200 * fetching)
+        .with_min_bytes(fetching)
+        .with_max_bytes((1 << 20) * fetching)
+        .with_max_records(max_records)
+        .with_batch_size(max_records)
+        .with_share_acquire_mode(mode)
+        .with_is_renew_ack(renew)
+        .with_topics(vec![ShareFetchTopic::default()
+            .with_topic_id(id)
+            .with_partitions(vec![ShareFetchPartition::default()
+                .with_partition_index(0)
+                .with_acknowledgement_batches(batches)])]);
+    c.send(&req, 2).await.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn version_2_limits_records_exactly_and_renews_locks() {
+    let server = TestServer::start().await;
+    let mut c = server.connect().await;
+    let id = ten_records_from_the_start(&mut c, server.addr()).await;
+    assert_eq!(
+        heartbeat(&mut c, "m1", 0, Some(&[TOPIC])).await.error_code,
+        0
+    );
+
+    // Record-limit mode stops inside the one batch of ten; batch-optimized mode takes it to
+    // its end.
+    let r = share_fetch_v2(&mut c, (id, "m1", 0), (1, 3), false, &[]).await;
+    assert_eq!((r.error_code, acquired(&r)), (0, vec![(0, 2, 1)]), "{r:?}");
+    let r = share_fetch_v2(&mut c, (id, "m1", 1), (1, 4), false, &[]).await;
+    assert_eq!(acquired(&r), vec![(3, 6, 1)]);
+    let r = share_fetch_v2(&mut c, (id, "m1", 2), (0, 1), false, &[]).await;
+    assert_eq!(acquired(&r), vec![(7, 9, 1)]);
+    // An acquire mode Kafka does not have.
+    let r = share_fetch_v2(&mut c, (id, "m1", 3), (7, 1), false, &[]).await;
+    assert_eq!(r.error_code, code(ResponseError::InvalidRequest));
+
+    // A renewing fetch must not ask for records or wait.
+    let mut bad = ShareFetchRequest::default()
+        .with_group_id(Some(GroupId(str_bytes(GROUP))))
+        .with_member_id(Some(str_bytes("m1")))
+        .with_share_session_epoch(3)
+        .with_max_wait_ms(500)
+        .with_max_bytes(0)
+        .with_is_renew_ack(true);
+    let r = c.send(&bad, 2).await.unwrap();
+    assert_eq!(r.error_code, code(ResponseError::InvalidRequest));
+    assert_eq!(
+        r.error_message.as_deref(),
+        Some("maxWaitMs must be set to 0, if isRenewAck is true."),
+    );
+    // ... and, that refused, the session did not move on: epoch 3 is still the next.
+    bad.max_wait_ms = 0;
+    let r = c.send(&bad, 2).await.unwrap();
+    assert_eq!(r.error_code, 0, "{r:?}");
+
+    // Renewing 0-2 answers at once, acquiring nothing; the lock's length comes back.
+    let r = share_fetch_v2(&mut c, (id, "m1", 4), (0, 0), true, &[(0, 2, RENEW)]).await;
+    assert_eq!((r.error_code, ack_error(&r)), (0, 0), "{r:?}");
+    assert!(acquired(&r).is_empty());
+    assert_eq!(r.acquisition_lock_timeout_ms, 30_000);
+    // RENEW without IsRenewAck, or before v2, is a bad request; another member's records
+    // cannot be renewed.
+    let r = share_fetch_v2(&mut c, (id, "m1", 5), (0, 0), false, &[(3, 6, RENEW)]).await;
+    assert_eq!(ack_error(&r), code(ResponseError::InvalidRequest));
+    let r = acknowledge(&mut c, id, "m1", 6, vec![(3, 6, vec![RENEW])]).await;
+    assert_eq!(
+        r.responses[0].partitions[0].error_code,
+        code(ResponseError::InvalidRequest)
+    );
+    let renew_ack = |member: &str, epoch: i32, first: i64, last: i64| {
+        ShareAcknowledgeRequest::default()
+            .with_group_id(Some(GroupId(str_bytes(GROUP))))
+            .with_member_id(Some(str_bytes(member)))
+            .with_share_session_epoch(epoch)
+            .with_is_renew_ack(true)
+            .with_topics(vec![AcknowledgeTopic::default()
+                .with_topic_id(id)
+                .with_partitions(vec![AcknowledgePartition::default()
+                    .with_partition_index(0)
+                    .with_acknowledgement_batches(vec![AckBatch::default()
+                        .with_first_offset(first)
+                        .with_last_offset(last)
+                        .with_acknowledge_types(vec![RENEW])])])])
+    };
+    let r = c.send(&renew_ack("m1", 7, 3, 6), 2).await.unwrap();
+    assert_eq!(r.responses[0].partitions[0].error_code, 0, "{r:?}");
+    assert_eq!(r.acquisition_lock_timeout_ms, 30_000);
+    assert!(acquired(&share_fetch(&mut c, id, "m2", 0, &[]).await).is_empty());
+    let r = c.send(&renew_ack("m2", 1, 3, 6), 2).await.unwrap();
+    assert_eq!(
+        r.responses[0].partitions[0].error_code,
+        code(ResponseError::InvalidRecordState)
+    );
+    // Renewed records are still m1's to settle.
+    let r = acknowledge(&mut c, id, "m1", 8, vec![(0, 9, vec![ACCEPT])]).await;
+    assert_eq!(r.responses[0].partitions[0].error_code, 0, "{r:?}");
+    assert_eq!(start_offset(&mut c).await, 10);
+
+    // The group config share.renew.acknowledge.enable=false turns renewals away.
+    assert_eq!(
+        set_group_configs(
+            &mut c,
+            GROUP,
+            &[("share.renew.acknowledge.enable", "maybe")]
+        )
+        .await,
+        code(ResponseError::InvalidConfig)
+    );
+    assert_eq!(
+        set_group_configs(
+            &mut c,
+            GROUP,
+            &[("share.renew.acknowledge.enable", "false")]
+        )
+        .await,
+        0
+    );
+    produce(&mut c, TOPIC, 0, batch(2)).await;
+    let r = share_fetch_v2(&mut c, (id, "m1", 9), (0, 10), false, &[]).await;
+    assert_eq!(acquired(&r), vec![(10, 11, 1)]);
+    let r = c.send(&renew_ack("m1", 10, 10, 11), 2).await.unwrap();
+    assert_eq!(
+        r.responses[0].partitions[0].error_code,
+        code(ResponseError::InvalidRecordState)
+    );
+    let configs = group_configs(&mut c).await;
+    assert_eq!(
+        configs["share.renew.acknowledge.enable"].0.as_deref(),
+        Some("false")
+    );
+}

@@ -143,6 +143,24 @@ def test_share_consumers_same_as_kafka(brokers):
     assert "info phase2 start offsets: {share-queue-0=40, share-queue-1=30, share-queue-2=30}" in seen["tern"]
 
 
+def test_share_consumer_v2_same_as_kafka(brokers):
+    """ShareFetch and ShareAcknowledge v2 through kafka-clients 4.4
+    (tests/harness/compat/ShareV2Scenario.java): a share consumer in record-limit mode takes
+    exactly max.poll.records records out of one batch, renews one record's lock, releases one
+    and accepts the rest; tern prints what Kafka 4.4 prints."""
+    source = HERE.parent / "harness" / "compat" / "ShareV2Scenario.java"
+    classpath = _compiled(PEER_VERSION, source)
+    seen = {name: _scenario(classpath, b.bootstrap, "share-v2", main=source.stem)
+            for name, b in brokers.items()}
+    # As in test_share_consumers_same_as_kafka, Kafka's start offset is its last snapshot's.
+    kafka, tern = ([l for l in seen[n] if not l.startswith("info ")] for n in ("kafka", "tern"))
+    assert "poll 1: [0:1, 1:1, 2:1] commit [share-v2-0=OK]" in kafka, "\n".join(kafka)
+    assert "accepted [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]" in kafka, "\n".join(kafka)
+    assert "info start offset 10" in seen["tern"]
+    diff = "\n".join(difflib.unified_diff(kafka, tern, f"Apache Kafka {PEER_VERSION}", "tern", lineterm=""))
+    assert tern == kafka, f"tern differs from Apache Kafka:\n{diff}"
+
+
 def test_transactions_same_as_kafka(brokers):
     """Transactions through kafka-clients 4.4 (tests/harness/compat/TransactionScenario.java),
     which speaks transaction version 2 (KIP-890 part 2) to a broker that has it in force: no
@@ -290,11 +308,11 @@ def test_describe_configs_matches_kafka(brokers):
 
 
 # Group configs Kafka 4.4 has that tern refuses (broker/src/config/group_configs.rs NOT_APPLIED):
-# streams groups, the share-group dead-letter queue, assignment intervals, lock renewal.
+# streams groups, the share-group dead-letter queue, assignment intervals.
 GROUP_CONFIGS_NOT_LISTED = {
     "consumer.assignment.interval.ms", "errors.deadletterqueue.copy.record.enable",
     "errors.deadletterqueue.topic.name", "share.assignment.interval.ms",
-    "share.renew.acknowledge.enable", "streams.assignment.interval.ms", "streams.assignor.name",
+    "streams.assignment.interval.ms", "streams.assignor.name",
     "streams.heartbeat.interval.ms", "streams.initial.rebalance.delay.ms",
     "streams.num.standby.replicas", "streams.rack.aware.assignment.tags",
     "streams.session.timeout.ms",
@@ -322,10 +340,12 @@ def test_group_configs_match_kafka(brokers):
     from kafka.admin import ConfigResourceType
 
     changes = {"share.auto.offset.reset": "earliest", "share.record.lock.duration.ms": "20000",
-               "consumer.session.timeout.ms": "50000", "share.isolation.level": "read_committed"}
+               "consumer.session.timeout.ms": "50000", "share.isolation.level": "read_committed",
+               "share.renew.acknowledge.enable": "false"}
     bad = [{"no.such.config": "1"}, {"share.delivery.count.limit": "1"},
            {"share.delivery.count.limit": "11"}, {"share.auto.offset.reset": "none"},
-           {"consumer.heartbeat.interval.ms": "x"}, {"share.isolation.level": "READ_COMMITTED"}]
+           {"consumer.heartbeat.interval.ms": "x"}, {"share.isolation.level": "READ_COMMITTED"},
+           {"share.renew.acknowledge.enable": "maybe"}]
     seen = {}
     for name, b in brokers.items():
         before = _described(b.bootstrap, ConfigResourceType.GROUP, "configured-group")

@@ -48,6 +48,7 @@ const SHARE_DELIVERY_COUNT_LIMIT: &str = "share.delivery.count.limit";
 const SHARE_MAX_RECORD_LOCKS: &str = "share.partition.max.record.locks";
 const SHARE_AUTO_OFFSET_RESET: &str = "share.auto.offset.reset";
 const SHARE_ISOLATION_LEVEL: &str = "share.isolation.level";
+const SHARE_RENEW_ACKNOWLEDGE_ENABLE: &str = "share.renew.acknowledge.enable";
 
 /// The group configs Tern applies, by name.
 pub(crate) const GROUP_CONFIGS: &[GroupConfigDef] = &[
@@ -95,6 +96,12 @@ pub(crate) const GROUP_CONFIGS: &[GroupConfigDef] = &[
         "30000",
     ),
     def(
+        SHARE_RENEW_ACKNOWLEDGE_ENABLE,
+        ConfigType::Boolean,
+        None,
+        "true",
+    ),
+    def(
         SHARE_SESSION_TIMEOUT,
         ConfigType::Int,
         Some("group.share.session.timeout.ms"),
@@ -103,14 +110,13 @@ pub(crate) const GROUP_CONFIGS: &[GroupConfigDef] = &[
 ];
 
 /// Group configs Kafka 4.4 has that Tern does not apply (streams groups, the share DLQ, the
-/// assignment batching interval, lock renewal of ShareAcknowledge v2): refused rather than
+/// assignment batching interval): refused rather than
 /// stored, since storing them would look as if they took effect.
 pub(crate) const NOT_APPLIED: &[&str] = &[
     "consumer.assignment.interval.ms",
     "errors.deadletterqueue.copy.record.enable",
     "errors.deadletterqueue.topic.name",
     "share.assignment.interval.ms",
-    "share.renew.acknowledge.enable",
     "streams.assignment.interval.ms",
     "streams.assignor.name",
     "streams.heartbeat.interval.ms",
@@ -179,6 +185,15 @@ fn parse_value(def: &GroupConfigDef, value: &str) -> Result<Option<i64>, ApiErro
             })?;
             Ok(None)
         }
+        ConfigType::Boolean => {
+            if !matches!(value.trim().to_ascii_lowercase().as_str(), "true" | "false") {
+                return Err(invalid_config(format!(
+                    "Invalid value {value} for configuration {name}: Expected value to be either \
+                     true or false"
+                )));
+            }
+            Ok(None)
+        }
         _ if name == SHARE_ISOLATION_LEVEL => {
             if value != "read_committed" && value != "read_uncommitted" {
                 return Err(invalid_config(format!(
@@ -204,7 +219,7 @@ pub(crate) fn validate(
         if NOT_APPLIED.contains(&name.as_str()) {
             return Err(invalid_config(format!(
                 "Group config {name} is not supported by Tern (streams groups, the share-group \
-                 dead-letter queue, assignment intervals and lock renewal are not implemented)"
+                 dead-letter queue and assignment intervals are not implemented)"
             )));
         }
         if group_config(name).is_none() {
@@ -311,6 +326,9 @@ pub(crate) fn share_settings(
     }
     if let Some(level) = configs.get(SHARE_ISOLATION_LEVEL) {
         out.read_committed = level == "read_committed";
+    }
+    if let Some(enabled) = configs.get(SHARE_RENEW_ACKNOWLEDGE_ENABLE) {
+        out.renew_enabled = !enabled.trim().eq_ignore_ascii_case("false");
     }
     out
 }

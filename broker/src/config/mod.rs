@@ -401,9 +401,11 @@ impl BrokerConfig {
                             2_000,
                         )?,
                     },
-                    // Group configs only (share.auto.offset.reset, share.isolation.level).
+                    // Group configs only (share.auto.offset.reset, share.isolation.level,
+                    // share.renew.acknowledge.enable).
                     auto_offset_reset: Default::default(),
                     read_committed: false,
+                    renew_enabled: true,
                 },
                 offsets_partitions: num(&props, "offsets.topic.num.partitions", 50)?,
                 offset_metadata_max_bytes: num(&props, "offset.metadata.max.bytes", 4096)?,

@@ -27,6 +27,8 @@ pub struct ShareGroupConfig {
     pub auto_offset_reset: ShareOffsetReset,
     /// `share.isolation.level=read_committed`: deliver only committed transactional records.
     pub read_committed: bool,
+    /// `share.renew.acknowledge.enable` (true by default): members may renew their locks.
+    pub renew_enabled: bool,
 }
 
 /// Kafka's `share.auto.offset.reset`: where a new share-partition starts.
@@ -135,6 +137,7 @@ impl Default for ShareGroupConfig {
             limits: ShareLimits::default(),
             auto_offset_reset: ShareOffsetReset::Latest,
             read_committed: false,
+            renew_enabled: true,
         }
     }
 }

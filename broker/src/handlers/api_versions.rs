@@ -22,10 +22,14 @@ fn api_keys() -> Vec<ApiVersion> {
 }
 
 /// The features Tern serves, as (name, lowest level, highest level, level in force):
-/// transaction version 2 (KIP-890: a new epoch per transaction, partitions added by their
-/// leaders) and group version 1 (KIP-848 consumer groups), as a new Kafka 4.4 cluster has them.
-pub const FEATURES: &[(&str, i16, i16, i16)] =
-    &[("group.version", 0, 1, 1), ("transaction.version", 0, 2, 2)];
+/// group version 1 (KIP-848 consumer groups), share version 1 (KIP-932 share groups, without
+/// Kafka 4.2's ShareFetch v2 of level 2) and transaction version 2 (KIP-890: a new epoch per
+/// transaction, partitions added by their leaders), as a new Kafka 4.4 cluster has them.
+pub const FEATURES: &[(&str, i16, i16, i16)] = &[
+    ("group.version", 0, 1, 1),
+    ("share.version", 0, 1, 1),
+    ("transaction.version", 0, 2, 2),
+];
 
 /// The epoch of the features in force. It never changes (they are fixed), and must be at least
 /// 0: a Java producer ignores finalized features of a lower epoch than it has seen (-1 at

@@ -88,8 +88,8 @@ pub const SUPPORTED_APIS: &[(ApiKey, i16, i16)] = &[
     (ApiKey::ConsumerGroupDescribe, 0, 1),
     (ApiKey::ShareGroupHeartbeat, 1, 1),
     (ApiKey::ShareGroupDescribe, 1, 1),
-    (ApiKey::ShareFetch, 1, 1),
-    (ApiKey::ShareAcknowledge, 1, 1),
+    (ApiKey::ShareFetch, 1, 2),
+    (ApiKey::ShareAcknowledge, 1, 2),
     (ApiKey::DescribeShareGroupOffsets, 0, 1),
     (ApiKey::AlterShareGroupOffsets, 0, 0),
     (ApiKey::DeleteShareGroupOffsets, 0, 0),
@@ -398,10 +398,10 @@ pub(crate) async fn handle(
             ResponseKind::ShareGroupHeartbeat(share_consumers::heartbeat(broker, &ctx, r))
         }
         RequestKind::ShareFetch(r) => {
-            ResponseKind::ShareFetch(share_consumers::fetch(broker, &ctx, r).await)
+            ResponseKind::ShareFetch(share_consumers::fetch(broker, &ctx, r, version).await)
         }
         RequestKind::ShareAcknowledge(r) => {
-            ResponseKind::ShareAcknowledge(share_consumers::acknowledge(broker, &ctx, r))
+            ResponseKind::ShareAcknowledge(share_consumers::acknowledge(broker, &ctx, r, version))
         }
         RequestKind::ShareGroupDescribe(r) => {
             ResponseKind::ShareGroupDescribe(share_groups::describe(broker, &ctx, r))

@@ -120,17 +120,21 @@ pub(crate) fn heartbeat(
 type AckBatches = Vec<(i64, i64, Vec<i8>)>;
 
 /// Kafka's checks of acknowledgement batches: ordered, not overlapping, and each with one
-/// type or one per offset, of the known types.
-fn valid_batches(batches: &AckBatches) -> bool {
+/// type or one per offset, of the known types; RENEW only where the request says it renews
+/// (`IsRenewAck`, from v2).
+fn valid_batches(batches: &AckBatches, renew: bool) -> bool {
+    let highest = if renew {
+        ack_type::RENEW
+    } else {
+        ack_type::REJECT
+    };
     let mut previous_last = i64::MIN;
     batches.iter().all(|(first, last, types)| {
         let ok = first <= last
             && *first > previous_last
             && !types.is_empty()
             && (types.len() == 1 || types.len() as i64 == last - first + 1)
-            && types
-                .iter()
-                .all(|t| (ack_type::GAP..=ack_type::REJECT).contains(t));
+            && types.iter().all(|t| (ack_type::GAP..=highest).contains(t));
         previous_last = *last;
         ok
     })
@@ -151,11 +155,12 @@ fn named(image: &MetadataImage, id: Uuid, partition: i32) -> Named {
     }
 }
 
-/// Applies one partition's acknowledgements; the partition's error, if any.
+/// Applies one partition's acknowledgements (`renew`: RENEW may be among them); the
+/// partition's error, if any.
 fn acknowledge_partition(
     broker: &Broker,
     (authz, view): (&Authz<'_>, &GroupView),
-    member: &str,
+    (member, renew): (&str, bool),
     p: &Named,
     batches: &AckBatches,
 ) -> Option<ResponseError> {
@@ -165,13 +170,40 @@ fn acknowledge_partition(
     if !authz.topic(AclOperation::Read, topic) {
         return Some(ResponseError::TopicAuthorizationFailed);
     }
-    if !valid_batches(batches) {
+    if !valid_batches(batches, renew) {
         return Some(ResponseError::InvalidRequest);
     }
     broker
         .share
-        .acknowledge(broker, view, member, (topic, p.partition), batches)
+        .acknowledge(
+            broker,
+            view,
+            member,
+            (topic, p.partition),
+            batches,
+            now_ms(),
+        )
         .err()
+}
+
+/// ShareFetch v2's acquire modes (KIP-1206).
+const BATCH_OPTIMIZED: i8 = 0;
+const RECORD_LIMIT: i8 = 1;
+
+/// What a ShareFetch v2 that renews locks must leave out (Kafka checks each): it only carries
+/// acknowledgements, so it neither waits nor fetches. Kafka's message, naming what is wrong.
+fn renew_only_problems(req: &ShareFetchRequest) -> Option<String> {
+    let problems: String = [
+        (req.max_bytes != 0, "maxBytes"),
+        (req.min_bytes != 0, "minBytes"),
+        (req.max_records != 0, "maxRecords"),
+        (req.max_wait_ms != 0, "maxWaitMs"),
+    ]
+    .into_iter()
+    .filter(|(bad, _)| *bad)
+    .map(|(_, field)| format!("{field} must be set to 0, "))
+    .collect();
+    (!problems.is_empty()).then(|| format!("{problems}if isRenewAck is true."))
 }
 
 /// The group and member a share request names; INVALID_REQUEST when either is missing.
@@ -201,17 +233,33 @@ struct Outcome {
 
 /// Answers ShareFetch (READ on the group and the topics): applies the acknowledgements it
 /// carries, moves the share session on, then acquires records of every partition of the
-/// session, waiting up to MaxWaitMs for some.
+/// session, waiting up to MaxWaitMs for some. From v2 the records may be limited exactly
+/// (record-limit mode), and a fetch that renews locks only acknowledges.
 pub(crate) async fn fetch(
     broker: &Broker,
     ctx: &RequestContext,
     req: ShareFetchRequest,
+    version: i16,
 ) -> ShareFetchResponse {
     let top = |e: ResponseError| ShareFetchResponse::default().with_error_code(e.code());
     let (group, member) = match group_and_member(req.group_id.as_ref(), req.member_id.as_ref()) {
         Ok(gm) => gm,
         Err(e) => return top(e),
     };
+    let renew = version >= 2 && req.is_renew_ack;
+    if renew {
+        if let Some(message) = renew_only_problems(&req) {
+            return top(ResponseError::InvalidRequest).with_error_message(Some(sb(message)));
+        }
+    }
+    // Tern answers an unknown mode INVALID_REQUEST before anything changes (Kafka 4.4 fails
+    // it with UNKNOWN_SERVER_ERROR after applying the acknowledgements).
+    if ![BATCH_OPTIMIZED, RECORD_LIMIT].contains(&req.share_acquire_mode) {
+        return top(ResponseError::InvalidRequest).with_error_message(Some(sb(format!(
+            "Unknown share acquire mode {}",
+            req.share_acquire_mode
+        ))));
+    }
     if !ctx.authz(broker).group(AclOperation::Read, &group) {
         return top(ResponseError::GroupAuthorizationFailed);
     }
@@ -266,7 +314,7 @@ pub(crate) async fn fetch(
     let view = broker.share.group_view(broker, &group);
     let authz = ctx.authz(broker);
     for (p, batches) in &acks {
-        let code = acknowledge_partition(broker, (&authz, &view), &member, p, batches);
+        let code = acknowledge_partition(broker, (&authz, &view), (&member, renew), p, batches);
         outcomes.entry((p.id, p.partition)).or_default().ack_error = code;
         outcomes.entry((p.id, p.partition)).or_default().acked = true;
     }
@@ -275,6 +323,8 @@ pub(crate) async fn fetch(
             broker.share.release(broker, &view, &member, &partitions);
             Vec::new()
         }
+        // A renewing fetch only acknowledges (Kafka answers it at once, fetching nothing).
+        SessionStep::Fetch(_) if renew => Vec::new(),
         SessionStep::Fetch(partitions) => partitions,
     };
     if !partitions.is_empty() {
@@ -358,35 +408,50 @@ async fn acquire_with_wait(
         req.max_bytes as usize
     };
     let per_partition = (max_bytes / partitions.len().max(1)).max(1);
+    // MaxRecords is one budget for the whole fetch, as Kafka spends it: partition after
+    // partition, starting one further on each fetch of the session so that none starves.
     let max_records = if req.max_records > 0 {
         req.max_records as i64
     } else {
         i64::MAX
     };
+    let record_limit = req.share_acquire_mode == RECORD_LIMIT;
+    let first = (req.share_session_epoch.max(0) as usize) % partitions.len().max(1);
     let mut later_view = None;
     loop {
         let view = later_view.as_ref().unwrap_or(first_view);
         let mut watchers = Vec::new();
         let results: Vec<Result<Delivery, ResponseError>> = disk_io(|| {
-            partitions
-                .iter()
-                .map(|(topic, index)| {
-                    if !authz.topic(AclOperation::Read, topic) {
-                        return Err(ResponseError::TopicAuthorizationFailed);
-                    }
+            let mut results: Vec<Option<Result<Delivery, ResponseError>>> =
+                partitions.iter().map(|_| None).collect();
+            let mut left = max_records;
+            for i in (0..partitions.len()).map(|k| (first + k) % partitions.len()) {
+                let (topic, index) = &partitions[i];
+                results[i] = Some(if !authz.topic(AclOperation::Read, topic) {
+                    Err(ResponseError::TopicAuthorizationFailed)
+                } else {
                     if let Some(p) = broker.replicas.partition(topic, *index) {
                         watchers.push(p.watch_high_watermark());
                     }
-                    broker.share.acquire(
-                        broker,
-                        view,
-                        member,
-                        (topic, *index),
-                        (max_records, per_partition),
-                        now_ms(),
-                    )
-                })
-                .collect()
+                    if left <= 0 {
+                        Ok(Delivery::default())
+                    } else {
+                        let delivery = broker.share.acquire(
+                            broker,
+                            view,
+                            member,
+                            (topic, *index),
+                            (left, record_limit, per_partition),
+                            now_ms(),
+                        );
+                        if let Ok(d) = &delivery {
+                            left -= d.record_count();
+                        }
+                        delivery
+                    }
+                });
+            }
+            results.into_iter().flatten().collect()
         });
         let done = results
             .iter()
@@ -411,7 +476,9 @@ pub(crate) fn acknowledge(
     broker: &Broker,
     ctx: &RequestContext,
     req: ShareAcknowledgeRequest,
+    version: i16,
 ) -> ShareAcknowledgeResponse {
+    let renew = version >= 2 && req.is_renew_ack;
     let top = |e: ResponseError| ShareAcknowledgeResponse::default().with_error_code(e.code());
     let (group, member) = match group_and_member(req.group_id.as_ref(), req.member_id.as_ref()) {
         Ok(gm) => gm,
@@ -445,8 +512,13 @@ pub(crate) fn acknowledge(
                         .iter()
                         .map(|b| (b.first_offset, b.last_offset, b.acknowledge_types.clone()))
                         .collect();
-                    let code =
-                        acknowledge_partition(broker, (&authz, &view), &member, &n, &batches);
+                    let code = acknowledge_partition(
+                        broker,
+                        (&authz, &view),
+                        (&member, renew),
+                        &n,
+                        &batches,
+                    );
                     share_acknowledge_response::PartitionData::default()
                         .with_partition_index(p.partition_index)
                         .with_error_code(code.map_or(0, |e| e.code()))
@@ -460,5 +532,8 @@ pub(crate) fn acknowledge(
     if let SessionStep::Closed(partitions) = step {
         broker.share.release(broker, &view, &member, &partitions);
     }
-    ShareAcknowledgeResponse::default().with_responses(responses)
+    // v2 tells the client how long a lock (a renewed one too) lasts.
+    ShareAcknowledgeResponse::default()
+        .with_acquisition_lock_timeout_ms(view.settings.limits.lock_duration_ms as i32)
+        .with_responses(responses)
 }

@@ -11,7 +11,7 @@ use kafka_protocol::ResponseError;
 use parking_lot::Mutex;
 use tern_protocol::record_batch::BatchIter;
 
-use super::partition::{AcquiredRange, BatchSpan, ShareLimits, SharePartition};
+use super::partition::{ack_type, AcquiredRange, BatchSpan, ShareLimits, SharePartition};
 use super::sessions::{ShareSessions, TopicPartition};
 use crate::broker::Broker;
 use crate::group_coordinator::share_group::{ShareGroupConfig, ShareOffsetReset};
@@ -41,6 +41,16 @@ pub(crate) struct Delivery {
     pub(crate) records: Bytes,
     /// The acquired records.
     pub(crate) acquired: Vec<AcquiredRange>,
+}
+
+impl Delivery {
+    /// How many records were acquired.
+    pub(crate) fn record_count(&self) -> i64 {
+        self.acquired
+            .iter()
+            .map(|r| r.last_offset - r.first_offset + 1)
+            .sum()
+    }
 }
 
 /// A share group as one request sees it: its settings and where it is coordinated.
@@ -194,7 +204,7 @@ impl ShareManager {
         view: &GroupView,
         member: &str,
         (topic, index): (&str, i32),
-        (max_records, max_bytes): (i64, usize),
+        (max_records, record_limit, max_bytes): (i64, bool, usize),
         now_ms: i64,
     ) -> Result<Delivery, ResponseError> {
         let partition = Self::led(broker, topic, index)?;
@@ -244,7 +254,8 @@ impl ShareManager {
                 });
                 ends.push(iter.position());
             }
-            let (acquired, used) = sp.acquire(member, &spans, max_records, limits, now_ms);
+            let (acquired, used) =
+                sp.acquire(member, &spans, (max_records, record_limit), limits, now_ms);
             if acquired.is_empty() {
                 return Ok(Delivery::default());
             }
@@ -264,12 +275,20 @@ impl ShareManager {
         member: &str,
         (topic, index): (&str, i32),
         batches: &[(i64, i64, Vec<i8>)],
+        now_ms: i64,
     ) -> Result<(), ResponseError> {
         let partition = Self::led(broker, topic, index)?;
+        // The group config share.renew.acknowledge.enable=false turns renewals away.
+        let renews = batches
+            .iter()
+            .any(|(_, _, types)| types.contains(&ack_type::RENEW));
+        if renews && !view.settings.renew_enabled {
+            return Err(ResponseError::InvalidRecordState);
+        }
         self.with_entry(broker, view, &partition, |sp, limits| {
             let mut trial = sp.clone();
             for (first, last, types) in batches {
-                trial.acknowledge(member, *first, *last, types, limits)?;
+                trial.acknowledge(member, (*first, *last), types, limits, now_ms)?;
             }
             *sp = trial;
             Ok(())

@@ -19,6 +19,9 @@ pub(crate) mod ack_type {
     pub(crate) const RELEASE: i8 = 2;
     /// Unprocessable: never deliver again.
     pub(crate) const REJECT: i8 = 3;
+    /// Still being processed: the lock starts again (ShareFetch and ShareAcknowledge v2,
+    /// KIP-1222).
+    pub(crate) const RENEW: i8 = 4;
 }
 
 /// Limits of a share-partition (Kafka's `group.share.*` broker configs).
@@ -132,13 +135,15 @@ impl SharePartition {
     }
 
     /// Acquires for `member` the deliverable records of `batches` (as read from the log from
-    /// [`Self::next_fetch_offset`]), whole batches at a time until `max_records` are taken.
-    /// Returns the acquired ranges and how many of `batches` they span (the rest is not sent).
+    /// [`Self::next_fetch_offset`]), whole batches at a time until `max_records` are taken, or
+    /// with `record_limit` (ShareFetch v2's record-limit mode, KIP-1206) exactly `max_records`,
+    /// stopping inside a batch. Returns the acquired ranges and how many of `batches` they span
+    /// (the rest is not sent).
     pub(crate) fn acquire(
         &mut self,
         member: &str,
         batches: &[BatchSpan],
-        max_records: i64,
+        (max_records, record_limit): (i64, bool),
         limits: &ShareLimits,
         now_ms: i64,
     ) -> (Vec<AcquiredRange>, usize) {
@@ -151,6 +156,9 @@ impl SharePartition {
             }
             let before = acquired.len();
             for offset in batch.base_offset.max(self.start)..=batch.last_offset {
+                if record_limit && acquired.len() as i64 >= max_records.max(1) {
+                    break;
+                }
                 if offset >= self.end {
                     if self.end - self.start >= limits.max_in_flight {
                         break;
@@ -193,15 +201,16 @@ impl SharePartition {
     }
 
     /// Settles `member`'s acquired records from `first` to `last` with `types` (one type for
-    /// the whole range, or one per offset). Nothing changes unless every offset is acquired by
+    /// the whole range, or one per offset); a renewal instead starts their locks again, for
+    /// the full lock duration from `now_ms`. Nothing changes unless every offset is acquired by
     /// `member`: INVALID_RECORD_STATE otherwise, as Kafka answers.
     pub(crate) fn acknowledge(
         &mut self,
         member: &str,
-        first: i64,
-        last: i64,
+        (first, last): (i64, i64),
         types: &[i8],
         limits: &ShareLimits,
+        now_ms: i64,
     ) -> Result<(), ResponseError> {
         let count = last - first + 1;
         if count <= 0 || !(types.len() == 1 || types.len() as i64 == count) {
@@ -209,7 +218,7 @@ impl SharePartition {
         }
         if types
             .iter()
-            .any(|t| !(ack_type::GAP..=ack_type::REJECT).contains(t))
+            .any(|t| !(ack_type::GAP..=ack_type::RENEW).contains(t))
         {
             return Err(ResponseError::InvalidRequest);
         }
@@ -228,10 +237,13 @@ impl SharePartition {
                 types[(offset - first) as usize]
             };
             if let Some(r) = self.in_flight.get_mut(&offset) {
-                r.state = if kind == ack_type::RELEASE {
-                    redelivery(r.delivery_count, limits)
-                } else {
-                    RecordState::Settled
+                r.state = match kind {
+                    ack_type::RELEASE => redelivery(r.delivery_count, limits),
+                    ack_type::RENEW => RecordState::Acquired {
+                        member: member.to_string(),
+                        deadline_ms: now_ms + limits.lock_duration_ms,
+                    },
+                    _ => RecordState::Settled,
                 };
             }
         }
