@@ -45,7 +45,12 @@ fn run(data: &[u8]) {
     match req.body {
         RequestKind::ApiVersions(r) => {
             // A v5 request may name a cluster and node: the answer encodes whichever way it goes.
-            let response = ResponseKind::ApiVersions(api_versions::handle(r, "fuzz-cluster", 1));
+            let response = ResponseKind::ApiVersions(api_versions::handle(
+                r,
+                version,
+                "fuzz-cluster",
+                1,
+            ));
             encode_response(correlation_id, version, &response)
                 .expect("an ApiVersions answer encodes at every supported version");
         }

@@ -52,6 +52,10 @@ fn run(data: &[u8]) {
             (again.producer_id, again.producer_epoch, again.timeout_ms),
             (m.producer_id, m.producer_epoch, m.timeout_ms)
         );
+        assert_eq!(
+            (again.last_producer_id, again.next_producer_id, again.txn_version),
+            (m.last_producer_id, m.next_producer_id, m.txn_version)
+        );
         let _ = m.state.is_preparing();
     }
 }
@@ -67,7 +71,8 @@ fn make_seeds() -> Vec<Seed> {
             let m = TxnMetadata {
                 transactional_id: id.clone(),
                 producer_id: 1000 + i as i64,
-                last_producer_id: -1,
+                last_producer_id: if i % 2 == 0 { -1 } else { 900 + i as i64 },
+                next_producer_id: if state.is_preparing() { 2000 } else { -1 },
                 producer_epoch: i as i16,
                 last_producer_epoch: -1,
                 timeout_ms: 60_000,
@@ -82,6 +87,7 @@ fn make_seeds() -> Vec<Seed> {
                 .collect(),
                 start_ms: NOW_MS,
                 last_update_ms: NOW_MS + 5,
+                txn_version: if i % 3 == 0 { 0 } else { 2 },
             };
             (key(&id), Some(value(&m)))
         })

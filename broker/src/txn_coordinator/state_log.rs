@@ -41,7 +41,7 @@ pub fn value(m: &TxnMetadata) -> Bytes {
     b.put_i16(m.producer_epoch);
     b.put_i32(m.timeout_ms);
     b.put_i8(m.state.id());
-    if m.state == TxnState::Empty {
+    if m.state == TxnState::Empty && m.partitions.is_empty() {
         put_uvarint(&mut b, 0); // null, as Kafka writes an empty transaction's
     } else {
         let mut by_topic: std::collections::BTreeMap<&str, Vec<i32>> = Default::default();
