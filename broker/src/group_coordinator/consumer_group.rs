@@ -68,6 +68,37 @@ pub enum MemberState {
     UnreleasedPartitions,
 }
 
+/// Which partitions of a commit may be written (see [`ConsumerGroup::check_commit`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CommitCheck {
+    /// Every partition.
+    All,
+    /// The partitions assigned to the member at or before `epoch` (by their assignment
+    /// epochs); the others answer STALE_MEMBER_EPOCH.
+    AssignedBy {
+        /// The commit's member epoch.
+        epoch: i32,
+        /// The member's partitions and the epochs they were assigned at.
+        assignment_epochs: BTreeMap<(String, i32), i32>,
+    },
+}
+
+impl CommitCheck {
+    /// The error of committing `partition` of `topic`, if it may not be written.
+    pub fn partition_error(&self, topic: &str, partition: i32) -> Option<ResponseError> {
+        match self {
+            CommitCheck::All => None,
+            CommitCheck::AssignedBy {
+                epoch,
+                assignment_epochs,
+            } => match assignment_epochs.get(&(topic.to_string(), partition)) {
+                Some(since) if since <= epoch => None,
+                _ => Some(ResponseError::StaleMemberEpoch),
+            },
+        }
+    }
+}
+
 /// One member of a consumer group.
 #[derive(Debug, Clone)]
 pub struct ConsumerMember {
@@ -101,6 +132,9 @@ pub struct ConsumerMember {
     pub assigned: Assignment,
     /// Partitions it must give up.
     pub pending_revocation: Assignment,
+    /// The member epoch at which each partition it owns or must give up was assigned to it: a
+    /// commit of an older epoch may still write the partitions it had then.
+    assignment_epochs: BTreeMap<(String, i32), i32>,
     last_heartbeat_ms: i64,
     /// The session timeout in force at its last heartbeat (the group's config, else the
     /// broker's), as Kafka schedules each member's session timer.
@@ -126,10 +160,25 @@ impl ConsumerMember {
             state: MemberState::Stable,
             assigned: Assignment::new(),
             pending_revocation: Assignment::new(),
+            assignment_epochs: BTreeMap::new(),
             last_heartbeat_ms: now_ms,
             session_timeout_ms: 45_000,
             revocation_deadline_ms: None,
         }
+    }
+
+    /// Keeps the assignment epoch of each partition still owned or pending revocation; the
+    /// partitions new to it were assigned at `epoch`.
+    fn track_assignment_epochs(&mut self, epoch: i32) {
+        let mut epochs = BTreeMap::new();
+        for (topic, partitions) in self.assigned.iter().chain(self.pending_revocation.iter()) {
+            for p in partitions {
+                let key = (topic.clone(), *p);
+                let since = self.assignment_epochs.get(&key).copied().unwrap_or(epoch);
+                epochs.insert(key, since);
+            }
+        }
+        self.assignment_epochs = epochs;
     }
 
     fn set_epoch(&mut self, epoch: i32) {
@@ -630,6 +679,7 @@ impl ConsumerGroup {
             m.state = MemberState::UnrevokedPartitions;
             m.assigned = keep;
             m.pending_revocation = revoke;
+            m.track_assignment_epochs(target_epoch);
             m.revocation_deadline_ms = Some(now_ms + i64::from(m.rebalance_timeout_ms.max(0)));
             return;
         }
@@ -638,6 +688,7 @@ impl ConsumerGroup {
         }
         m.assigned = keep;
         m.pending_revocation.clear();
+        m.track_assignment_epochs(target_epoch);
         m.revocation_deadline_ms = None;
         m.state = if unreleased {
             MemberState::UnreleasedPartitions
@@ -657,14 +708,37 @@ impl ConsumerGroup {
             .collect()
     }
 
-    /// Whether an OffsetCommit (or TxnOffsetCommit) of `member_id` at `epoch` may commit:
-    /// without a member epoch only while the group is empty; otherwise the member must exist
-    /// at exactly that epoch (STALE_MEMBER_EPOCH as Kafka).
-    pub fn check_commit(&self, member_id: &str, epoch: i32) -> Result<(), ResponseError> {
+    /// Which partitions an OffsetCommit (or TxnOffsetCommit, `transactional`, with no group
+    /// instance id) of `member_id` at `epoch` may write, as Kafka 4.3+ decides: anything
+    /// without a member epoch while the group is empty (and a TxnOffsetCommit naming no member
+    /// at all); otherwise the member
+    /// must exist (UNKNOWN_MEMBER_ID) with at least that epoch (STALE_MEMBER_EPOCH), and an
+    /// older epoch writes only the partitions it held then, still owned or being revoked (a
+    /// consumer committing before it has seen its new epoch is not refused).
+    pub fn check_commit(
+        &self,
+        member_id: &str,
+        epoch: i32,
+        transactional: bool,
+    ) -> Result<CommitCheck, ResponseError> {
         if epoch < 0 && self.members.is_empty() {
-            return Ok(());
+            return Ok(CommitCheck::All);
         }
-        self.check_member_epoch(member_id, epoch)
+        if transactional && epoch == -1 && member_id.is_empty() {
+            return Ok(CommitCheck::All);
+        }
+        let m = self
+            .members
+            .get(member_id)
+            .ok_or(ResponseError::UnknownMemberId)?;
+        match epoch.cmp(&m.member_epoch) {
+            std::cmp::Ordering::Equal => Ok(CommitCheck::All),
+            std::cmp::Ordering::Greater => Err(ResponseError::StaleMemberEpoch),
+            std::cmp::Ordering::Less => Ok(CommitCheck::AssignedBy {
+                epoch,
+                assignment_epochs: m.assignment_epochs.clone(),
+            }),
+        }
     }
 
     /// Whether an OffsetFetch naming `member_id` (None: an admin or a client without a group

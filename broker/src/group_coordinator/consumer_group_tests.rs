@@ -296,22 +296,62 @@ fn bad_heartbeats_answer_kafkas_errors() {
 }
 
 #[test]
-fn commits_need_the_members_current_epoch() {
+fn commits_need_the_members_epoch_or_the_partitions_it_held_then() {
     let t = topics(&[("orders", 2)]);
     let mut g = ConsumerGroup::default();
     assert_eq!(
-        g.check_commit("", -1),
-        Ok(()),
+        g.check_commit("", -1, false),
+        Ok(CommitCheck::All),
         "an empty group takes admin commits"
     );
-    let c1 = joined(&mut g, "m1", &t, 0);
-    assert_eq!(g.check_commit("m1", c1.epoch), Ok(()));
+    let mut c1 = joined(&mut g, "m1", &t, 0);
+    let e1 = c1.epoch;
+    assert_eq!(g.check_commit("m1", e1, false), Ok(CommitCheck::All));
     assert_eq!(
-        g.check_commit("m1", c1.epoch - 1),
-        Err(ResponseError::StaleMemberEpoch)
+        g.check_commit("m1", e1 + 1, false),
+        Err(ResponseError::StaleMemberEpoch),
+        "an epoch the member never had"
     );
-    assert_eq!(g.check_commit("", -1), Err(ResponseError::UnknownMemberId));
-    assert_eq!(g.check_commit("m9", 1), Err(ResponseError::UnknownMemberId));
+    assert_eq!(
+        g.check_commit("", -1, false),
+        Err(ResponseError::UnknownMemberId)
+    );
+    assert_eq!(
+        g.check_commit("", -1, true),
+        Ok(CommitCheck::All),
+        "a transaction naming no member"
+    );
+    assert_eq!(
+        g.check_commit("m9", 1, false),
+        Err(ResponseError::UnknownMemberId)
+    );
+
+    // m2 joins: m1 gives up one partition and moves to a new epoch with the other.
+    let mut c2 = joined(&mut g, "m2", &t, 1);
+    c1.beat(&mut g, &t, 2);
+    c1.beat(&mut g, &t, 3);
+    c2.beat(&mut g, &t, 4);
+    assert!(c1.epoch > e1, "m1 moved on");
+    assert_eq!(parts(&c1.owned), 1);
+    let (kept, gone) = match c1.owned["orders"].first() {
+        Some(0) => (0, 1),
+        _ => (1, 0),
+    };
+    // A commit m1 made with its old epoch (before it saw the new one) still writes the
+    // partition it has kept since then, not the one it gave up.
+    let check = g.check_commit("m1", e1, false).unwrap();
+    assert_eq!(check.partition_error("orders", kept), None);
+    assert_eq!(
+        check.partition_error("orders", gone),
+        Some(ResponseError::StaleMemberEpoch)
+    );
+    // m2's partition was assigned at its current epoch: an older one writes nothing.
+    let check = g.check_commit("m2", c2.epoch - 1, false).unwrap();
+    assert_eq!(
+        check.partition_error("orders", gone),
+        Some(ResponseError::StaleMemberEpoch)
+    );
+    assert_eq!(g.check_commit("m2", c2.epoch, false), Ok(CommitCheck::All));
     assert_eq!(g.check_fetch(None, -1), Ok(()));
     assert_eq!(
         g.check_fetch(Some("m1"), 7),

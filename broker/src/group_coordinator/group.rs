@@ -8,7 +8,7 @@ use bytes::Bytes;
 use kafka_protocol::ResponseError;
 use tokio::sync::oneshot;
 
-use super::consumer_group::ConsumerGroup;
+use super::consumer_group::{CommitCheck, ConsumerGroup};
 use super::offsets_topic::{GroupMetadataValue, OffsetValue, StoredMember};
 use super::share_group::ShareGroup;
 
@@ -1009,24 +1009,27 @@ impl Group {
     /// prepares a rebalance (consumers commit in their revoke callbacks, before they rejoin);
     /// only a group waiting for its leader's assignment (CompletingRebalance) refuses with
     /// REBALANCE_IN_PROGRESS.
-    pub fn check_commit(&self, committer: &Committer<'_>) -> Result<(), ResponseError> {
+    pub fn check_commit(&self, committer: &Committer<'_>) -> Result<CommitCheck, ResponseError> {
         self.check_commit_of(committer, false)
     }
 
     /// Whether a TxnOffsetCommit may commit: as Kafka's classic groups, without a member id,
     /// generation or instance id it is taken whatever the group's state; with any of them the
     /// member must be current, and no rebalance refuses it.
-    pub fn check_txn_commit(&self, committer: &Committer<'_>) -> Result<(), ResponseError> {
+    pub fn check_txn_commit(
+        &self,
+        committer: &Committer<'_>,
+    ) -> Result<CommitCheck, ResponseError> {
         self.check_commit_of(committer, true)
     }
 
-    /// [`Self::check_commit`] or, `transactional`, [`Self::check_txn_commit`]: they differ
-    /// only in a classic group.
+    /// [`Self::check_commit`] or, `transactional`, [`Self::check_txn_commit`]. A classic group
+    /// takes or refuses the whole commit; a consumer-protocol group may refuse some partitions.
     fn check_commit_of(
         &self,
         committer: &Committer<'_>,
         transactional: bool,
-    ) -> Result<(), ResponseError> {
+    ) -> Result<CommitCheck, ResponseError> {
         let Committer {
             member_id,
             instance,
@@ -1036,8 +1039,22 @@ impl Group {
             return Err(ResponseError::CoordinatorNotAvailable);
         }
         if let Some(c) = &self.consumer {
-            return c.check_commit(member_id, generation);
+            return c.check_commit(member_id, generation, transactional && instance.is_none());
         }
+        self.check_classic_commit(committer, transactional)
+            .map(|()| CommitCheck::All)
+    }
+
+    fn check_classic_commit(
+        &self,
+        committer: &Committer<'_>,
+        transactional: bool,
+    ) -> Result<(), ResponseError> {
+        let Committer {
+            member_id,
+            instance,
+            generation,
+        } = *committer;
         if self.share.is_some() {
             // A share group has no committed offsets (its consumers acknowledge records).
             return Err(ResponseError::GroupIdNotFound);
@@ -1327,14 +1344,26 @@ mod tests {
     fn transactional_commits_check_the_member_only_when_one_is_named() {
         let mut g = Group::new("g", 0);
         // An empty group takes any commit without a generation.
-        assert_eq!(g.check_txn_commit(&committer("", None, -1)), Ok(()));
-        assert_eq!(g.check_txn_commit(&committer("ghost", None, -1)), Ok(()));
+        assert_eq!(
+            g.check_txn_commit(&committer("", None, -1)),
+            Ok(CommitCheck::All)
+        );
+        assert_eq!(
+            g.check_txn_commit(&committer("ghost", None, -1)),
+            Ok(CommitCheck::All)
+        );
         let a = now(g.join(join_req(""), &config(), 0)).member_id;
         now(g.join(join_req(&a), &config(), 0));
         // Completing a rebalance does not refuse a transactional commit.
         assert_eq!(g.state, GroupState::CompletingRebalance);
-        assert_eq!(g.check_txn_commit(&committer(&a, None, 1)), Ok(()));
-        assert_eq!(g.check_txn_commit(&committer("", None, -1)), Ok(()));
+        assert_eq!(
+            g.check_txn_commit(&committer(&a, None, 1)),
+            Ok(CommitCheck::All)
+        );
+        assert_eq!(
+            g.check_txn_commit(&committer("", None, -1)),
+            Ok(CommitCheck::All)
+        );
         assert_eq!(
             g.check_txn_commit(&committer(&a, None, 2)),
             Err(ResponseError::IllegalGeneration)
@@ -1425,13 +1454,19 @@ mod tests {
             "generation 1 has no assignment yet"
         );
         now(g.sync(&a, None, 1, vec![], 0).0);
-        assert_eq!(g.check_commit(&committer(&a, None, 1)), Ok(()));
+        assert_eq!(
+            g.check_commit(&committer(&a, None, 1)),
+            Ok(CommitCheck::All)
+        );
         // A second member joins: the group prepares a rebalance while `a` still owns its
         // partitions and commits them from its revoke callback.
         let b = now(g.join(join_req(""), &config(), 1)).member_id;
         let _wait_b = waiting(g.join(join_req(&b), &config(), 1));
         assert_eq!(g.state, GroupState::PreparingRebalance);
-        assert_eq!(g.check_commit(&committer(&a, None, 1)), Ok(()));
+        assert_eq!(
+            g.check_commit(&committer(&a, None, 1)),
+            Ok(CommitCheck::All)
+        );
         assert_eq!(
             g.check_commit(&committer(&a, None, 0)),
             Err(ResponseError::IllegalGeneration)
@@ -1471,7 +1506,10 @@ mod tests {
         assert_eq!(codes, vec![0]);
         assert!(store);
         assert_eq!(g.state, GroupState::Empty);
-        assert_eq!(g.check_commit(&committer("", None, -1)), Ok(()));
+        assert_eq!(
+            g.check_commit(&committer("", None, -1)),
+            Ok(CommitCheck::All)
+        );
         let (codes, _) = g.leave(&[(a, None)], &config(), 1);
         assert_eq!(codes, vec![ResponseError::UnknownMemberId.code()]);
     }

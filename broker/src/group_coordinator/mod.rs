@@ -22,7 +22,9 @@ use tern_protocol::records::{control_record_type, ControlRecordType};
 
 use crate::replica_manager::ReplicaManager;
 use crate::replication::delayed_produce::PendingAck;
-use consumer_group::{ConsumerGroupConfig, Heartbeat, HeartbeatAnswer, Refusal, TopicView};
+use consumer_group::{
+    CommitCheck, ConsumerGroupConfig, Heartbeat, HeartbeatAnswer, Refusal, TopicView,
+};
 pub(crate) use group::Committer;
 use group::{Group, GroupConfig, GroupState};
 pub use load::apply_offsets_records;
@@ -298,9 +300,40 @@ impl GroupCoordinator {
         offsets: Vec<(String, i32, OffsetValue)>,
     ) -> Result<Vec<i16>, ResponseError> {
         self.check_coordinator(group_id)?;
-        self.with_group(group_id, true, |g| g.check_commit(&committer))
+        let check = self
+            .with_group(group_id, true, |g| g.check_commit(&committer))
             .unwrap_or(Err(ResponseError::CoordinatorNotAvailable))?;
-        self.write_offsets(group_id, offsets, None)
+        self.write_checked_offsets(group_id, &check, offsets, None)
+    }
+
+    /// Writes the offsets `check` lets through; the others answer its error. One code per
+    /// offset, in order.
+    fn write_checked_offsets(
+        &self,
+        group_id: &str,
+        check: &CommitCheck,
+        offsets: Vec<(String, i32, OffsetValue)>,
+        producer: Option<(i64, i16)>,
+    ) -> Result<Vec<i16>, ResponseError> {
+        let refused: Vec<Option<ResponseError>> = offsets
+            .iter()
+            .map(|(topic, partition, _)| check.partition_error(topic, *partition))
+            .collect();
+        let allowed: Vec<_> = offsets
+            .into_iter()
+            .zip(&refused)
+            .filter(|(_, e)| e.is_none())
+            .map(|(o, _)| o)
+            .collect();
+        let mut written = if allowed.is_empty() {
+            Vec::new().into_iter()
+        } else {
+            self.write_offsets(group_id, allowed, producer)?.into_iter()
+        };
+        Ok(refused
+            .into_iter()
+            .map(|e| e.map_or_else(|| written.next().unwrap_or(0), |e| e.code()))
+            .collect())
     }
 
     /// Stores offsets (those with too much metadata refused), as a transactional batch of
@@ -359,9 +392,10 @@ impl GroupCoordinator {
         offsets: Vec<(String, i32, OffsetValue)>,
     ) -> Result<Vec<i16>, ResponseError> {
         self.check_coordinator(group_id)?;
-        self.with_group(group_id, true, |g| g.check_txn_commit(&committer))
+        let check = self
+            .with_group(group_id, true, |g| g.check_txn_commit(&committer))
             .unwrap_or(Err(ResponseError::CoordinatorNotAvailable))?;
-        self.write_offsets(group_id, offsets, Some(producer))
+        self.write_checked_offsets(group_id, &check, offsets, Some(producer))
     }
 
     /// A transaction marker of `producer_id` reached offsets partition `partition`: its
