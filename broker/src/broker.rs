@@ -404,7 +404,7 @@ impl Broker {
             config.fetch_session_cache_slots,
             config.fetch_session_eviction_ms,
         );
-        let share = crate::share::ShareManager::new();
+        let share = crate::share::ShareManager::new(config.node_id, config.inter_broker_listener());
         Ok(Arc::new(Broker {
             metrics: Arc::default(),
             config,

@@ -10,6 +10,7 @@ mod format;
 mod group_coordinator;
 mod handlers;
 mod http;
+mod inter_broker;
 mod internal_topic;
 mod meta_properties;
 mod metrics;

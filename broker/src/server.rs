@@ -91,6 +91,7 @@ impl Server {
         ));
         broker.groups.spawn_ticker();
         broker.txns.spawn_timers();
+        crate::share::ShareManager::spawn_flusher(Arc::downgrade(&broker));
         tasks.push(tokio::spawn(
             broker.mirrors.clone().run(shutdown_rx.clone()),
         ));

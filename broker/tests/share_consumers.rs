@@ -751,3 +751,65 @@ async fn version_2_limits_records_exactly_and_renews_locks() {
         Some("false")
     );
 }
+
+/// ReadShareGroupStateSummary of partition 0 of `id`: (error, state epoch, start offset).
+async fn read_state(c: &mut KafkaConnection, group: &str, id: uuid::Uuid) -> (i16, i32, i64) {
+    use kafka_protocol::messages::read_share_group_state_summary_request::{
+        PartitionData, ReadStateSummaryData,
+    };
+    let req = kafka_protocol::messages::ReadShareGroupStateSummaryRequest::default()
+        .with_group_id(str_bytes(group))
+        .with_topics(vec![ReadStateSummaryData::default()
+            .with_topic_id(id)
+            .with_partitions(vec![PartitionData::default().with_partition(0)])]);
+    let r = c.send(&req, 1).await.unwrap();
+    let p = &r.results[0].partitions[0];
+    (p.error_code, p.state_epoch, p.start_offset)
+}
+
+/// WriteShareGroupState of partition 0 of `id`: the error code.
+async fn write_state(c: &mut KafkaConnection, id: uuid::Uuid, state_epoch: i32, start: i64) -> i16 {
+    use kafka_protocol::messages::write_share_group_state_request::{
+        PartitionData, WriteStateData,
+    };
+    let req = kafka_protocol::messages::WriteShareGroupStateRequest::default()
+        .with_group_id(str_bytes(GROUP))
+        .with_topics(vec![WriteStateData::default()
+            .with_topic_id(id)
+            .with_partitions(vec![PartitionData::default()
+                .with_partition(0)
+                .with_state_epoch(state_epoch)
+                .with_leader_epoch(0)
+                .with_start_offset(start)])]);
+    let r = c.send(&req, 1).await.unwrap();
+    r.results[0].partitions[0].error_code
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn other_brokers_read_and_write_start_offsets_at_the_coordinator() {
+    let server = TestServer::start().await;
+    let mut c = server.connect().await;
+    let id = ten_records_from_the_start(&mut c, server.addr()).await;
+    // The admin's reset stored start offset 0 under some state epoch.
+    let (error, epoch, start) = read_state(&mut c, GROUP, id).await;
+    assert_eq!((error, start), (0, 0));
+    // A leader started from another state epoch is fenced; the stored offset stays.
+    assert_eq!(
+        write_state(&mut c, id, epoch + 1, 4).await,
+        code(ResponseError::FencedStateEpoch)
+    );
+    assert_eq!(read_state(&mut c, GROUP, id).await, (0, epoch, 0));
+    assert_eq!(write_state(&mut c, id, epoch, 4).await, 0);
+    assert_eq!(read_state(&mut c, GROUP, id).await, (0, epoch, 4));
+    assert_eq!(start_offset(&mut c).await, 4);
+    // Nothing stored, an unknown topic, no group id.
+    assert_eq!(read_state(&mut c, "other", id).await, (0, -1, -1));
+    assert_eq!(
+        write_state(&mut c, uuid::Uuid::from_u128(9), epoch, 4).await,
+        code(ResponseError::UnknownTopicOrPartition)
+    );
+    assert_eq!(
+        read_state(&mut c, "", id).await.0,
+        code(ResponseError::InvalidGroupId)
+    );
+}

@@ -44,6 +44,7 @@ pub(crate) mod reassignments;
 pub(crate) mod scram_credentials;
 pub(crate) mod share_consumers;
 pub(crate) mod share_groups;
+pub(crate) mod share_state;
 pub(crate) mod transaction_admin;
 pub(crate) mod transactions;
 
@@ -93,6 +94,9 @@ pub const SUPPORTED_APIS: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeShareGroupOffsets, 0, 1),
     (ApiKey::AlterShareGroupOffsets, 0, 0),
     (ApiKey::DeleteShareGroupOffsets, 0, 0),
+    // Between brokers: share-partition leaders and their groups' coordinators.
+    (ApiKey::WriteShareGroupState, 0, 1),
+    (ApiKey::ReadShareGroupStateSummary, 0, 1),
     (ApiKey::DescribeTopicPartitions, 0, 0),
     (ApiKey::SaslHandshake, 0, 1),
     (ApiKey::SaslAuthenticate, 0, 2),
@@ -400,15 +404,21 @@ pub(crate) async fn handle(
         RequestKind::ShareFetch(r) => {
             ResponseKind::ShareFetch(share_consumers::fetch(broker, &ctx, r, version).await)
         }
-        RequestKind::ShareAcknowledge(r) => {
-            ResponseKind::ShareAcknowledge(share_consumers::acknowledge(broker, &ctx, r, version))
+        RequestKind::ShareAcknowledge(r) => ResponseKind::ShareAcknowledge(
+            share_consumers::acknowledge(broker, &ctx, r, version).await,
+        ),
+        RequestKind::ReadShareGroupStateSummary(r) => {
+            ResponseKind::ReadShareGroupStateSummary(share_state::read_summary(broker, &ctx, r))
+        }
+        RequestKind::WriteShareGroupState(r) => {
+            ResponseKind::WriteShareGroupState(share_state::write(broker, &ctx, r))
         }
         RequestKind::ShareGroupDescribe(r) => {
             ResponseKind::ShareGroupDescribe(share_groups::describe(broker, &ctx, r))
         }
-        RequestKind::DescribeShareGroupOffsets(r) => {
-            ResponseKind::DescribeShareGroupOffsets(share_groups::describe_offsets(broker, &ctx, r))
-        }
+        RequestKind::DescribeShareGroupOffsets(r) => ResponseKind::DescribeShareGroupOffsets(
+            share_groups::describe_offsets(broker, &ctx, r).await,
+        ),
         RequestKind::AlterShareGroupOffsets(r) => {
             ResponseKind::AlterShareGroupOffsets(share_groups::alter_offsets(broker, &ctx, r))
         }

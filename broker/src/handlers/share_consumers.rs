@@ -313,6 +313,15 @@ pub(crate) async fn fetch(
     };
     let view = broker.share.group_view(broker, &group);
     let authz = ctx.authz(broker);
+    let session_partitions = match &step {
+        SessionStep::Closed(partitions) | SessionStep::Fetch(partitions) => partitions,
+    };
+    let touched: Vec<TopicPartition> = acks
+        .iter()
+        .filter_map(|(n, _)| Some((n.name.clone()?, n.partition)))
+        .chain(session_partitions.iter().cloned())
+        .collect();
+    broker.share.refresh_remote(broker, &view, &touched).await;
     for (p, batches) in &acks {
         let code = acknowledge_partition(broker, (&authz, &view), (&member, renew), p, batches);
         outcomes.entry((p.id, p.partition)).or_default().ack_error = code;
@@ -340,6 +349,8 @@ pub(crate) async fn fetch(
             }
         }
     }
+    // Start offsets that moved are stored by the group's coordinator before the answer.
+    broker.share.flush_remote(broker).await;
     let mut by_topic: BTreeMap<Uuid, Vec<PartitionData>> = BTreeMap::new();
     for ((id, index), o) in outcomes {
         let has_data = !o.delivery.acquired.is_empty();
@@ -420,6 +431,7 @@ async fn acquire_with_wait(
     let mut later_view = None;
     loop {
         let view = later_view.as_ref().unwrap_or(first_view);
+        broker.share.refresh_remote(broker, view, partitions).await;
         let mut watchers = Vec::new();
         let results: Vec<Result<Delivery, ResponseError>> = disk_io(|| {
             let mut results: Vec<Option<Result<Delivery, ResponseError>>> =
@@ -472,7 +484,7 @@ async fn acquire_with_wait(
 
 /// Answers ShareAcknowledge (READ on the group and the topics): moves the share session on
 /// and settles the records; epoch -1 also closes the session, giving back what is left.
-pub(crate) fn acknowledge(
+pub(crate) async fn acknowledge(
     broker: &Broker,
     ctx: &RequestContext,
     req: ShareAcknowledgeRequest,
@@ -498,6 +510,17 @@ pub(crate) fn acknowledge(
     let image = broker.controller.image();
     let view = broker.share.group_view(broker, &group);
     let authz = ctx.authz(broker);
+    let touched: Vec<TopicPartition> = req
+        .topics
+        .iter()
+        .flat_map(|t| {
+            let name = image.topic_by_id(&t.topic_id).map(|i| i.name.clone());
+            t.partitions
+                .iter()
+                .filter_map(move |p| Some((name.clone()?, p.partition_index)))
+        })
+        .collect();
+    broker.share.refresh_remote(broker, &view, &touched).await;
     let responses = req
         .topics
         .iter()
@@ -532,6 +555,7 @@ pub(crate) fn acknowledge(
     if let SessionStep::Closed(partitions) = step {
         broker.share.release(broker, &view, &member, &partitions);
     }
+    broker.share.flush_remote(broker).await;
     // v2 tells the client how long a lock (a renewed one too) lasts.
     ShareAcknowledgeResponse::default()
         .with_acquisition_lock_timeout_ms(view.settings.limits.lock_duration_ms as i32)

@@ -2,6 +2,8 @@
 //! AlterShareGroupOffsets, DeleteShareGroupOffsets and ShareGroupDescribe. The consumers'
 //! side is in `share_consumers`.
 
+use std::collections::HashMap;
+
 use kafka_protocol::messages::alter_share_group_offsets_response::{
     AlterShareGroupOffsetsResponsePartition, AlterShareGroupOffsetsResponseTopic,
 };
@@ -37,14 +39,24 @@ fn refusal_message(r: &Refusal) -> Option<kafka_protocol::protocol::StrBytes> {
     (!r.message.is_empty()).then(|| sb(r.message.clone()))
 }
 
-/// The share-partition lag: records from the start offset to the high watermark, where this
-/// broker leads the partition; -1 where it does not know, and for a start offset that is
-/// none or past the high watermark, as Kafka answers.
-fn lag(broker: &Broker, topic: &str, partition: i32, start: i64) -> i64 {
-    match broker.replicas.partition(topic, partition) {
-        Some(p) if p.is_leader() && (0..=p.high_watermark()).contains(&start) => {
-            p.high_watermark() - start
-        }
+/// High watermarks of partitions led by other brokers, by (topic, partition).
+type RemoteHighWatermarks = HashMap<(String, i32), i64>;
+
+/// The share-partition lag: records from the start offset to the high watermark (this
+/// broker's, or the leader's elsewhere as `remote` has it); -1 where it is not known, and for a
+/// start offset that is none or past the high watermark, as Kafka answers.
+fn lag(
+    broker: &Broker,
+    remote: &RemoteHighWatermarks,
+    (topic, partition): (&str, i32),
+    start: i64,
+) -> i64 {
+    let hw = match broker.replicas.partition(topic, partition) {
+        Some(p) if p.is_leader() => Some(p.high_watermark()),
+        _ => remote.get(&(topic.to_string(), partition)).copied(),
+    };
+    match hw {
+        Some(hw) if (0..=hw).contains(&start) => hw - start,
         _ => -1,
     }
 }
@@ -52,8 +64,7 @@ fn lag(broker: &Broker, topic: &str, partition: i32, start: i64) -> i64 {
 /// One group's DescribeShareGroupOffsets answer: `topics` None for every partition with a
 /// start offset; a partition asked for without one answers start offset -1, as Kafka's.
 fn describe_group(
-    broker: &Broker,
-    image: &MetadataImage,
+    (broker, image, remote): (&Broker, &MetadataImage, &RemoteHighWatermarks),
     share: &ShareGroup,
     topics: Option<Vec<(String, Vec<i32>)>>,
     may_describe_topic: &dyn Fn(&str) -> bool,
@@ -87,7 +98,7 @@ fn describe_group(
                         Some(s) => answer
                             .with_start_offset(s.offset)
                             .with_leader_epoch(s.leader_epoch)
-                            .with_lag(lag(broker, &topic, p, s.offset)),
+                            .with_lag(lag(broker, remote, (&topic, p), s.offset)),
                         None => answer.with_start_offset(-1).with_leader_epoch(-1),
                     }
                 })
@@ -100,12 +111,39 @@ fn describe_group(
         .collect()
 }
 
-/// Answers DescribeShareGroupOffsets (DESCRIBE on the group, and on each topic).
-pub(crate) fn describe_offsets(
+/// The partitions with a start offset in the groups of `req` that other brokers lead.
+fn led_elsewhere(broker: &Broker, req: &DescribeShareGroupOffsetsRequest) -> Vec<(String, i32)> {
+    let mut out = Vec::new();
+    for g in &req.groups {
+        let Ok(share) = broker.groups.share_offsets(&g.group_id.0) else {
+            continue;
+        };
+        for (topic, p) in share.start_offsets.keys() {
+            let here = broker
+                .replicas
+                .partition(topic, *p)
+                .is_some_and(|part| part.is_leader());
+            if !here {
+                out.push((topic.clone(), *p));
+            }
+        }
+    }
+    out
+}
+
+/// Answers DescribeShareGroupOffsets (DESCRIBE on the group, and on each topic). Lags of
+/// partitions led elsewhere come from their leaders' high watermarks.
+pub(crate) async fn describe_offsets(
     broker: &Broker,
     ctx: &RequestContext,
     req: DescribeShareGroupOffsetsRequest,
 ) -> DescribeShareGroupOffsetsResponse {
+    let elsewhere = led_elsewhere(broker, &req);
+    let remote = if elsewhere.is_empty() {
+        RemoteHighWatermarks::new()
+    } else {
+        broker.share.high_watermarks(broker, &elsewhere).await
+    };
     let authz = ctx.authz(broker);
     let image = broker.controller.image();
     let groups = req
@@ -135,8 +173,7 @@ pub(crate) fn describe_offsets(
             });
             let may_describe = |t: &str| authz.topic(AclOperation::Describe, t);
             answer.with_topics(describe_group(
-                broker,
-                &image,
+                (broker, &image, &remote),
                 &share,
                 topics,
                 &may_describe,

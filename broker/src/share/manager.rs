@@ -12,6 +12,7 @@ use parking_lot::Mutex;
 use tern_protocol::record_batch::BatchIter;
 
 use super::partition::{ack_type, AcquiredRange, BatchSpan, ShareLimits, SharePartition};
+use super::remote_state::{Key, RemoteStates};
 use super::sessions::{ShareSessions, TopicPartition};
 use crate::broker::Broker;
 use crate::group_coordinator::share_group::{ShareGroupConfig, ShareOffsetReset};
@@ -19,8 +20,6 @@ use crate::replica_manager::Partition;
 
 /// `group.share.max.share.sessions`, Kafka's default.
 const MAX_SHARE_SESSIONS: usize = 2_000;
-
-type Key = (String, String, i32);
 
 /// The state epoch of a share-partition not started yet.
 const NOT_STARTED: i32 = i32::MIN;
@@ -60,9 +59,9 @@ pub(crate) struct GroupView {
     /// The broker's share-group settings with the group's configs over them.
     pub(crate) settings: ShareGroupConfig,
     /// This broker should coordinate the group but is still loading it.
-    loading: bool,
+    pub(super) loading: bool,
     /// This broker coordinates the group (it stores the start offsets).
-    coordinated_here: bool,
+    pub(super) coordinated_here: bool,
 }
 
 /// Share-partitions and share sessions.
@@ -70,14 +69,26 @@ pub(crate) struct ShareManager {
     partitions: Mutex<HashMap<Key, Arc<Mutex<Entry>>>>,
     /// Share sessions of ShareFetch and ShareAcknowledge.
     pub(crate) sessions: ShareSessions,
+    /// Start offsets kept by the coordinators of groups this broker does not coordinate.
+    pub(super) remote: RemoteStates,
 }
 
 impl ShareManager {
-    /// A manager with no share-partitions or sessions yet.
-    pub(crate) fn new() -> Self {
+    /// A manager of broker `node_id` with no share-partitions or sessions yet, reaching other
+    /// brokers' group coordinators on `listener`.
+    pub(crate) fn new(node_id: i32, listener: String) -> Self {
         ShareManager {
             partitions: Mutex::new(HashMap::new()),
             sessions: ShareSessions::new(MAX_SHARE_SESSIONS),
+            remote: RemoteStates::new(node_id, listener),
+        }
+    }
+
+    /// Starts the share-partition `key` again from what its coordinator holds, at its next
+    /// use (its state epoch was fenced).
+    pub(super) fn restart(&self, key: &Key) {
+        if let Some(cell) = self.partitions.lock().get(key) {
+            cell.lock().state_epoch = Some(NOT_STARTED);
         }
     }
 
@@ -141,12 +152,17 @@ impl ShareManager {
         let (group, settings) = (view.group.as_str(), &view.settings);
         let (topic, index) = (partition.topic.as_str(), partition.index);
         let key = (group.to_string(), topic.to_string(), index);
-        let stored = broker.groups.share_start(group, topic, index);
         let coordinated_here = view.coordinated_here;
+        let stored = if coordinated_here {
+            broker.groups.share_start(group, topic, index)
+        } else {
+            // Read from the coordinator before the request got here; not yet: nothing to do.
+            self.remote.stored(&key)?.stored
+        };
         let cell = self
             .partitions
             .lock()
-            .entry(key)
+            .entry(key.clone())
             .or_insert_with(|| {
                 Arc::new(Mutex::new(Entry {
                     partition: SharePartition::new(-1),
@@ -161,8 +177,13 @@ impl ShareManager {
             (_, Some(NOT_STARTED)) => true,
             (Some(s), Some(e)) => s.state_epoch != e,
             // Its offsets were deleted (DeleteShareGroupOffsets, the group deleted).
-            (None, Some(_)) => coordinated_here,
-            (_, None) => false,
+            (None, Some(_)) => true,
+            // Started without a stored offset, which the coordinator has stored since.
+            (Some(s), None) => {
+                entry.state_epoch = Some(s.state_epoch);
+                false
+            }
+            (None, None) => false,
         };
         if restart {
             let start = match stored {
@@ -181,16 +202,22 @@ impl ShareManager {
         let out = f(&mut entry.partition, &settings.limits);
         let start = entry.partition.start();
         if start != entry.reported_start {
-            let epoch = broker.groups.record_share_progress(
-                group,
-                topic,
-                index,
-                start,
-                partition.leader_epoch(),
-            );
             entry.reported_start = start;
-            if entry.state_epoch.is_none() || restart {
-                entry.state_epoch = epoch;
+            if coordinated_here {
+                let epoch = broker.groups.record_share_progress(
+                    group,
+                    topic,
+                    index,
+                    start,
+                    partition.leader_epoch(),
+                );
+                if entry.state_epoch.is_none() || restart {
+                    entry.state_epoch = epoch;
+                }
+            } else {
+                let state_epoch = entry.state_epoch.unwrap_or(0);
+                self.remote
+                    .report(key, (start, partition.leader_epoch(), state_epoch));
             }
         }
         Some(out)

@@ -4,7 +4,7 @@
 //! coordinator on this broker or with AddPartitionsToTxn v5 (`VerifyOnly` false) to the one
 //! elsewhere, as Kafka's AddPartitionsToTxnManager does.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -16,8 +16,6 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
-use parking_lot::Mutex;
-use tern_protocol::client::KafkaConnection;
 
 use super::metadata::TXN_VERSION_2;
 use super::TransactionCoordinator;
@@ -29,16 +27,8 @@ const RETRY_BACKOFF: Duration = Duration::from_millis(20);
 /// How long CONCURRENT_TRANSACTIONS is retried before the producer is told
 /// (`add.partitions.to.txn.retry.backoff.max.ms`).
 const RETRY_MAX: Duration = Duration::from_millis(100);
-/// How long a coordinator on another broker has to answer.
-const REMOTE_TIMEOUT: Duration = Duration::from_secs(10);
-/// Idle connections kept per coordinator broker (a burst of first writes opens more).
-const MAX_IDLE_CONNECTIONS: usize = 4;
 /// The version a leader sends: v5, whose answers may carry TRANSACTION_ABORTABLE.
 const ADD_PARTITIONS_VERSION: i16 = 5;
-
-/// Idle connections to other brokers' transaction coordinators, by node id.
-#[derive(Default)]
-pub(crate) struct CoordinatorConnections(Mutex<HashMap<i32, Vec<KafkaConnection>>>);
 
 impl TransactionCoordinator {
     /// Adds `partitions`, which this broker leads, to the transaction version 2 transaction of
@@ -79,62 +69,12 @@ impl TransactionCoordinator {
             let ack = self.add_partitions(transactional_id, producer, partitions, TXN_VERSION_2)?;
             return crate::internal_topic::replicated(ack).await;
         }
-        let broker = image
-            .brokers
-            .get(&coordinator)
-            .ok_or(ResponseError::CoordinatorNotAvailable)?;
-        let (host, port) = broker.endpoint(&self.inter_broker_listener);
         let request = add_request(transactional_id, producer, partitions);
         let response = self
-            .send_to_coordinator(coordinator, (host, port), &request)
+            .coordinators
+            .send(&image, coordinator, &request, ADD_PARTITIONS_VERSION)
             .await?;
         response_error(&response).map_or(Ok(()), Err)
-    }
-
-    /// Sends `request` to broker `node`, on an idle connection when there is one (a stale one
-    /// is replaced once).
-    async fn send_to_coordinator(
-        &self,
-        node: i32,
-        addr: (&str, u16),
-        request: &AddPartitionsToTxnRequest,
-    ) -> Result<AddPartitionsToTxnResponse, ResponseError> {
-        let idle = self
-            .coordinator_connections
-            .0
-            .lock()
-            .entry(node)
-            .or_default()
-            .pop();
-        let attempts = if idle.is_some() { 2 } else { 1 };
-        let mut conn = idle;
-        for _ in 0..attempts {
-            let sent = tokio::time::timeout(REMOTE_TIMEOUT, async {
-                let mut c = match conn.take() {
-                    Some(c) => c,
-                    None => {
-                        let client_id = format!("tern-txn-add-partitions-{}", self.node_id);
-                        KafkaConnection::connect(addr, &client_id).await.ok()?
-                    }
-                };
-                let response = c.send(request, ADD_PARTITIONS_VERSION).await.ok()?;
-                Some((c, response))
-            })
-            .await;
-            if let Ok(Some((c, response))) = sent {
-                let mut idle = self.coordinator_connections.0.lock();
-                let idle = idle.entry(node).or_default();
-                if idle.len() < MAX_IDLE_CONNECTIONS {
-                    idle.push(c);
-                }
-                return Ok(response);
-            }
-        }
-        tracing::debug!(
-            node,
-            "transaction coordinator not reached for an implicit add"
-        );
-        Err(ResponseError::NetworkException)
     }
 }
 

@@ -123,7 +123,7 @@ pub struct TransactionCoordinator {
     /// Transactional ids whose markers a task is writing now.
     completing: Mutex<HashSet<String>>,
     /// Connections to the other brokers' coordinators, for transaction version 2's adds.
-    coordinator_connections: leader_add::CoordinatorConnections,
+    coordinators: crate::inter_broker::BrokerClient,
 }
 
 /// What a change to one id does: the value handed back, and whether a record is written.
@@ -139,6 +139,11 @@ impl TransactionCoordinator {
         groups: Arc<GroupCoordinator>,
         producer_ids: ProducerIdSource,
     ) -> Self {
+        let coordinators = crate::inter_broker::BrokerClient::new(
+            node_id,
+            inter_broker_listener.clone(),
+            "txn-add-partitions",
+        );
         TransactionCoordinator {
             config,
             node_id,
@@ -150,7 +155,7 @@ impl TransactionCoordinator {
             txns: Mutex::new(HashMap::new()),
             loaded: Mutex::new(HashSet::new()),
             completing: Mutex::new(HashSet::new()),
-            coordinator_connections: Default::default(),
+            coordinators,
         }
     }
 
