@@ -1,10 +1,11 @@
 //! The network server: one accept loop per listener, one task per connection, and a clean
 //! shutdown that stops accepting, lets connections finish their current request, and closes logs.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use tokio::net::TcpListener;
-use tokio::sync::{watch, Semaphore};
+use tokio::sync::watch;
 
 use crate::broker::Broker;
 use crate::connection::serve_connection;
@@ -29,7 +30,7 @@ impl Server {
     /// Binds every listener and starts serving.
     pub async fn start(broker: Arc<Broker>) -> Result<Server> {
         let (shutdown, shutdown_rx) = watch::channel(false);
-        let connections = Arc::new(Semaphore::new(broker.config.max_connections));
+        let connections = Arc::new(ConnectionCount::default());
         let mut local_addrs = Vec::new();
         let mut tasks = Vec::new();
         for (listener_config, security) in broker
@@ -134,11 +135,49 @@ impl Server {
     }
 }
 
+/// Client connections open now, across listeners (`max.connections` bounds them).
+#[derive(Default)]
+struct ConnectionCount(AtomicUsize);
+
+/// One counted connection; uncounted when dropped.
+struct ConnectionSlot(Arc<ConnectionCount>);
+
+impl ConnectionCount {
+    /// A slot if fewer than `limit` connections are open.
+    fn try_take(self: &Arc<Self>, limit: usize) -> Option<ConnectionSlot> {
+        self.0
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < limit).then_some(n + 1)
+            })
+            .ok()
+            .map(|_| ConnectionSlot(self.clone()))
+    }
+}
+
+impl Drop for ConnectionSlot {
+    fn drop(&mut self) {
+        self.0 .0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// `max.connections` in effect now: a dynamic value (AlterConfigs) over server.properties.
+fn max_connections(broker: &Broker) -> usize {
+    let image = broker.controller.image();
+    crate::config::dynamic::effective(
+        &image,
+        broker.config.node_id,
+        &broker.config.properties,
+        "max.connections",
+    )
+    .and_then(|(v, _)| v.trim().parse().ok())
+    .unwrap_or(broker.config.max_connections)
+}
+
 async fn accept_loop(
     listener: TcpListener,
     security: Arc<ListenerSecurity>,
     broker: Arc<Broker>,
-    connections: Arc<Semaphore>,
+    connections: Arc<ConnectionCount>,
     mut shutdown: watch::Receiver<bool>,
 ) {
     let mut conns = tokio::task::JoinSet::new();
@@ -156,14 +195,15 @@ async fn accept_loop(
             Ok((stream, peer)) => {
                 // Over max.connections a client is closed at once rather than left waiting in
                 // the kernel's backlog: it sees the refusal and retries after its backoff.
+                let limit = max_connections(&broker);
                 let permit = if exempt {
                     None
-                } else if let Ok(p) = connections.clone().try_acquire_owned() {
+                } else if let Some(p) = connections.try_take(limit) {
                     Some(p)
                 } else {
                     refused += 1;
                     if refused.is_power_of_two() {
-                        tracing::warn!(%peer, refused, max_connections = broker.config.max_connections, "max.connections reached: closing new connections");
+                        tracing::warn!(%peer, refused, max_connections = limit, "max.connections reached: closing new connections");
                     }
                     drop(stream);
                     continue;

@@ -166,7 +166,7 @@ async fn settings_that_cannot_change_at_runtime_are_refused_with_kafkas_codes() 
     let (code, msg) = alter(&mut c, "", &[("num.partitions", 0, Some("3"))]).await;
     assert_eq!(code, invalid_request, "{msg:?}");
     // Dynamic in Kafka, read only at start by Tern: refused, not stored and ignored.
-    let (code, msg) = alter(&mut c, "1", &[("max.connections", 0, Some("5"))]).await;
+    let (code, msg) = alter(&mut c, "1", &[("num.replica.fetchers", 0, Some("5"))]).await;
     assert_eq!(code, invalid_request);
     assert!(msg.unwrap().contains("only at start"));
     // A bad value; a name nobody knows is stored, as Kafka stores it.
@@ -199,6 +199,75 @@ async fn settings_that_cannot_change_at_runtime_are_refused_with_kafkas_codes() 
         0
     );
     // Nothing was stored.
+    let (value, source) = described(&mut c, BROKER, "1", "num.replica.fetchers").await;
+    assert_eq!((value.as_deref(), source), (Some("1"), 5));
+}
+
+/// Whether a new connection is served: ApiVersions answered.
+async fn served(s: &TestServer) -> bool {
+    let Ok(mut c) = KafkaConnection::connect(s.addr(), "t").await else {
+        return false;
+    };
+    c.send(&kafka_protocol::messages::ApiVersionsRequest::default(), 3)
+        .await
+        .is_ok()
+}
+
+#[tokio::test]
+async fn max_connections_changes_without_a_restart() {
+    let s = TestServer::start().await;
+    let mut c = s.connect().await;
+    let (code, msg) = alter(&mut c, "1", &[("max.connections", 0, Some("-1"))]).await;
+    assert_eq!(code, ResponseError::InvalidRequest.code());
+    assert_eq!(
+        msg.as_deref(),
+        Some("Invalid value -1 for configuration max.connections: Value must be at least 0")
+    );
+    // Two at most: this connection and one more.
+    assert_eq!(
+        alter(&mut c, "1", &[("max.connections", 0, Some("2"))])
+            .await
+            .0,
+        0
+    );
     let (value, source) = described(&mut c, BROKER, "1", "max.connections").await;
-    assert_eq!((value.as_deref(), source), (Some("10000"), 5));
+    assert_eq!((value.as_deref(), source), (Some("2"), 2));
+    let second = s.connect().await;
+    assert!(!served(&s).await, "a third connection is closed at once");
+    // Connections that close give their place back; a higher limit lets more in.
+    drop(second);
+    wait_until("the second connection's place", async || {
+        if served(&s).await {
+            Ok(())
+        } else {
+            Err("refused".to_string())
+        }
+    })
+    .await;
+    assert_eq!(
+        alter(&mut c, "", &[("max.connections", 0, Some("100"))])
+            .await
+            .0,
+        0
+    );
+    assert_eq!(
+        alter(&mut c, "1", &[("max.connections", 1, None)]).await.0,
+        0
+    );
+    let held: Vec<KafkaConnection> = answered_connections(&s, 5).await;
+    assert_eq!(held.len(), 5);
+    assert!(served(&s).await);
+}
+
+/// `n` connections that each got an answer.
+async fn answered_connections(s: &TestServer, n: usize) -> Vec<KafkaConnection> {
+    let mut out = Vec::new();
+    for _ in 0..n {
+        let mut c = s.connect().await;
+        c.send(&kafka_protocol::messages::ApiVersionsRequest::default(), 3)
+            .await
+            .unwrap();
+        out.push(c);
+    }
+    out
 }

@@ -3,9 +3,10 @@
 //!
 //! Kafka lets many broker settings change at runtime. Tern applies at runtime the broker defaults
 //! of topic configs (`log.retention.ms`, `message.max.bytes`, `compression.type`, ...), which every
-//! partition picks up from the next metadata image; a setting Kafka can change but Tern reads only
-//! at start is refused with the reason rather than stored and silently not applied (Kafka
-//! would take `max.connections`, `num.replica.fetchers`, listeners' TLS files and the like).
+//! partition picks up from the next metadata image, and `max.connections`; a setting Kafka can
+//! change but Tern reads only at start is refused with the reason rather than stored and
+//! silently not applied (Kafka would take `num.replica.fetchers`, listeners' TLS files and the
+//! like).
 
 use std::collections::BTreeMap;
 
@@ -46,6 +47,28 @@ fn topic_config_of(key: &str) -> Option<&'static str> {
         .map(|d| d.name)
 }
 
+/// Broker settings besides topic-config defaults that Tern reads where they take effect, so a
+/// dynamic value applies at once: `max.connections` at each new connection.
+const APPLIED_AT_RUNTIME: &[&str] = &["max.connections"];
+
+/// An INT setting with Kafka's `atLeast(min)`: its messages for a bad value.
+fn validate_int_at_least(key: &str, value: &str, min: i64) -> Result<(), ApiError> {
+    let bad = |why: &str| {
+        ApiError::new(
+            ResponseError::InvalidRequest,
+            format!("Invalid value {value} for configuration {key}: {why}"),
+        )
+    };
+    let n: i32 = value
+        .trim()
+        .parse()
+        .map_err(|_| bad("Not a number of type INT"))?;
+    if i64::from(n) < min {
+        return Err(bad(&format!("Value must be at least {min}")));
+    }
+    Ok(())
+}
+
 /// Checks one dynamic setting of `key` to `value` the way Kafka answers AlterConfigs on a
 /// broker: INVALID_REQUEST for a setting that cannot change at runtime or a bad value. A name
 /// Kafka does not know either is stored as Kafka stores it (plugins read such settings), with a
@@ -63,6 +86,9 @@ pub(crate) fn validate_change(key: &str, value: &str) -> Result<(), ApiError> {
             ResponseError::InvalidRequest,
             format!("Cannot update these configs dynamically: [{key}]"),
         ));
+    }
+    if APPLIED_AT_RUNTIME.contains(&key) {
+        return validate_int_at_least(key, value, 0);
     }
     let topic_config = topic_config_of(key).filter(|_| key != UNCLEAN_ELECTION);
     let Some(topic_config) = topic_config else {
@@ -139,8 +165,13 @@ mod tests {
             Some(ResponseError::InvalidRequest),
             "read-only in Kafka"
         );
+        assert_eq!(code(validate_change("max.connections", "3")), None);
         assert_eq!(
-            code(validate_change("max.connections", "3")),
+            code(validate_change("max.connections", "-1")),
+            Some(ResponseError::InvalidRequest)
+        );
+        assert_eq!(
+            code(validate_change("num.replica.fetchers", "3")),
             Some(ResponseError::InvalidRequest),
             "dynamic in Kafka, read at start by Tern"
         );
