@@ -738,9 +738,13 @@ async fn version_2_limits_records_exactly_and_renews_locks() {
         0
     );
     produce(&mut c, TOPIC, 0, batch(2)).await;
-    let r = share_fetch_v2(&mut c, (id, "m1", 9), (0, 10), false, &[]).await;
+    // A fetch for no records (a record-limit consumer's to the brokers it is not reading
+    // from) takes none, as Kafka answers it.
+    let r = share_fetch_v2(&mut c, (id, "m1", 9), (1, 0), false, &[]).await;
+    assert_eq!((r.error_code, acquired(&r)), (0, vec![]), "{r:?}");
+    let r = share_fetch_v2(&mut c, (id, "m1", 10), (0, 10), false, &[]).await;
     assert_eq!(acquired(&r), vec![(10, 11, 1)]);
-    let r = c.send(&renew_ack("m1", 10, 10, 11), 2).await.unwrap();
+    let r = c.send(&renew_ack("m1", 11, 10, 11), 2).await.unwrap();
     assert_eq!(
         r.responses[0].partitions[0].error_code,
         code(ResponseError::InvalidRecordState)
@@ -767,8 +771,13 @@ async fn read_state(c: &mut KafkaConnection, group: &str, id: uuid::Uuid) -> (i1
     (p.error_code, p.state_epoch, p.start_offset)
 }
 
-/// WriteShareGroupState of partition 0 of `id`: the error code.
-async fn write_state(c: &mut KafkaConnection, id: uuid::Uuid, state_epoch: i32, start: i64) -> i16 {
+/// WriteShareGroupState of partition 0 of `id` from a leader at `leader_epoch`: the error code.
+async fn write_state(
+    c: &mut KafkaConnection,
+    id: uuid::Uuid,
+    (state_epoch, leader_epoch): (i32, i32),
+    start: i64,
+) -> i16 {
     use kafka_protocol::messages::write_share_group_state_request::{
         PartitionData, WriteStateData,
     };
@@ -779,7 +788,7 @@ async fn write_state(c: &mut KafkaConnection, id: uuid::Uuid, state_epoch: i32, 
             .with_partitions(vec![PartitionData::default()
                 .with_partition(0)
                 .with_state_epoch(state_epoch)
-                .with_leader_epoch(0)
+                .with_leader_epoch(leader_epoch)
                 .with_start_offset(start)])]);
     let r = c.send(&req, 1).await.unwrap();
     r.results[0].partitions[0].error_code
@@ -795,17 +804,24 @@ async fn other_brokers_read_and_write_start_offsets_at_the_coordinator() {
     assert_eq!((error, start), (0, 0));
     // A leader started from another state epoch is fenced; the stored offset stays.
     assert_eq!(
-        write_state(&mut c, id, epoch + 1, 4).await,
+        write_state(&mut c, id, (epoch + 1, 0), 4).await,
         code(ResponseError::FencedStateEpoch)
     );
     assert_eq!(read_state(&mut c, GROUP, id).await, (0, epoch, 0));
-    assert_eq!(write_state(&mut c, id, epoch, 4).await, 0);
+    assert_eq!(write_state(&mut c, id, (epoch, 0), 4).await, 0);
     assert_eq!(read_state(&mut c, GROUP, id).await, (0, epoch, 4));
     assert_eq!(start_offset(&mut c).await, 4);
+    // A newer leader wrote: the one before it is fenced.
+    assert_eq!(write_state(&mut c, id, (epoch, 3), 6).await, 0);
+    assert_eq!(
+        write_state(&mut c, id, (epoch, 2), 7).await,
+        code(ResponseError::FencedLeaderEpoch)
+    );
+    assert_eq!(read_state(&mut c, GROUP, id).await, (0, epoch, 6));
     // Nothing stored, an unknown topic, no group id.
     assert_eq!(read_state(&mut c, "other", id).await, (0, -1, -1));
     assert_eq!(
-        write_state(&mut c, uuid::Uuid::from_u128(9), epoch, 4).await,
+        write_state(&mut c, uuid::Uuid::from_u128(9), (epoch, 0), 4).await,
         code(ResponseError::UnknownTopicOrPartition)
     );
     assert_eq!(

@@ -306,8 +306,8 @@ impl GroupCoordinator {
         self.write_checked_offsets(group_id, &check, offsets, None)
     }
 
-    /// Writes the offsets `check` lets through; the others answer its error. One code per
-    /// offset, in order.
+    /// Writes the offsets if `check` lets every one through; the first it refuses fails the
+    /// whole commit, as Kafka's offset manager fails it.
     fn write_checked_offsets(
         &self,
         group_id: &str,
@@ -315,25 +315,13 @@ impl GroupCoordinator {
         offsets: Vec<(String, i32, OffsetValue)>,
         producer: Option<(i64, i16)>,
     ) -> Result<Vec<i16>, ResponseError> {
-        let refused: Vec<Option<ResponseError>> = offsets
+        if let Some(e) = offsets
             .iter()
-            .map(|(topic, partition, _)| check.partition_error(topic, *partition))
-            .collect();
-        let allowed: Vec<_> = offsets
-            .into_iter()
-            .zip(&refused)
-            .filter(|(_, e)| e.is_none())
-            .map(|(o, _)| o)
-            .collect();
-        let mut written = if allowed.is_empty() {
-            Vec::new().into_iter()
-        } else {
-            self.write_offsets(group_id, allowed, producer)?.into_iter()
-        };
-        Ok(refused
-            .into_iter()
-            .map(|e| e.map_or_else(|| written.next().unwrap_or(0), |e| e.code()))
-            .collect())
+            .find_map(|(topic, partition, _)| check.partition_error(topic, *partition))
+        {
+            return Err(e);
+        }
+        self.write_offsets(group_id, offsets, producer)
     }
 
     /// Stores offsets (those with too much metadata refused), as a transactional batch of

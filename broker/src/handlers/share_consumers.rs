@@ -186,6 +186,10 @@ fn acknowledge_partition(
         .err()
 }
 
+/// How long a share request waits for its moved start offsets to reach another broker's
+/// coordinator before it answers (the rest follow within a second).
+const FLUSH_BUDGET: Duration = Duration::from_secs(1);
+
 /// ShareFetch v2's acquire modes (KIP-1206).
 const BATCH_OPTIMIZED: i8 = 0;
 const RECORD_LIMIT: i8 = 1;
@@ -247,11 +251,6 @@ pub(crate) async fn fetch(
         Err(e) => return top(e),
     };
     let renew = version >= 2 && req.is_renew_ack;
-    if renew {
-        if let Some(message) = renew_only_problems(&req) {
-            return top(ResponseError::InvalidRequest).with_error_message(Some(sb(message)));
-        }
-    }
     // Tern answers an unknown mode INVALID_REQUEST before anything changes (Kafka 4.4 fails
     // it with UNKNOWN_SERVER_ERROR after applying the acknowledgements).
     if ![BATCH_OPTIMIZED, RECORD_LIMIT].contains(&req.share_acquire_mode) {
@@ -262,6 +261,11 @@ pub(crate) async fn fetch(
     }
     if !ctx.authz(broker).group(AclOperation::Read, &group) {
         return top(ResponseError::GroupAuthorizationFailed);
+    }
+    if renew {
+        if let Some(message) = renew_only_problems(&req) {
+            return top(ResponseError::InvalidRequest).with_error_message(Some(sb(message)));
+        }
     }
     let image = broker.controller.image();
     let epoch = req.share_session_epoch;
@@ -332,8 +336,10 @@ pub(crate) async fn fetch(
             broker.share.release(broker, &view, &member, &partitions);
             Vec::new()
         }
-        // A renewing fetch only acknowledges (Kafka answers it at once, fetching nothing).
-        SessionStep::Fetch(_) if renew => Vec::new(),
+        // A renewing fetch only acknowledges, and a fetch for no records or no bytes (a
+        // record-limit consumer's to every broker but one) takes none: Kafka answers both at
+        // once.
+        SessionStep::Fetch(_) if renew || req.max_records == 0 || req.max_bytes == 0 => Vec::new(),
         SessionStep::Fetch(partitions) => partitions,
     };
     if !partitions.is_empty() {
@@ -350,7 +356,7 @@ pub(crate) async fn fetch(
         }
     }
     // Start offsets that moved are stored by the group's coordinator before the answer.
-    broker.share.flush_remote(broker).await;
+    broker.share.flush_remote(broker, Some(FLUSH_BUDGET)).await;
     let mut by_topic: BTreeMap<Uuid, Vec<PartitionData>> = BTreeMap::new();
     for ((id, index), o) in outcomes {
         let has_data = !o.delivery.acquired.is_empty();
@@ -555,7 +561,7 @@ pub(crate) async fn acknowledge(
     if let SessionStep::Closed(partitions) = step {
         broker.share.release(broker, &view, &member, &partitions);
     }
-    broker.share.flush_remote(broker).await;
+    broker.share.flush_remote(broker, Some(FLUSH_BUDGET)).await;
     // v2 tells the client how long a lock (a renewed one too) lasts.
     ShareAcknowledgeResponse::default()
         .with_acquisition_lock_timeout_ms(view.settings.limits.lock_duration_ms as i32)

@@ -112,9 +112,16 @@ fn describe_group(
 }
 
 /// The partitions with a start offset in the groups of `req` that other brokers lead.
-fn led_elsewhere(broker: &Broker, req: &DescribeShareGroupOffsetsRequest) -> Vec<(String, i32)> {
+fn led_elsewhere(
+    broker: &Broker,
+    authz: &super::Authz<'_>,
+    req: &DescribeShareGroupOffsetsRequest,
+) -> Vec<(String, i32)> {
     let mut out = Vec::new();
     for g in &req.groups {
+        if !authz.group(AclOperation::Describe, &g.group_id.0) {
+            continue;
+        }
         let Ok(share) = broker.groups.share_offsets(&g.group_id.0) else {
             continue;
         };
@@ -138,13 +145,13 @@ pub(crate) async fn describe_offsets(
     ctx: &RequestContext,
     req: DescribeShareGroupOffsetsRequest,
 ) -> DescribeShareGroupOffsetsResponse {
-    let elsewhere = led_elsewhere(broker, &req);
+    let authz = ctx.authz(broker);
+    let elsewhere = led_elsewhere(broker, &authz, &req);
     let remote = if elsewhere.is_empty() {
         RemoteHighWatermarks::new()
     } else {
         broker.share.high_watermarks(broker, &elsewhere).await
     };
-    let authz = ctx.authz(broker);
     let image = broker.controller.image();
     let groups = req
         .groups

@@ -78,7 +78,8 @@ pub(crate) fn read_summary(
 
 /// Answers WriteShareGroupState: stores each share-partition's start offset, unless the state
 /// epoch it was started from is no longer the stored one (FENCED_STATE_EPOCH: an admin reset or
-/// deleted the offsets meanwhile, and the leader must start again).
+/// deleted the offsets meanwhile, and the leader must start again) or a newer leader has
+/// written (FENCED_LEADER_EPOCH).
 pub(crate) fn write(
     broker: &Broker,
     ctx: &RequestContext,
@@ -123,12 +124,13 @@ fn store(
     topic: &str,
     p: &kafka_protocol::messages::write_share_group_state_request::PartitionData,
 ) -> Result<(), ResponseError> {
-    let stored_epoch = broker
-        .groups
-        .share_start(group, topic, p.partition)
-        .map(|s| s.state_epoch);
-    if stored_epoch.is_some_and(|e| e != p.state_epoch) {
+    let stored = broker.groups.share_start(group, topic, p.partition);
+    if stored.is_some_and(|s| s.state_epoch != p.state_epoch) {
         return Err(ResponseError::FencedStateEpoch);
+    }
+    // A leader that has since lost the partition reports no more.
+    if stored.is_some_and(|s| s.leader_epoch > p.leader_epoch) {
+        return Err(ResponseError::FencedLeaderEpoch);
     }
     if p.start_offset < 0 {
         // Nothing to write ("-1 if the start offset is not being written").

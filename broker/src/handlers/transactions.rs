@@ -51,6 +51,16 @@ fn fenced_as(e: ResponseError, version: i16, first_with_fenced: i16) -> Response
     }
 }
 
+/// TxnOffsetCommit names a stale member epoch STALE_MEMBER_EPOCH from v6 only; before, as
+/// ILLEGAL_GENERATION, which older producers know (Kafka's supportsStaleMemberEpochError).
+fn stale_epoch_as(e: ResponseError, version: i16) -> ResponseError {
+    if e == ResponseError::StaleMemberEpoch && version < 6 {
+        ResponseError::IllegalGeneration
+    } else {
+        e
+    }
+}
+
 /// The error code of a transaction state change (AddPartitionsToTxn, AddOffsetsToTxn, EndTxn)
 /// once the coordinator's answer is replicated: 0, or the refusal (PRODUCER_FENCED as v0-1
 /// name it).
@@ -104,14 +114,16 @@ async fn add_partitions_of(
     let transactional_id = txn.transactional_id.0.as_str();
     let (producer_id, epoch) = (txn.producer_id.0, txn.producer_epoch);
     let (verify_only, topics) = (txn.verify_only, txn.topics.as_slice());
-    if !may_write_txn(authz, transactional_id) {
+    // From v4 the sender is a partition leader, allowed by CLUSTER_ACTION alone (as Kafka).
+    let from_broker = version >= 4;
+    if !from_broker && !may_write_txn(authz, transactional_id) {
         let code = ResponseError::TransactionalIdAuthorizationFailed.code();
         return topic_results(topics, |_, _| code);
     }
     let denied: HashSet<&str> = topics
         .iter()
         .map(|t| t.name.0.as_str())
-        .filter(|t| !authz.topic(AclOperation::Write, t))
+        .filter(|t| !from_broker && !authz.topic(AclOperation::Write, t))
         .collect();
     let not_attempted = ResponseError::OperationNotAttempted.code();
     if !denied.is_empty() {
@@ -413,7 +425,9 @@ pub(crate) async fn txn_offset_commit(
         Ok(codes) => codes.clone().into_iter(),
         Err(_) => Vec::new().into_iter(),
     };
-    let failure = result.err().map(|e| fenced_as(e, version, 3).code());
+    let failure = result
+        .err()
+        .map(|e| stale_epoch_as(fenced_as(e, version, 3), version).code());
     let topics = req
         .topics
         .iter()

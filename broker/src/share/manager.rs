@@ -31,6 +31,9 @@ struct Entry {
     state_epoch: Option<i32>,
     /// The start offset last reported to the coordinator.
     reported_start: i64,
+    /// The partition's leader epoch when this share-partition was started: leadership that
+    /// went elsewhere and came back starts it again from the stored offset.
+    leader_epoch: i32,
 }
 
 /// What one partition gave a ShareFetch.
@@ -168,13 +171,16 @@ impl ShareManager {
                     partition: SharePartition::new(-1),
                     state_epoch: Some(NOT_STARTED),
                     reported_start: -1,
+                    leader_epoch: -1,
                 }))
             })
             .clone();
         let mut entry = cell.lock();
         let log_start = partition.log.log_start_offset();
+        let leader_epoch = partition.leader_epoch();
         let restart = match (&stored, entry.state_epoch) {
             (_, Some(NOT_STARTED)) => true,
+            _ if entry.leader_epoch != leader_epoch => true,
             (Some(s), Some(e)) => s.state_epoch != e,
             // Its offsets were deleted (DeleteShareGroupOffsets, the group deleted).
             (None, Some(_)) => true,
@@ -197,6 +203,7 @@ impl ShareManager {
             entry.partition = SharePartition::new(start.max(log_start));
             entry.state_epoch = stored.map(|s| s.state_epoch);
             entry.reported_start = stored.map_or(-1, |s| s.offset);
+            entry.leader_epoch = leader_epoch;
         }
         entry.partition.skip_to(log_start);
         let out = f(&mut entry.partition, &settings.limits);
@@ -204,20 +211,16 @@ impl ShareManager {
         if start != entry.reported_start {
             entry.reported_start = start;
             if coordinated_here {
-                let epoch = broker.groups.record_share_progress(
-                    group,
-                    topic,
-                    index,
-                    start,
-                    partition.leader_epoch(),
-                );
+                let epoch =
+                    broker
+                        .groups
+                        .record_share_progress(group, topic, index, start, leader_epoch);
                 if entry.state_epoch.is_none() || restart {
                     entry.state_epoch = epoch;
                 }
             } else {
                 let state_epoch = entry.state_epoch.unwrap_or(0);
-                self.remote
-                    .report(key, (start, partition.leader_epoch(), state_epoch));
+                self.remote.report(key, (start, leader_epoch, state_epoch));
             }
         }
         Some(out)
@@ -313,6 +316,8 @@ impl ShareManager {
             return Err(ResponseError::InvalidRecordState);
         }
         self.with_entry(broker, view, &partition, |sp, limits| {
+            // A lock that ran out holds nothing any more: settling or renewing it is refused.
+            sp.expire_locks(limits, now_ms);
             let mut trial = sp.clone();
             for (first, last, types) in batches {
                 trial.acknowledge(member, (*first, *last), types, limits, now_ms)?;

@@ -28,6 +28,9 @@ use crate::inter_broker::BrokerClient;
 
 /// How old a start offset read from the coordinator may be before it is read again.
 const REFRESH_AFTER: Duration = Duration::from_secs(5);
+/// How long a request waits on the coordinator (an unreachable one must not hold up every
+/// share request here; what is not done stays queued).
+const REQUEST_BUDGET: Duration = Duration::from_secs(1);
 /// The versions sent (v1: DeliveryCompleteCount, which Tern leaves at -1).
 const READ_VERSION: i16 = 1;
 const WRITE_VERSION: i16 = 1;
@@ -52,7 +55,12 @@ type PendingWrite = (i64, i32, i32);
 /// The leader's view of share-partition state kept on other brokers.
 pub(crate) struct RemoteStates {
     read: Mutex<HashMap<Key, RemoteStart>>,
+    /// When each share-partition's last write was acknowledged: a read sent before it is
+    /// older than what the coordinator holds, and is not kept.
+    written: Mutex<HashMap<Key, Instant>>,
     pending: Mutex<HashMap<Key, PendingWrite>>,
+    /// One flush at a time, so that writes of a share-partition reach its coordinator in order.
+    flushing: tokio::sync::Mutex<()>,
     client: BrokerClient,
 }
 
@@ -61,7 +69,9 @@ impl RemoteStates {
     pub(crate) fn new(node_id: i32, listener: String) -> Self {
         RemoteStates {
             read: Mutex::new(HashMap::new()),
+            written: Mutex::new(HashMap::new()),
             pending: Mutex::new(HashMap::new()),
+            flushing: tokio::sync::Mutex::new(()),
             client: BrokerClient::new(node_id, listener, "share-state"),
         }
     }
@@ -139,18 +149,21 @@ impl ShareManager {
                     })
                     .collect(),
             );
-        let response = match self
-            .remote
-            .client
-            .send(&image, coordinator, &request, READ_VERSION)
-            .await
-        {
-            Ok(r) => r,
-            Err(e) => {
-                tracing::debug!(group = %view.group, error = ?e, "share-group state not read");
+        let sent = tokio::time::timeout(
+            REQUEST_BUDGET,
+            self.remote
+                .client
+                .send(&image, coordinator, &request, READ_VERSION),
+        )
+        .await;
+        let response = match sent {
+            Ok(Ok(r)) => r,
+            failed => {
+                tracing::debug!(group = %view.group, error = ?failed.err(), "share-group state not read");
                 return;
             }
         };
+        let written = self.remote.written.lock();
         let mut read = self.remote.read.lock();
         for topic in response.results {
             let Some(name) = names.get(&topic.topic_id) else {
@@ -165,8 +178,12 @@ impl ShareManager {
                     leader_epoch: p.leader_epoch,
                     state_epoch: p.state_epoch,
                 });
+                let key = (view.group.clone(), name.clone(), p.partition);
+                if written.get(&key).is_some_and(|at| *at >= now) {
+                    continue; // a write was acknowledged after this read was sent
+                }
                 read.insert(
-                    (view.group.clone(), name.clone(), p.partition),
+                    key,
                     RemoteStart {
                         stored,
                         read_at: now,
@@ -176,14 +193,38 @@ impl ShareManager {
         }
     }
 
-    /// Reports the queued start offsets to their groups' coordinators; what fails stays queued
-    /// (unless a newer one came meanwhile), and a fenced state epoch restarts the
-    /// share-partition.
-    pub(crate) async fn flush_remote(&self, broker: &Broker) {
-        let pending: HashMap<Key, PendingWrite> = std::mem::take(&mut *self.remote.pending.lock());
+    /// Reports the queued start offsets to their groups' coordinators, one flush at a time
+    /// (another in progress: nothing to do, it or the next one sends them). A write leaves the
+    /// queue once acknowledged (unless a newer one came meanwhile); a fenced state epoch
+    /// restarts the share-partition; writes of partitions this broker no longer leads at that
+    /// epoch are dropped. `budget` bounds the wait for the coordinators.
+    pub(crate) async fn flush_remote(&self, broker: &Broker, budget: Option<Duration>) {
+        let Ok(_one) = self.remote.flushing.try_lock() else {
+            return;
+        };
+        let pending: Vec<(Key, PendingWrite)> = {
+            let mut queued = self.remote.pending.lock();
+            queued.retain(|(_, topic, index), (_, leader_epoch, _)| {
+                broker
+                    .replicas
+                    .partition(topic, *index)
+                    .is_some_and(|p| p.is_leader() && p.leader_epoch() == *leader_epoch)
+            });
+            queued.iter().map(|(k, w)| (k.clone(), *w)).collect()
+        };
         if pending.is_empty() {
             return;
         }
+        let work = self.send_writes(broker, pending);
+        match budget {
+            Some(b) => {
+                let _ = tokio::time::timeout(b, work).await;
+            }
+            None => work.await,
+        }
+    }
+
+    async fn send_writes(&self, broker: &Broker, pending: Vec<(Key, PendingWrite)>) {
         let image = broker.controller.image();
         let mut by_group: BTreeMap<String, Vec<(Key, PendingWrite)>> = BTreeMap::new();
         for (key, write) in pending {
@@ -197,7 +238,8 @@ impl ShareManager {
             let mut keys: HashMap<(Uuid, i32), (Key, PendingWrite)> = HashMap::new();
             for (key, write @ (offset, leader_epoch, state_epoch)) in writes {
                 let Some(id) = image.topic(&key.1).map(|t| t.id) else {
-                    continue; // the topic is gone
+                    self.remote.pending.lock().remove(&key); // the topic is gone
+                    continue;
                 };
                 by_topic.entry(id).or_default().push(
                     WritePartition::default()
@@ -230,30 +272,31 @@ impl ShareManager {
                 }
                 None => Err(ResponseError::CoordinatorNotAvailable),
             };
-            let mut outcomes: Vec<((Key, PendingWrite), i16)> = Vec::new();
-            match sent {
-                Ok(response) => {
-                    for topic in response.results {
-                        for p in topic.partitions {
-                            if let Some(k) = keys.remove(&(topic.topic_id, p.partition)) {
-                                outcomes.push((k, p.error_code));
-                            }
-                        }
+            let Ok(response) = sent else {
+                continue; // still queued
+            };
+            for topic in response.results {
+                for p in topic.partitions {
+                    if let Some((key, write)) = keys.remove(&(topic.topic_id, p.partition)) {
+                        self.after_write(key, write, p.error_code);
                     }
-                    // Partitions the answer left out are tried again.
-                    let left = ResponseError::UnknownServerError.code();
-                    outcomes.extend(keys.into_values().map(|k| (k, left)));
                 }
-                Err(e) => outcomes.extend(keys.into_values().map(|k| (k, e.code()))),
-            }
-            for ((key, write), code) in outcomes {
-                self.after_write(key, write, code);
             }
         }
     }
 
-    fn after_write(&self, key: Key, (offset, leader_epoch, state_epoch): PendingWrite, code: i16) {
+    fn after_write(&self, key: Key, write: PendingWrite, code: i16) {
+        let (offset, leader_epoch, state_epoch) = write;
+        let done = || {
+            let mut pending = self.remote.pending.lock();
+            if pending.get(&key) == Some(&write) {
+                pending.remove(&key);
+            }
+        };
         if code == 0 {
+            done();
+            let now = Instant::now();
+            self.remote.written.lock().insert(key.clone(), now);
             self.remote.read.lock().insert(
                 key,
                 RemoteStart {
@@ -262,20 +305,21 @@ impl ShareManager {
                         leader_epoch,
                         state_epoch,
                     }),
-                    read_at: Instant::now(),
+                    read_at: now,
                 },
             );
         } else if code == ResponseError::FencedStateEpoch.code() {
+            done();
             tracing::info!(group = %key.0, topic = %key.1, partition = key.2, "share-partition state was reset by its coordinator; starting again");
             self.remote.forget(&key);
             self.restart(&key);
+        } else if code == ResponseError::FencedLeaderEpoch.code()
+            || code == ResponseError::UnknownTopicOrPartition.code()
+        {
+            // A newer leader writes now, or the topic is gone: nothing left to report.
+            done();
         } else {
             tracing::debug!(group = %key.0, topic = %key.1, partition = key.2, code, "share-partition start offset not stored; retrying");
-            self.remote
-                .pending
-                .lock()
-                .entry(key)
-                .or_insert((offset, leader_epoch, state_epoch));
         }
     }
 
@@ -288,7 +332,7 @@ impl ShareManager {
             loop {
                 tick.tick().await;
                 let Some(b) = broker.upgrade() else { return };
-                b.share.flush_remote(&b).await;
+                b.share.flush_remote(&b, None).await;
             }
         });
     }

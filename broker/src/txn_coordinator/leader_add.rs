@@ -148,6 +148,7 @@ pub(crate) fn for_produce(e: ResponseError) -> ResponseError {
         | ResponseError::NotCoordinator
         | ResponseError::RequestTimedOut => ResponseError::NotEnoughReplicas,
         ResponseError::ProducerFenced => ResponseError::InvalidProducerEpoch,
+        ResponseError::ClusterAuthorizationFailed => ResponseError::InvalidTxnState,
         other => other,
     }
 }

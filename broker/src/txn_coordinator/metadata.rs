@@ -319,6 +319,8 @@ impl TxnMetadata {
                 } else {
                     TxnState::PrepareAbort
                 };
+                // The version is the EndTxn's, as Kafka takes it: the markers keep the epoch.
+                self.txn_version = 0;
                 self.last_update_ms = now;
                 Ok(EndOutcome::Prepared)
             }
@@ -686,6 +688,15 @@ mod tests {
             Ok(EndOutcome::Prepared)
         );
         assert_eq!((m.state, m.producer_epoch), (TxnState::PrepareAbort, 5));
+    }
+
+    #[test]
+    fn a_version_1_end_of_a_transaction_its_leaders_added_keeps_the_epoch() {
+        // Partitions added by leaders (Produce v12) but ended with EndTxn v4: the markers keep
+        // the epoch, so they must not go out as version 2 ones.
+        let mut m = ongoing_v2(3);
+        assert_eq!(m.end(7, 3, true, 6), Ok(EndOutcome::Prepared));
+        assert_eq!((m.producer_epoch, m.txn_version), (3, 0));
     }
 
     #[test]

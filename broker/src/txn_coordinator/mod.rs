@@ -646,7 +646,13 @@ impl TransactionCoordinator {
             let mut conn = KafkaConnection::connect((host, port), &client_id)
                 .await
                 .map_err(|e| e.to_string())?;
-            conn.send(&request, MARKERS_VERSION)
+            // v1 for a transaction of the protocol before version 2, which any peer takes.
+            let version = if marker.txn_version >= metadata::TXN_VERSION_2 {
+                MARKERS_VERSION
+            } else {
+                1
+            };
+            conn.send(&request, version)
                 .await
                 .map_err(|e| e.to_string())
         })
