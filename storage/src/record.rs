@@ -31,8 +31,23 @@ fn read_varlong(b: &[u8], pos: &mut usize) -> Option<i64> {
     None
 }
 
+/// A zigzag varint as Kafka's ByteUtils reads it: at most five bytes, the bits of the fifth
+/// beyond 32 dropped (the protocol decoder reads it the same way, so both see one record).
+fn read_varint(b: &[u8], pos: &mut usize) -> Option<i32> {
+    let mut raw: u32 = 0;
+    for i in 0..5 {
+        let byte = *b.get(*pos)?;
+        *pos += 1;
+        raw |= u32::from(byte & 0x7f) << (7 * i);
+        if byte & 0x80 == 0 {
+            return Some(((raw >> 1) as i32) ^ -((raw & 1) as i32));
+        }
+    }
+    None
+}
+
 fn read_bytes<'a>(b: &'a [u8], pos: &mut usize) -> Option<Option<&'a [u8]>> {
-    let len = read_varlong(b, pos)?;
+    let len = read_varint(b, pos)?;
     if len < 0 {
         return Some(None);
     }
@@ -49,7 +64,7 @@ pub fn parse_records(records: &[u8], count: usize) -> Option<Vec<RecordView<'_>>
     let mut pos = 0usize;
     for _ in 0..count {
         let start = pos;
-        let len = read_varlong(records, &mut pos)?;
+        let len = read_varint(records, &mut pos)?;
         if len < 0 {
             return None;
         }
@@ -59,10 +74,10 @@ pub fn parse_records(records: &[u8], count: usize) -> Option<Vec<RecordView<'_>>
         let _attributes = *body.first()?;
         p += 1;
         let timestamp_delta = read_varlong(body, &mut p)?;
-        let offset_delta = i32::try_from(read_varlong(body, &mut p)?).ok()?;
+        let offset_delta = read_varint(body, &mut p)?;
         let key = read_bytes(body, &mut p)?;
         let value = read_bytes(body, &mut p)?;
-        let headers = read_varlong(body, &mut p)?;
+        let headers = read_varint(body, &mut p)?;
         for _ in 0..headers.max(0) {
             read_bytes(body, &mut p)?;
             read_bytes(body, &mut p)?;
@@ -281,6 +296,24 @@ mod tests {
             control_marker(&build_control_batch(&BatchSpec::default(), false)),
             Some((false, 0))
         );
+    }
+
+    #[test]
+    fn varints_are_read_as_kafka_reads_them() {
+        // Five bytes at most; the fifth byte's bits beyond 32 are dropped, as Kafka drops them.
+        let mut p = 0;
+        assert_eq!(
+            read_varint(&[0x80, 0x80, 0x80, 0x80, 0x70], &mut p),
+            Some(0)
+        );
+        assert_eq!(p, 5);
+        let mut p = 0;
+        assert_eq!(
+            read_varint(&[0x80, 0x80, 0x80, 0x80, 0x80, 0x01], &mut p),
+            None
+        );
+        let mut p = 0;
+        assert_eq!(read_varint(&[0x03], &mut p), Some(-2));
     }
 
     #[test]

@@ -63,10 +63,10 @@ pub fn value(m: &TxnMetadata) -> Bytes {
     b.put_i64(m.start_ms);
     // Tagged fields, in tag order, each only when not its default.
     let mut tagged: Vec<(u32, Vec<u8>)> = Vec::new();
-    if m.last_producer_id >= 0 {
+    if m.last_producer_id != -1 {
         tagged.push((0, m.last_producer_id.to_be_bytes().to_vec()));
     }
-    if m.next_producer_id >= 0 {
+    if m.next_producer_id != -1 {
         tagged.push((1, m.next_producer_id.to_be_bytes().to_vec()));
     }
     if m.txn_version != 0 {
