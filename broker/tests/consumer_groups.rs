@@ -234,14 +234,15 @@ async fn partitions_move_after_revocation_and_the_group_shows_as_kafkas() {
         (0, "Dead")
     );
 
-    // A classic member cannot join it; it cannot be deleted while it has members.
+    // A classic member of another embedded protocol cannot join it (one of the consumer
+    // protocol could: see group_migration); it cannot be deleted while it has members.
     let j = c
         .send(
             &JoinGroupRequest::default()
                 .with_group_id(GroupId(s(GROUP)))
                 .with_session_timeout_ms(10_000)
                 .with_rebalance_timeout_ms(10_000)
-                .with_protocol_type(s("consumer"))
+                .with_protocol_type(s("connect"))
                 .with_protocols(vec![
                     JoinGroupRequestProtocol::default().with_name(s("range"))
                 ]),

@@ -180,6 +180,26 @@ def test_transactions_same_as_kafka(brokers):
     assert tern == kafka, f"tern differs from Apache Kafka:\n{diff}"
 
 
+def test_group_migration_same_as_kafka(brokers):
+    """A consumer group changing protocol with members in it (KIP-848's online migration)
+    through kafka-clients 4.4 (tests/harness/compat/MigrationScenario.java): a classic member's
+    group becomes a consumer group when a consumer-protocol member joins, the two split the
+    partitions, the group turns classic again when that member leaves, and the classic member
+    takes everything back. The same sizes, group types, states, assignors and members as Kafka
+    4.4, every record read once, the same committed offsets."""
+    source = HERE.parent / "harness" / "compat" / "MigrationScenario.java"
+    classpath = _compiled(PEER_VERSION, source)
+    seen = {name: _scenario(classpath, b.bootstrap, "migration", main=source.stem)
+            for name, b in brokers.items()}
+    kafka, tern = seen["kafka"], seen["tern"]
+    # The migration itself, as Kafka 4.4 shows it.
+    assert any(l.startswith("mixed: type Consumer state Stable") for l in kafka), "\n".join(kafka)
+    assert any(l.startswith("downgraded: type Classic state Stable") for l in kafka), "\n".join(kafka)
+    assert "records read 500, more than once 0" in kafka, "\n".join(kafka)
+    diff = "\n".join(difflib.unified_diff(kafka, tern, f"Apache Kafka {PEER_VERSION}", "tern", lineterm=""))
+    assert tern == kafka, f"tern differs from Apache Kafka:\n{diff}"
+
+
 def test_mirrormaker2_from_kafka_into_tern(brokers, tmp_path):
     """MirrorMaker 2 (connect-mirror, kafka_peer.MIRROR_VERSION) copies a topic of the real Kafka
     into tern as `source.<topic>`, every record in order, with its Connect state topics on tern."""

@@ -70,6 +70,12 @@ pub(crate) const BROKER_CONFIGS: &[BrokerConfigDef] = &[
         RO,
     ),
     def("group.consumer.max.size", Some("2147483647"), Int, RO),
+    def(
+        "group.consumer.migration.policy",
+        Some("bidirectional"),
+        STR,
+        RO,
+    ),
     def("group.consumer.session.timeout.ms", Some("45000"), Int, RO),
     def("group.initial.rebalance.delay.ms", Some("3000"), Int, RO),
     def("group.max.session.timeout.ms", Some("1800000"), Int, RO),

@@ -100,6 +100,24 @@ fn parse_http_listener(value: Option<&str>) -> Result<Option<(String, bool)>> {
 
 /// `group.consumer.assignors`: Kafka's short or class names, the first the default; an assignor
 /// Tern does not have is a startup error, as a class Kafka cannot load is.
+/// `group.consumer.migration.policy`: Kafka's four values, in any case.
+fn migration_policy(
+    value: Option<&str>,
+) -> Result<crate::group_coordinator::group::MigrationPolicy> {
+    use crate::group_coordinator::group::MigrationPolicy;
+    let value = value.unwrap_or("bidirectional");
+    Ok(match value.trim().to_ascii_lowercase().as_str() {
+        "bidirectional" => MigrationPolicy::Bidirectional,
+        "upgrade" => MigrationPolicy::Upgrade,
+        "downgrade" => MigrationPolicy::Downgrade,
+        "disabled" => MigrationPolicy::Disabled,
+        _ => refuse!(
+            "Invalid value {value} for configuration group.consumer.migration.policy: String \
+             must be one of (case insensitive): DISABLED, DOWNGRADE, UPGRADE, BIDIRECTIONAL"
+        ),
+    })
+}
+
 fn consumer_assignors(value: Option<&str>) -> Result<Vec<String>> {
     let value = value.unwrap_or("uniform,range");
     let mut out = Vec::new();
@@ -373,6 +391,7 @@ impl BrokerConfig {
                         3_000,
                     )?,
                     max_size: num(&props, "group.max.size", 2_147_483_647)?,
+                    migration: migration_policy(get("group.consumer.migration.policy"))?,
                 },
                 consumer: crate::group_coordinator::consumer_group::ConsumerGroupConfig {
                     session_timeout_ms: num(&props, "group.consumer.session.timeout.ms", 45_000)?,

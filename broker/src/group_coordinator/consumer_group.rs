@@ -11,6 +11,10 @@ use kafka_protocol::ResponseError;
 
 use super::assignor::{self, Assignment, MemberSpec};
 
+#[path = "consumer_group_classic.rs"]
+mod classic;
+pub(crate) use classic::ClassicMembership;
+
 /// The epoch a member sends to leave the group.
 pub(crate) const LEAVE_EPOCH: i32 = -1;
 /// The epoch a static member sends to leave for a while, keeping its assignment.
@@ -74,12 +78,15 @@ pub enum CommitCheck {
     /// Every partition.
     All,
     /// The partitions assigned to the member at or before `epoch` (by their assignment
-    /// epochs); the others answer STALE_MEMBER_EPOCH.
+    /// epochs); the others answer `refusal` (STALE_MEMBER_EPOCH, or ILLEGAL_GENERATION to a
+    /// member of the classic protocol).
     AssignedBy {
         /// The commit's member epoch.
         epoch: i32,
         /// The member's partitions and the epochs they were assigned at.
         assignment_epochs: BTreeMap<(String, i32), i32>,
+        /// The error of a partition it may not write.
+        refusal: ResponseError,
     },
 }
 
@@ -91,9 +98,10 @@ impl CommitCheck {
             CommitCheck::AssignedBy {
                 epoch,
                 assignment_epochs,
+                refusal,
             } => match assignment_epochs.get(&(topic.to_string(), partition)) {
                 Some(since) if since <= epoch => None,
-                _ => Some(ResponseError::StaleMemberEpoch),
+                _ => Some(*refusal),
             },
         }
     }
@@ -140,6 +148,9 @@ pub struct ConsumerMember {
     /// broker's), as Kafka schedules each member's session timer.
     session_timeout_ms: i64,
     revocation_deadline_ms: Option<i64>,
+    /// What a member of the classic protocol (JoinGroup, SyncGroup, Heartbeat) told the group;
+    /// None for a member of the consumer protocol.
+    pub classic: Option<ClassicMembership>,
 }
 
 impl ConsumerMember {
@@ -164,6 +175,7 @@ impl ConsumerMember {
             last_heartbeat_ms: now_ms,
             session_timeout_ms: 45_000,
             revocation_deadline_ms: None,
+            classic: None,
         }
     }
 
@@ -179,6 +191,16 @@ impl ConsumerMember {
             }
         }
         self.assignment_epochs = epochs;
+    }
+
+    /// The error of an epoch that is not the member's: a classic member's epoch is its
+    /// generation.
+    fn stale_epoch_error(&self) -> ResponseError {
+        if self.classic.is_some() {
+            ResponseError::IllegalGeneration
+        } else {
+            ResponseError::StaleMemberEpoch
+        }
     }
 
     fn set_epoch(&mut self, epoch: i32) {
@@ -291,6 +313,9 @@ pub struct ConsumerGroup {
     pub assignor: String,
     /// Partition counts of the subscribed topics at the last epoch.
     subscribed_topics: BTreeMap<String, i32>,
+    /// Set when members of the consumer protocol were fenced and only classic members remain:
+    /// the group epoch before they went (Kafka then turns the group classic at that generation).
+    downgrade_due: Option<i32>,
 }
 
 impl ConsumerGroup {
@@ -395,20 +420,7 @@ impl ConsumerGroup {
                 || assignor != before.2.as_deref()
         };
         self.members.insert(member_id.clone(), member);
-
-        let subscribed = self.subscribed_partitions(topics);
-        let mut bump = changed;
-        if subscribed != self.subscribed_topics {
-            self.subscribed_topics = subscribed;
-            bump = true;
-        }
-        if bump {
-            self.group_epoch += 1;
-            tracing::debug!(epoch = self.group_epoch, "consumer group epoch bumped");
-        }
-        if self.group_epoch > self.assignment_epoch {
-            self.compute_target(config);
-        }
+        self.refresh_target(changed, topics, config);
         self.reconcile(&member_id, hb.owned.as_ref(), now_ms);
 
         let member = &self.members[&member_id];
@@ -422,6 +434,29 @@ impl ConsumerGroup {
             assignment: (full || member.assigned != before_assigned)
                 .then(|| member.assigned.clone()),
         })
+    }
+
+    /// Bumps the group epoch when a member's subscription `changed` or the subscribed topics
+    /// did, and computes a new target assignment when the epoch is ahead of it.
+    fn refresh_target(
+        &mut self,
+        changed: bool,
+        topics: &dyn TopicView,
+        config: &ConsumerGroupConfig,
+    ) {
+        let subscribed = self.subscribed_partitions(topics);
+        let mut bump = changed;
+        if subscribed != self.subscribed_topics {
+            self.subscribed_topics = subscribed;
+            bump = true;
+        }
+        if bump {
+            self.group_epoch += 1;
+            tracing::debug!(epoch = self.group_epoch, "consumer group epoch bumped");
+        }
+        if self.group_epoch > self.assignment_epoch {
+            self.compute_target(config);
+        }
     }
 
     /// The member a heartbeat speaks for (None: a new one joins), with Kafka's checks of
@@ -527,7 +562,7 @@ impl ConsumerGroup {
                 m.last_heartbeat_ms = now_ms;
             }
         } else {
-            self.remove_member(&id);
+            self.fence(std::slice::from_ref(&id));
         }
         Ok(HeartbeatAnswer {
             member_id: id,
@@ -536,15 +571,45 @@ impl ConsumerGroup {
         })
     }
 
-    /// Removes a member (it left, was fenced or expired); the group rebalances without it.
-    pub fn remove_member(&mut self, member_id: &str) {
+    /// Removes a member; the group rebalances without it.
+    fn remove_member(&mut self, member_id: &str) {
         if self.members.remove(member_id).is_some() {
             self.target.remove(member_id);
             self.group_epoch += 1;
         }
     }
 
-    /// Removes members whose session expired or that did not revoke in time; returns them.
+    /// Removes members (they left, were fenced or expired); the group rebalances without
+    /// them. When they were all of the consumer protocol and only classic members remain,
+    /// notes that Kafka would now turn the group classic (see [`Self::take_downgrade_due`]).
+    pub fn fence(&mut self, ids: &[String]) {
+        let leaving: Vec<&ConsumerMember> =
+            ids.iter().filter_map(|id| self.members.get(id)).collect();
+        let remaining = self.members.len() - leaving.len();
+        let only_classic_remain = self
+            .members
+            .values()
+            .filter(|m| !ids.contains(&m.member_id))
+            .all(|m| m.classic.is_some());
+        if !leaving.is_empty()
+            && leaving.iter().all(|m| m.classic.is_none())
+            && only_classic_remain
+            && remaining > 0
+        {
+            self.downgrade_due = Some(self.group_epoch);
+        }
+        for id in ids {
+            self.remove_member(id);
+        }
+    }
+
+    /// The generation a downgrade to a classic group would start at, once (see [`Self::fence`]).
+    pub fn take_downgrade_due(&mut self) -> Option<i32> {
+        self.downgrade_due.take()
+    }
+
+    /// Removes members whose session expired, that did not revoke in time, or (classic
+    /// members) that did not rejoin or sync within their rebalance timeout; returns them.
     pub fn expire(&mut self, now_ms: i64) -> Vec<String> {
         let expired: Vec<String> = self
             .members
@@ -553,12 +618,11 @@ impl ConsumerGroup {
                 m.last_heartbeat_ms + m.session_timeout_ms <= now_ms
                     || (m.state == MemberState::UnrevokedPartitions
                         && m.revocation_deadline_ms.is_some_and(|d| d <= now_ms))
+                    || m.classic.as_ref().is_some_and(|c| c.overdue(now_ms))
             })
             .map(|m| m.member_id.clone())
             .collect();
-        for id in &expired {
-            self.remove_member(id);
-        }
+        self.fence(&expired);
         expired
     }
 
@@ -733,10 +797,11 @@ impl ConsumerGroup {
             .ok_or(ResponseError::UnknownMemberId)?;
         match epoch.cmp(&m.member_epoch) {
             std::cmp::Ordering::Equal => Ok(CommitCheck::All),
-            std::cmp::Ordering::Greater => Err(ResponseError::StaleMemberEpoch),
+            std::cmp::Ordering::Greater => Err(m.stale_epoch_error()),
             std::cmp::Ordering::Less => Ok(CommitCheck::AssignedBy {
                 epoch,
                 assignment_epochs: m.assignment_epochs.clone(),
+                refusal: m.stale_epoch_error(),
             }),
         }
     }
@@ -756,7 +821,7 @@ impl ConsumerGroup {
             .get(member_id)
             .ok_or(ResponseError::UnknownMemberId)?;
         if m.member_epoch != epoch {
-            return Err(ResponseError::StaleMemberEpoch);
+            return Err(m.stale_epoch_error());
         }
         Ok(())
     }

@@ -12,6 +12,10 @@ use super::consumer_group::{CommitCheck, ConsumerGroup};
 use super::offsets_topic::{GroupMetadataValue, OffsetValue, StoredMember};
 use super::share_group::ShareGroup;
 
+#[path = "group_migration.rs"]
+mod migration;
+pub(crate) use migration::Membership;
+
 /// A group's state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum GroupState {
@@ -72,7 +76,8 @@ pub struct JoinResult {
 }
 
 impl JoinResult {
-    fn error(code: ResponseError, member_id: &str) -> Self {
+    /// A refused join.
+    pub(crate) fn error(code: ResponseError, member_id: &str) -> Self {
         JoinResult {
             error: code.code(),
             generation: -1,
@@ -191,6 +196,43 @@ pub struct GroupConfig {
     pub initial_rebalance_delay_ms: i64,
     /// `group.max.size`.
     pub max_size: usize,
+    /// `group.consumer.migration.policy`.
+    pub migration: MigrationPolicy,
+}
+
+/// Whether a group may change protocol with members in it (Kafka's
+/// `group.consumer.migration.policy`): a classic group becomes a consumer group when a member
+/// of the consumer protocol joins (upgrade), a consumer group becomes classic when its last
+/// member of the consumer protocol leaves (downgrade).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum MigrationPolicy {
+    /// Both ways (Kafka's default).
+    #[default]
+    Bidirectional,
+    /// Classic to consumer only.
+    Upgrade,
+    /// Consumer to classic only.
+    Downgrade,
+    /// Neither; nor may classic members join a consumer group.
+    Disabled,
+}
+
+impl MigrationPolicy {
+    /// Whether a classic group with members may become a consumer group.
+    pub fn upgrades(self) -> bool {
+        matches!(
+            self,
+            MigrationPolicy::Bidirectional | MigrationPolicy::Upgrade
+        )
+    }
+
+    /// Whether a consumer group of classic members only may become classic.
+    pub fn downgrades(self) -> bool {
+        matches!(
+            self,
+            MigrationPolicy::Bidirectional | MigrationPolicy::Downgrade
+        )
+    }
 }
 
 /// Where new member ids come from: given the client id (or the static instance id), a fresh id.
@@ -1176,6 +1218,7 @@ mod tests {
             max_session_timeout_ms: 100_000,
             initial_rebalance_delay_ms: 0,
             max_size: 10,
+            migration: MigrationPolicy::Bidirectional,
         }
     }
 

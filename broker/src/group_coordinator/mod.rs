@@ -4,6 +4,7 @@
 
 pub(crate) mod assignor;
 pub(crate) mod consumer_group;
+pub(crate) mod consumer_protocol;
 pub(crate) mod group;
 mod load;
 pub mod offsets_topic;
@@ -159,7 +160,8 @@ impl GroupCoordinator {
             .lock()
             .get(group_id)
             .and_then(|g| g.consumer())
-            .is_some_and(|c| c.members.contains_key(member_id))
+            .and_then(|c| c.members.get(member_id))
+            .is_some_and(|m| m.classic.is_none())
     }
 
     /// Whether an OffsetFetch naming `member_id` at `epoch` may read a consumer-protocol
@@ -177,10 +179,12 @@ impl GroupCoordinator {
         }
     }
 
-    /// ConsumerGroupHeartbeat: joins, heartbeats and leaves of the consumer protocol. A group
-    /// without members of the classic protocol becomes a consumer group when a member joins.
-    /// Membership is kept in memory only: after a restart or a coordinator move a member is
-    /// unknown, and rejoins (UNKNOWN_MEMBER_ID) where Kafka's members carry on.
+    /// ConsumerGroupHeartbeat: joins, heartbeats and leaves of the consumer protocol. A
+    /// classic group becomes a consumer group when a member joins (with members in it, as the
+    /// migration policy allows); a consumer group whose last member of this protocol leaves
+    /// turns classic if classic members remain. Membership is kept in memory only: after a
+    /// restart or a coordinator move a member is unknown, and rejoins (UNKNOWN_MEMBER_ID)
+    /// where Kafka's members carry on.
     pub fn consumer_heartbeat(
         &self,
         group_id: &str,
@@ -188,6 +192,24 @@ impl GroupCoordinator {
         version: i16,
         topics: &dyn TopicView,
         settings: &ConsumerGroupConfig,
+    ) -> Result<HeartbeatAnswer, Refusal> {
+        let mut store = false;
+        let answer =
+            self.consumer_heartbeat_locked(group_id, hb, version, topics, settings, &mut store);
+        if store {
+            let _ = self.store_group(group_id);
+        }
+        answer
+    }
+
+    fn consumer_heartbeat_locked(
+        &self,
+        group_id: &str,
+        hb: Heartbeat,
+        version: i16,
+        topics: &dyn TopicView,
+        settings: &ConsumerGroupConfig,
+        store: &mut bool,
     ) -> Result<HeartbeatAnswer, Refusal> {
         let refuse = |error: ResponseError, message: String| Refusal { error, message };
         consumer_group::validate(&hb, version, settings)?;
@@ -221,14 +243,24 @@ impl GroupCoordinator {
         if g.consumer().is_none() && epoch != 0 && g.state() == GroupState::Empty {
             return Err(unknown_member());
         }
+        let classic_with_members = g.consumer().is_none()
+            && g.share().is_none()
+            && !matches!(g.state(), GroupState::Empty | GroupState::Dead);
+        if epoch == 0 && classic_with_members {
+            g.upgrade_to_consumer(&self.config.group, settings, topics, now)?;
+            *store = true;
+        }
         // Only a joining member turns an empty classic group into a consumer group.
-        g.drive_consumer(now, epoch == 0, |c| c.heartbeat(hb, topics, settings, now))
+        let answer = g
+            .drive_consumer(now, epoch == 0, |c| c.heartbeat(hb, topics, settings, now))
             .unwrap_or_else(|| {
                 Err(refuse(
                     ResponseError::GroupIdNotFound,
                     format!("Group {group_id} is not a consumer group."),
                 ))
-            })
+            });
+        *store |= g.maybe_downgrade(&self.config.group, now);
+        answer
     }
 
     /// Appends records (key, value-or-tombstone) to the group's partition.
@@ -493,6 +525,9 @@ impl GroupCoordinator {
                     .unwrap_or_default();
                 if !expired.is_empty() {
                     tracing::info!(group = %g.id(), members = ?expired, "consumer group members expired");
+                    if g.maybe_downgrade(&self.config.group, now) {
+                        to_store.push(g.id().to_string());
+                    }
                 }
                 if g.is_empty() && now - g.state_since_ms() > self.config.offsets_retention_ms {
                     let keys = g.expired_offsets(now, self.config.offsets_retention_ms);

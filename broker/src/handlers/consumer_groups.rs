@@ -130,12 +130,12 @@ fn described_assignment(image: &MetadataImage, a: &Assignment) -> DescribedAssig
     )
 }
 
-/// `member_type`: 1 (a consumer-protocol member) from v1; v0 has no member type (-1).
+/// `typed`: from v1 each member's type, 0 classic or 1 consumer (v0 has none: -1).
 fn describe_one(
     image: &MetadataImage,
     group: DescribedGroup,
     c: &ConsumerGroup,
-    member_type: i8,
+    typed: bool,
 ) -> DescribedGroup {
     let empty = Assignment::new();
     let members = c
@@ -161,7 +161,11 @@ fn describe_one(
                     image,
                     c.target.get(&m.member_id).unwrap_or(&empty),
                 ))
-                .with_member_type(member_type)
+                .with_member_type(match (typed, m.classic.is_some()) {
+                    (false, _) => -1,
+                    (true, true) => 0,
+                    (true, false) => 1,
+                })
         })
         .collect();
     group
@@ -182,7 +186,7 @@ pub(crate) fn describe(
 ) -> ConsumerGroupDescribeResponse {
     let authz = ctx.authz(broker);
     let image = broker.controller.image();
-    let member_type = if version >= 1 { 1 } else { -1 };
+    let typed = version >= 1;
     let groups = req
         .group_ids
         .into_iter()
@@ -209,7 +213,7 @@ pub(crate) fn describe(
             let found = broker.groups.with_group(&id, false, |group| {
                 group
                     .consumer()
-                    .map(|c| describe_one(&image, described.clone(), c, member_type))
+                    .map(|c| describe_one(&image, described.clone(), c, typed))
             });
             match found {
                 Some(Some(d)) => d,

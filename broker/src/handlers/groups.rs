@@ -12,9 +12,10 @@ use kafka_protocol::ResponseError;
 
 use tern_controller::acls::{AclOperation, AclResourceType};
 
+use super::consumer_groups::ImageTopics;
 use super::{sb, Authz, RequestContext};
 use crate::broker::Broker;
-use crate::group_coordinator::group::{JoinRequest, JoinResult, Reply, SyncResult};
+use crate::group_coordinator::group::{JoinRequest, JoinResult, Membership, Reply, SyncResult};
 
 const KEY_TYPE_GROUP: i8 = 0;
 const KEY_TYPE_TRANSACTION: i8 = 1;
@@ -183,9 +184,23 @@ pub(crate) async fn join_group(
     };
     let config = broker.groups.config.group.clone();
     let now = crate::group_coordinator::now_ms();
-    let reply = broker
-        .groups
-        .with_group(&group_id, true, |g| g.join(join, &config, now));
+    // The settings borrow a topic view that is not Send: they live only for the join itself.
+    let reply = {
+        let image = broker.controller.image();
+        let consumer = crate::config::group_configs::consumer_settings(
+            &broker.groups.config.consumer,
+            &image.group_configs(&group_id),
+        );
+        let topics = ImageTopics(&image);
+        let membership = Membership {
+            classic: &config,
+            consumer: &consumer,
+            topics: &topics,
+        };
+        broker
+            .groups
+            .with_group(&group_id, true, |g| g.join_any(join, &membership, now))
+    };
     let result = match reply {
         Some(Reply::Now(r)) => r,
         Some(Reply::Wait(rx)) => match rx.await {
@@ -231,11 +246,16 @@ pub(crate) async fn sync_group(
         .collect();
     let now = crate::group_coordinator::now_ms();
     let instance = req.group_instance_id.as_ref().map(|s| s.to_string());
+    let protocol = (
+        req.protocol_type.as_ref().map(|s| s.as_str()),
+        req.protocol_name.as_ref().map(|s| s.as_str()),
+    );
     let outcome = broker.groups.with_group(&group_id, false, |g| {
-        g.sync(
+        g.sync_any(
             req.member_id.as_str(),
             instance.as_deref(),
             req.generation_id,
+            protocol,
             assignments,
             now,
         )
@@ -277,7 +297,7 @@ pub(crate) fn heartbeat(
     let code = broker
         .groups
         .with_group(&group_id, false, |g| {
-            g.heartbeat(
+            g.heartbeat_any(
                 req.member_id.as_str(),
                 instance.as_deref(),
                 req.generation_id,
@@ -320,7 +340,7 @@ pub(crate) fn leave_group(
     let now = crate::group_coordinator::now_ms();
     let outcome = broker
         .groups
-        .with_group(&group_id, false, |g| g.leave(&leaving, &config, now));
+        .with_group(&group_id, false, |g| g.leave_any(&leaving, &config, now));
     let Some((codes, store)) = outcome else {
         return LeaveGroupResponse::default()
             .with_error_code(ResponseError::UnknownMemberId.code());
