@@ -232,6 +232,19 @@ impl Controller {
             .is_some_and(QuorumHandle::is_ready_leader)
     }
 
+    /// `unclean.leader.election.enable` for topics that do not set it, as Kafka's KRaft
+    /// controller resolves it: its own node's dynamic value, else the cluster-wide dynamic
+    /// default, else its static setting. A dynamic change applies at the next election.
+    pub(crate) fn unclean_default(&self, image: &MetadataImage) -> bool {
+        let key = crate::topic_configs::UNCLEAN_ELECTION;
+        self.active_controller_id()
+            .and_then(|id| image.broker_configs(&id.to_string()).get(key).cloned())
+            .or_else(|| image.broker_configs("").get(key).cloned())
+            .map_or(self.config.unclean_leader_election, |v| {
+                v.trim().eq_ignore_ascii_case("true")
+            })
+    }
+
     /// The node id of the active controller, if known.
     pub fn active_controller_id(&self) -> Option<i32> {
         let status = self.quorum.as_ref()?.status();

@@ -8,10 +8,11 @@ again, follows it and truncates what it alone had (by leader epoch).
 One cluster of real `tern server` processes (test_cluster.py's Cluster and Node: node logs under
 tmp_path/node-<id>/tern.log, printed at teardown) with broker.session.timeout.ms=6000,
 broker.heartbeat.interval.ms=500 and replica.lag.time.max.ms=4000: three combined voters 0-2 and
-broker-only nodes 3 and 4, so that killing 3 and 4 never touches the metadata quorum. Two topics,
+broker-only nodes 3 and 4, so that killing 3 and 4 never touches the metadata quorum. Three topics,
 each with one partition assigned to [3, 4] (node 3 leads), min.insync.replicas=1 and
 unclean.leader.election.enable not set (false, the broker default): `unclean` (its config is
-altered later) and `unclean-tool` (elected with the tool). Both go through the same steps:
+altered later), `unclean-tool` (elected with the tool) and `unclean-default` (elected once the
+broker default is altered). All go through the same steps:
 
   1. batch A, 100 numbered records acks=all, is acknowledged with both replicas in the ISR;
   2. kill -9 node 4 (the follower): the ISR shrinks to [3]; batch B, 50 records acks=all (the ISR
@@ -31,6 +32,10 @@ altered later) and `unclean-tool` (elected with the tool). Both go through the s
      --partition 0 (org.apache.kafka.tools.LeaderElectionCommand) reports the election done and
      node 4 leads with a higher epoch, ISR [4], although the topic does not allow unclean
      election; its batch C is acknowledged;
+  6b. `unclean-default` stays offline through steps 5 and 6; kafka-configs.sh --entity-type
+     brokers --entity-default --alter --add-config unclean.leader.election.enable=true (a dynamic
+     cluster-wide broker default, which the active controller reads at each election) -> node 4
+     leads it alone with a higher epoch, and its batch C is acknowledged;
   7. the documented loss: each partition reads back as exactly A then C, every record once at its
      acknowledged offset; C starts where A ended, at the offsets B had, and no record of B (nor
      of the refused produce) is there;
@@ -70,7 +75,8 @@ from test_replication import acknowledged, produce_once
 
 BY_CONFIG = "unclean"
 BY_TOOL = "unclean-tool"
-TOPICS = (BY_CONFIG, BY_TOOL)
+BY_DEFAULT = "unclean-default"
+TOPICS = (BY_CONFIG, BY_TOOL, BY_DEFAULT)
 CONFIGS = {"min.insync.replicas": "1"}
 ASSIGNMENT = {0: [3, 4]}
 
@@ -102,7 +108,7 @@ def check_a_then_c(bootstrap, topic, acked_a, acked_c, what):
     return read
 
 
-@pytest.mark.timeout(170)
+@pytest.mark.timeout(200)
 def test_unclean_leader_election(make_cluster, kafka_jars, tmp_path):  # noqa: F811
     cluster = make_cluster({0: COMBINED, 1: COMBINED, 2: COMBINED, 3: "broker", 4: "broker"},
                            REPLICATION_EXTRA)
@@ -189,10 +195,11 @@ def test_unclean_leader_election(make_cluster, kafka_jars, tmp_path):  # noqa: F
     assert elected.epoch > offline[BY_CONFIG].epoch and elected.epoch > first[BY_CONFIG].epoch, (
         f"{BY_CONFIG}/0 elected without a higher leader epoch: {elected} (offline: {offline[BY_CONFIG]})")
     print(f"{BY_CONFIG} after enabling unclean election: {elected}")
-    other = agreed_partitions(cluster, BY_TOOL, live)
-    assert other and other[0].leader == -1, (
-        f"{BY_TOOL}/0 (unclean election not allowed) got a leader when {BY_CONFIG}'s config was "
-        f"altered: {views(cluster, BY_TOOL, live)}")
+    for other_topic in (BY_TOOL, BY_DEFAULT):
+        other = agreed_partitions(cluster, other_topic, live)
+        assert other and other[0].leader == -1, (
+            f"{other_topic}/0 (unclean election not allowed) got a leader when {BY_CONFIG}'s "
+            f"config was altered: {views(cluster, other_topic, live)}")
     acked_c[BY_CONFIG] = acknowledged(produce_once(bootstrap, BY_CONFIG, BATCH_C, "all"),
                                       f"{BY_CONFIG}: batch C, acks=all after the unclean election")
 
@@ -209,6 +216,24 @@ def test_unclean_leader_election(make_cluster, kafka_jars, tmp_path):  # noqa: F
     print(f"{BY_TOOL} after ElectLeaders UNCLEAN: {elected}")
     acked_c[BY_TOOL] = acknowledged(produce_once(bootstrap, BY_TOOL, BATCH_C, "all"),
                                     f"{BY_TOOL}: batch C, acks=all after the unclean election")
+    other = agreed_partitions(cluster, BY_DEFAULT, live)
+    assert other and other[0].leader == -1, (
+        f"{BY_DEFAULT}/0 got a leader from an election asked for another topic: "
+        f"{views(cluster, BY_DEFAULT, live)}")
+
+    # 6b. the cluster-wide dynamic broker default allows it: the third topic is elected
+    p = tools.run("kafka-configs", "--bootstrap-server", bootstrap, "--command-config", tools.config,
+                  "--entity-type", "brokers", "--entity-default", "--alter",
+                  "--add-config", "unclean.leader.election.enable=true")
+    assert p.returncode == 0, f"kafka-configs exited {p.returncode}: {p.stdout}{p.stderr}"
+    elected = wait_partition(cluster, BY_DEFAULT, 0, live,
+                             "node 4 leading alone after the dynamic broker default allowed it",
+                             lambda s: s.leader == 4 and s.isr == (4,))
+    assert elected.epoch > offline[BY_DEFAULT].epoch, (
+        f"{BY_DEFAULT}/0 elected without a higher leader epoch: {elected}")
+    print(f"{BY_DEFAULT} after the dynamic broker default: {elected}")
+    acked_c[BY_DEFAULT] = acknowledged(produce_once(bootstrap, BY_DEFAULT, BATCH_C, "all"),
+                                       f"{BY_DEFAULT}: batch C, acks=all after the unclean election")
 
     # 7. the loss: A then C, B gone, C at the offsets B had
     for t in TOPICS:

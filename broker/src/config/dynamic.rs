@@ -3,7 +3,8 @@
 //!
 //! Kafka lets many broker settings change at runtime. Tern applies at runtime the broker defaults
 //! of topic configs (`log.retention.ms`, `message.max.bytes`, `compression.type`, ...), which every
-//! partition picks up from the next metadata image, and `max.connections`; a setting Kafka can
+//! partition picks up from the next metadata image, `unclean.leader.election.enable` (which the
+//! active controller reads at each election) and `max.connections`; a setting Kafka can
 //! change but Tern reads only at start is refused with the reason rather than stored and
 //! silently not applied (Kafka would take `num.replica.fetchers`, listeners' TLS files and the
 //! like).
@@ -11,7 +12,7 @@
 use std::collections::BTreeMap;
 
 use kafka_protocol::ResponseError;
-use tern_controller::topic_configs::{validate_topic_config, TOPIC_CONFIGS, UNCLEAN_ELECTION};
+use tern_controller::topic_configs::{validate_topic_config, TOPIC_CONFIGS};
 use tern_controller::MetadataImage;
 use tern_protocol::error::ApiError;
 
@@ -90,8 +91,7 @@ pub(crate) fn validate_change(key: &str, value: &str) -> Result<(), ApiError> {
     if APPLIED_AT_RUNTIME.contains(&key) {
         return validate_int_at_least(key, value, 0);
     }
-    let topic_config = topic_config_of(key).filter(|_| key != UNCLEAN_ELECTION);
-    let Some(topic_config) = topic_config else {
+    let Some(topic_config) = topic_config_of(key) else {
         return Err(ApiError::new(
             ResponseError::InvalidRequest,
             format!(
@@ -166,6 +166,14 @@ mod tests {
             "read-only in Kafka"
         );
         assert_eq!(code(validate_change("max.connections", "3")), None);
+        assert_eq!(
+            code(validate_change("unclean.leader.election.enable", "true")),
+            None
+        );
+        assert_eq!(
+            code(validate_change("unclean.leader.election.enable", "maybe")),
+            Some(ResponseError::InvalidRequest)
+        );
         assert_eq!(
             code(validate_change("max.connections", "-1")),
             Some(ResponseError::InvalidRequest)

@@ -176,7 +176,7 @@ impl Controller {
                 records.extend(fence_records(
                     &image,
                     r.broker_id,
-                    self.config.unclean_leader_election,
+                    self.unclean_default(&image),
                 ));
                 for record in &records {
                     registered_on.apply(record);
@@ -240,7 +240,7 @@ impl Controller {
         self.commit(fence_records(
             &image,
             broker_id,
-            self.config.unclean_leader_election,
+            self.unclean_default(&image),
         ))
     }
 
@@ -287,7 +287,7 @@ impl Controller {
                 if let Err(e) = self.commit(fence_records(
                     &self.image(),
                     b.id,
-                    self.config.unclean_leader_election,
+                    self.unclean_default(&image),
                 )) {
                     tracing::warn!(broker = b.id, error = %e, "cannot fence broker");
                 }

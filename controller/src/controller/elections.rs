@@ -189,8 +189,9 @@ impl Controller {
         let image = self.image();
         let live: BTreeSet<i32> = image.live_brokers().into_iter().collect();
         let mut records = Vec::new();
+        let unclean_default = self.unclean_default(&image);
         for topic in image.topics.values() {
-            let unclean = unclean_allowed(&image, &topic.name, self.config.unclean_leader_election);
+            let unclean = unclean_allowed(&image, &topic.name, unclean_default);
             for (&partition, p) in &topic.partitions {
                 if let Some(rs) = complete_reassignment(topic.id, partition, p, &live) {
                     records.extend(rs);
