@@ -14,6 +14,9 @@ use uuid::Uuid;
 
 use crate::group_coordinator::now_ms;
 use crate::replication::fetcher_manager::ReplicaFetcherManager;
+
+/// The dynamic broker config of how many fetchers follow each leader.
+const NUM_FETCHERS: &str = "num.replica.fetchers";
 use crate::replication::partition_state::{Assignment, PartitionState, RoleChange};
 
 /// One hosted partition: its log and what this broker knows of its leadership.
@@ -279,6 +282,11 @@ impl ReplicaManager {
                 tracing::warn!(config = key, value = %value, error = %e, "ignoring dynamic broker default");
             }
         }
+        let fetchers = crate::config::dynamic::dynamic_values(image, self.node_id, NUM_FETCHERS)
+            .into_iter()
+            .find_map(|(v, _)| v.trim().parse::<usize>().ok())
+            .unwrap_or_else(|| self.fetchers.configured());
+        self.fetchers.resize(fetchers);
         let mut wanted: HashMap<(String, i32), (i32, bool)> = HashMap::new();
         for topic in image.topics.values() {
             let configs = image.topic_configs(&topic.name);

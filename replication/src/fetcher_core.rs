@@ -145,6 +145,14 @@ impl<P: Clone> FetcherCore<P> {
         self.partitions.remove(tp).is_some()
     }
 
+    /// Stops fetching a partition and hands back its leader epoch and payload, for another
+    /// fetcher to take it on.
+    pub fn take(&mut self, tp: &TopicPartition) -> Option<(i32, P)> {
+        self.partitions
+            .remove(tp)
+            .map(|e| (e.leader_epoch, e.payload))
+    }
+
     /// Whether the partition is fetched here, and in which leader epoch.
     pub fn leader_epoch(&self, tp: &TopicPartition) -> Option<i32> {
         self.partitions.get(tp).map(|e| e.leader_epoch)

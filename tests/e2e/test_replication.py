@@ -547,3 +547,51 @@ def test_group_survives_coordinator_kill9(make_cluster):  # noqa: F811
     finally:
         c.close()
     assert committed == ends, f"committed {committed}, log ends {ends}"
+
+
+@pytest.mark.timeout(150)
+def test_num_replica_fetchers_changes_at_runtime(make_cluster, kafka_jars, tmp_path):  # noqa: F811
+    """num.replica.fetchers as a dynamic broker config: kafka-configs.sh --entity-default sets it
+    to 3 on three brokers that follow six partitions of replication factor 3 with one fetcher per
+    leader; every node moves the partitions whose fetcher changes (its log says so), records
+    produced with acks=all before and after are acknowledged, the ISR stays full, every record
+    reads back once, and the replicas end byte-identical. A value below 1 is refused."""
+    from confluent_kafka import Producer
+    from replication_admin_util import AdminTools
+
+    cluster = replicated_cluster(make_cluster)
+    topic, partitions = "fetchers", 6
+    create_topic_raw_ok(cluster, topic, partitions, RF, configs=MIN_ISR)
+    wait_isr_full(cluster, topic, partitions, RF)
+    bootstrap = cluster.bootstrap()
+
+    def produce_all(first, count):
+        """`count` numbered values to each partition, acks=all; {value: (partition, offset)}."""
+        out = {}
+
+        def delivered(err, msg):
+            out[msg.value()] = err if err is not None else (msg.partition(), msg.offset())
+
+        p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5})
+        for i in range(first, first + count * partitions):
+            p.produce(topic, value=VALUE % i, partition=i % partitions, on_delivery=delivered)
+        assert p.flush(45) == 0
+        return acknowledged(out, f"values {first}..")
+
+    acked = produce_all(0, 100)
+    tools = AdminTools(kafka_jars, tmp_path)
+    refused = tools.run("kafka-configs", "--bootstrap-server", bootstrap, "--entity-type", "brokers",
+                        "--entity-default", "--alter", "--add-config", "num.replica.fetchers=0")
+    assert refused.returncode != 0 and "num.replica.fetchers" in refused.stdout + refused.stderr
+    p = tools.run("kafka-configs", "--bootstrap-server", bootstrap, "--entity-type", "brokers",
+                  "--entity-default", "--alter", "--add-config", "num.replica.fetchers=3")
+    assert p.returncode == 0, f"kafka-configs exited {p.returncode}: {p.stdout}{p.stderr}"
+    wait_for("every node to resize its replica fetchers",
+             lambda: all("resizing the replica fetchers" in cluster.nodes[n].log_text()
+                         for n in cluster.broker_ids), 30)
+    acked.update(produce_all(600, 100))
+    wait_isr_full(cluster, topic, partitions, RF)
+    final, ends = read_all(bootstrap, topic, range(partitions))
+    assert sum(ends.values()) == 1200, ends
+    check_acked(final, acked)
+    wait_replicas_identical(cluster, topic, range(partitions), cluster.broker_ids)

@@ -4,9 +4,9 @@
 //! Kafka lets many broker settings change at runtime. Tern applies at runtime the broker defaults
 //! of topic configs (`log.retention.ms`, `message.max.bytes`, `compression.type`, ...), which every
 //! partition picks up from the next metadata image, `unclean.leader.election.enable` (which the
-//! active controller reads at each election) and `max.connections`; a setting Kafka can
-//! change but Tern reads only at start is refused with the reason rather than stored and
-//! silently not applied (Kafka would take `num.replica.fetchers`, listeners' TLS files and the
+//! active controller reads at each election), `num.replica.fetchers` and `max.connections`; a
+//! setting Kafka can change but Tern reads only at start is refused with the reason rather than
+//! stored and silently not applied (Kafka would take listeners and their TLS files and the
 //! like).
 
 use std::collections::BTreeMap;
@@ -49,8 +49,10 @@ fn topic_config_of(key: &str) -> Option<&'static str> {
 }
 
 /// Broker settings besides topic-config defaults that Tern reads where they take effect, so a
-/// dynamic value applies at once: `max.connections` at each new connection.
-const APPLIED_AT_RUNTIME: &[&str] = &["max.connections"];
+/// dynamic value applies at once, with the least value Kafka takes: `max.connections` at each
+/// new connection, `num.replica.fetchers` at the next metadata image (partitions move between
+/// fetchers).
+const APPLIED_AT_RUNTIME: &[(&str, i64)] = &[("max.connections", 0), ("num.replica.fetchers", 1)];
 
 /// An INT setting with Kafka's `atLeast(min)`: its messages for a bad value.
 fn validate_int_at_least(key: &str, value: &str, min: i64) -> Result<(), ApiError> {
@@ -88,8 +90,8 @@ pub(crate) fn validate_change(key: &str, value: &str) -> Result<(), ApiError> {
             format!("Cannot update these configs dynamically: [{key}]"),
         ));
     }
-    if APPLIED_AT_RUNTIME.contains(&key) {
-        return validate_int_at_least(key, value, 0);
+    if let Some((_, min)) = APPLIED_AT_RUNTIME.iter().find(|(k, _)| *k == key) {
+        return validate_int_at_least(key, value, *min);
     }
     let Some(topic_config) = topic_config_of(key) else {
         return Err(ApiError::new(
@@ -178,8 +180,13 @@ mod tests {
             code(validate_change("max.connections", "-1")),
             Some(ResponseError::InvalidRequest)
         );
+        assert_eq!(code(validate_change("num.replica.fetchers", "3")), None);
         assert_eq!(
-            code(validate_change("num.replica.fetchers", "3")),
+            code(validate_change("num.replica.fetchers", "0")),
+            Some(ResponseError::InvalidRequest)
+        );
+        assert_eq!(
+            code(validate_change("listeners", "PLAINTEXT://:9093")),
             Some(ResponseError::InvalidRequest),
             "dynamic in Kafka, read at start by Tern"
         );
