@@ -620,13 +620,15 @@ impl Broker {
         })
     }
 
-    /// Follows controller images into the replica manager until `shutdown` fires.
+    /// Follows controller images into the replica manager and the listeners' TLS stores until
+    /// `shutdown` fires.
     pub fn spawn_metadata_listener(
         &self,
         mut shutdown: tokio::sync::watch::Receiver<bool>,
     ) -> tokio::task::JoinHandle<()> {
         let mut rx = self.controller.subscribe();
         let replicas = self.replicas.clone();
+        let tls = crate::security::listener::DynamicTls::of(&self.config);
         tokio::spawn(async move {
             loop {
                 tokio::select! {
@@ -634,6 +636,7 @@ impl Broker {
                     _ = shutdown.changed() => return,
                 }
                 let image = rx.borrow_and_update().clone();
+                tls.apply(&image);
                 let replicas = replicas.clone();
                 // Log creation and deletion touch the disk: keep them off the reactor.
                 let _ = tokio::task::spawn_blocking(move || replicas.apply_image(&image)).await;

@@ -166,9 +166,13 @@ async fn settings_that_cannot_change_at_runtime_are_refused_with_kafkas_codes() 
     let (code, msg) = alter(&mut c, "", &[("num.partitions", 0, Some("3"))]).await;
     assert_eq!(code, invalid_request, "{msg:?}");
     // Dynamic in Kafka, read only at start by Tern: refused, not stored and ignored.
-    let (code, msg) = alter(&mut c, "1", &[("num.replica.fetchers", 0, Some("5"))]).await;
+    let (code, msg) = alter(&mut c, "1", &[("listeners", 0, Some("PLAINTEXT://:9093"))]).await;
     assert_eq!(code, invalid_request);
     assert!(msg.unwrap().contains("only at start"));
+    // Dynamic, but not below Kafka's least value.
+    let (code, msg) = alter(&mut c, "1", &[("num.replica.fetchers", 0, Some("0"))]).await;
+    assert_eq!(code, invalid_request);
+    assert!(msg.unwrap().contains("at least 1"));
     // A bad value; a name nobody knows is stored, as Kafka stores it.
     let (code, _) = alter(&mut c, "", &[("log.retention.ms", 0, Some("soon"))]).await;
     assert_eq!(code, invalid_request);
@@ -201,6 +205,9 @@ async fn settings_that_cannot_change_at_runtime_are_refused_with_kafkas_codes() 
     // Nothing was stored.
     let (value, source) = described(&mut c, BROKER, "1", "num.replica.fetchers").await;
     assert_eq!((value.as_deref(), source), (Some("1"), 5));
+    // A TLS store on a broker without TLS listeners has nothing to load: stored.
+    let (code, _) = alter(&mut c, "1", &[("ssl.keystore.location", 0, Some("/k.pem"))]).await;
+    assert_eq!(code, 0);
 }
 
 /// Whether a new connection is served: ApiVersions answered.

@@ -500,3 +500,53 @@ def test_certificates_reload_when_the_keystore_file_changes(tls_tern, pki):
             time.sleep(0.5)
     else:
         pytest.fail("the renewed certificate was not served")
+
+
+def test_a_dynamic_config_names_other_tls_stores(tls_tern, pki):
+    """Rotating a listener's keystore to another file as Kafka does it, with IncrementalAlterConfigs
+    of listener.name.ssl.ssl.keystore.location on the broker: a keystore that does not load is
+    refused with Kafka's SSLFactory validation error and changes nothing; one that loads is
+    served to the SSL listener's new connections without a restart (a client trusting only its
+    CA gets in), while the SASL_SSL listener keeps its own."""
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
+    dyn_ca = CA(pki["dir"], "Dynamic CA")
+    issued = dyn_ca.issue("server-dynamic", "localhost", server=True)
+    bundle = os.path.join(pki["dir"], "every-ca.pem")
+    with open(bundle, "wb") as out:
+        for ca in (pki["ca"], pki["other_ca"], dyn_ca):
+            out.write(open(ca.path, "rb").read())
+    admin = AdminClient(ssl_conf(tls_tern.port, pki, ca=bundle))
+    node = str(next(iter(admin.list_topics(timeout=10).brokers)))
+    key = "listener.name.ssl.ssl.keystore.location"
+
+    def alter(value):
+        res = ConfigResource(ResourceType.BROKER, node, incremental_configs=[
+            ConfigEntry(key, value, incremental_operation=AlterConfigOpType.SET)])
+        return admin.incremental_alter_configs([res])[res].result(15)
+
+    def dyn_ca_served(port):
+        ctx = ssl.create_default_context(cafile=dyn_ca.path)
+        ctx.check_hostname = False
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as raw:
+            try:
+                ctx.wrap_socket(raw).close()
+                return True
+            except ssl.SSLCertVerificationError:
+                return False
+
+    assert not dyn_ca_served(tls_tern.port)
+    with pytest.raises(KafkaException) as e:
+        alter(os.path.join(pki["dir"], "no-such-keystore.pem"))
+    assert "SSLFactory" in str(e.value) and "no-such-keystore" in str(e.value), str(e.value)
+    assert not dyn_ca_served(tls_tern.port)
+    assert admin.describe_configs([ConfigResource(ResourceType.BROKER, node)])
+
+    alter(issued["pem"])
+    deadline = time.time() + 20
+    while not dyn_ca_served(tls_tern.port):
+        assert time.time() < deadline, "the keystore named by the dynamic config was not served"
+        time.sleep(0.3)
+    md = AdminClient(ssl_conf(tls_tern.port, pki, "alice", ca=dyn_ca.path)).list_topics(timeout=10)
+    assert md.brokers
+    assert not dyn_ca_served(tls_tern.sasl_port), "the SASL_SSL listener took the SSL listener's keystore"

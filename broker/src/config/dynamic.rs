@@ -4,7 +4,8 @@
 //! Kafka lets many broker settings change at runtime. Tern applies at runtime the broker defaults
 //! of topic configs (`log.retention.ms`, `message.max.bytes`, `compression.type`, ...), which every
 //! partition picks up from the next metadata image, `unclean.leader.election.enable` (which the
-//! active controller reads at each election), `num.replica.fetchers` and `max.connections`; a
+//! active controller reads at each election), `num.replica.fetchers`, listeners' TLS stores
+//! (`[listener.name.<l>.]ssl.keystore.location` and the like) and `max.connections`; a
 //! setting Kafka can change but Tern reads only at start is refused with the reason rather than
 //! stored and silently not applied (Kafka would take listeners and their TLS files and the
 //! like).
@@ -72,11 +73,49 @@ fn validate_int_at_least(key: &str, value: &str, min: i64) -> Result<(), ApiErro
     Ok(())
 }
 
+/// The TLS store settings a listener takes at runtime (Kafka's reconfigurable SSL configs that
+/// Tern reads), plain or as `listener.name.<listener>.<key>`.
+const TLS_STORE_KEYS: &[&str] = &[
+    "ssl.keystore.location",
+    "ssl.keystore.key",
+    "ssl.keystore.certificate.chain",
+    "ssl.keystore.type",
+    "ssl.truststore.location",
+    "ssl.truststore.certificates",
+    "ssl.truststore.type",
+];
+
+/// Whether `key` is a TLS store setting a listener takes at runtime.
+pub(crate) fn is_tls_store_key(key: &str) -> bool {
+    let base = key
+        .strip_prefix("listener.name.")
+        .and_then(|rest| rest.split_once('.'))
+        .map_or(key, |(_, base)| base);
+    TLS_STORE_KEYS.contains(&base)
+}
+
+/// server.properties with the dynamic values over it: the cluster-wide default `default`,
+/// then this broker's own `own`.
+pub(crate) fn overlay(
+    properties: &BTreeMap<String, String>,
+    default: &BTreeMap<String, String>,
+    own: &BTreeMap<String, String>,
+) -> BTreeMap<String, String> {
+    let mut merged = properties.clone();
+    merged.extend(default.iter().map(|(k, v)| (k.clone(), v.clone())));
+    merged.extend(own.iter().map(|(k, v)| (k.clone(), v.clone())));
+    merged
+}
+
 /// Checks one dynamic setting of `key` to `value` the way Kafka answers AlterConfigs on a
 /// broker: INVALID_REQUEST for a setting that cannot change at runtime or a bad value. A name
 /// Kafka does not know either is stored as Kafka stores it (plugins read such settings), with a
 /// warning that Tern reads nothing from it.
 pub(crate) fn validate_change(key: &str, value: &str) -> Result<(), ApiError> {
+    if is_tls_store_key(key) {
+        // Checked as a whole by loading the stores (handlers::alter_configs).
+        return Ok(());
+    }
     let Some(def) = broker_config(key) else {
         tracing::warn!(
             config = key,

@@ -16,6 +16,7 @@ use super::describe_configs::{
 use super::{Authz, RequestContext};
 use crate::broker::Broker;
 use crate::config::catalog::broker_config;
+use crate::security::tls::{TlsAcceptorSource, TlsSettings};
 
 const OP_SET: i8 = 0;
 const OP_DELETE: i8 = 1;
@@ -62,6 +63,12 @@ fn apply_broker(
             crate::config::dynamic::validate_change(key, v)?;
         }
     }
+    if changes
+        .iter()
+        .any(|(k, _)| crate::config::dynamic::is_tls_store_key(k))
+    {
+        check_tls_change(broker, name, &image, &changes, replace_all)?;
+    }
     let set = image.broker_configs(name);
     let changes: Vec<_> = changes
         .into_iter()
@@ -74,6 +81,59 @@ fn apply_broker(
         .controller
         .alter_broker_configs(name, &changes, replace_all)?;
     broker.replicas.apply_image(&broker.controller.image());
+    Ok(())
+}
+
+/// A change of listeners' TLS stores for this broker (or every broker) must load here, as
+/// Kafka loads the new stores before it takes the change; another broker checks its own when
+/// it applies it (and keeps its stores if they do not load).
+fn check_tls_change(
+    broker: &Broker,
+    name: &str,
+    image: &tern_controller::MetadataImage,
+    changes: &[(String, Option<String>)],
+    replace_all: bool,
+) -> Result<(), ApiError> {
+    let own = broker.config.node_id.to_string();
+    if !name.is_empty() && name != own {
+        return Ok(());
+    }
+    let mut default = image.broker_configs("");
+    let mut own_layer = image.broker_configs(&own);
+    let layer = if name.is_empty() {
+        &mut default
+    } else {
+        &mut own_layer
+    };
+    if replace_all {
+        layer.clear();
+    }
+    for (k, v) in changes {
+        match v {
+            Some(v) => layer.insert(k.clone(), v.clone()),
+            None => layer.remove(k),
+        };
+    }
+    let merged = crate::config::dynamic::overlay(&broker.config.properties, &default, &own_layer);
+    for l in broker
+        .config
+        .listener_security
+        .iter()
+        .filter(|l| l.tls.is_some())
+    {
+        TlsSettings::from_props(&merged, &l.name)
+            .and_then(|s| TlsAcceptorSource::check(&s))
+            .map_err(|e| {
+                ApiError::new(
+                    ResponseError::InvalidRequest,
+                    format!(
+                        "Validation of dynamic config update of SSLFactory failed for listener \
+                         {}: {e}",
+                        l.name
+                    ),
+                )
+            })?;
+    }
     Ok(())
 }
 

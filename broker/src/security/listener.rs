@@ -233,6 +233,52 @@ pub(crate) fn is_implemented_security_setting(key: &str) -> bool {
             .any(|m| setting == format!("{m}.sasl.jaas.config"))
 }
 
+/// The TLS listeners of a broker, following dynamic broker configs that name other stores.
+pub(crate) struct DynamicTls {
+    node_id: i32,
+    properties: BTreeMap<String, String>,
+    listeners: Vec<(String, Arc<TlsAcceptorSource>)>,
+}
+
+impl DynamicTls {
+    /// The TLS listeners of `config`.
+    pub(crate) fn of(config: &crate::config::BrokerConfig) -> Self {
+        DynamicTls {
+            node_id: config.node_id,
+            properties: config.properties.clone(),
+            listeners: config
+                .listener_security
+                .iter()
+                .filter_map(|l| Some((l.name.clone(), l.tls.clone()?)))
+                .collect(),
+        }
+    }
+
+    /// Serves the stores the settings in force in `image` name; stores that do not load are
+    /// logged and the current ones kept.
+    pub(crate) fn apply(&self, image: &tern_controller::MetadataImage) {
+        if self.listeners.is_empty() {
+            return;
+        }
+        let merged = crate::config::dynamic::overlay(
+            &self.properties,
+            &image.broker_configs(""),
+            &image.broker_configs(&self.node_id.to_string()),
+        );
+        for (name, source) in &self.listeners {
+            match TlsSettings::from_props(&merged, name).and_then(|s| source.reconfigure(s)) {
+                Ok(true) => {
+                    tracing::info!(listener = %name, "TLS stores changed by dynamic config: reloaded")
+                }
+                Ok(false) => {}
+                Err(e) => {
+                    tracing::warn!(listener = %name, error = %e, "dynamic TLS stores do not load; keeping the current ones")
+                }
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

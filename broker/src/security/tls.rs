@@ -252,16 +252,23 @@ impl TlsSettings {
     }
 }
 
-/// Hands out TLS acceptors, rebuilt when the key, chain or truststore files change.
+/// Hands out TLS acceptors, rebuilt when the key, chain or truststore files change, or when
+/// dynamic broker configs name other stores.
 pub struct TlsAcceptorSource {
-    settings: TlsSettings,
-    current: Mutex<(Vec<Option<SystemTime>>, TlsAcceptor)>,
+    current: Mutex<Current>,
+}
+
+/// The settings in force, their files' modification times, and the acceptor built from them.
+struct Current {
+    settings: Arc<TlsSettings>,
+    stamps: Vec<Option<SystemTime>>,
+    acceptor: TlsAcceptor,
 }
 
 impl std::fmt::Debug for TlsAcceptorSource {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("TlsAcceptorSource")
-            .field("settings", &self.settings)
+            .field("settings", &self.current.lock().settings)
             .finish_non_exhaustive()
     }
 }
@@ -272,33 +279,59 @@ impl TlsAcceptorSource {
         let stamps = settings.stamps();
         let config = settings.server_config()?;
         Ok(TlsAcceptorSource {
-            settings,
-            current: Mutex::new((stamps, TlsAcceptor::from(config))),
+            current: Mutex::new(Current {
+                settings: Arc::new(settings),
+                stamps,
+                acceptor: TlsAcceptor::from(config),
+            }),
         })
     }
 
-    /// The settings.
-    pub fn settings(&self) -> &TlsSettings {
-        &self.settings
+    /// The settings in force.
+    pub fn settings(&self) -> Arc<TlsSettings> {
+        self.current.lock().settings.clone()
+    }
+
+    /// Whether `settings` load: the stores they name can be read and make a server config.
+    pub fn check(settings: &TlsSettings) -> Result<(), String> {
+        settings.server_config().map(|_| ())
+    }
+
+    /// Serves `settings` from the next connection on (a dynamic broker config named other
+    /// stores); returns false when they are the ones in force. Settings that do not load leave
+    /// the current ones in force.
+    pub fn reconfigure(&self, settings: TlsSettings) -> Result<bool, String> {
+        if *self.current.lock().settings == settings {
+            return Ok(false);
+        }
+        let stamps = settings.stamps();
+        let config = settings.server_config()?;
+        *self.current.lock() = Current {
+            settings: Arc::new(settings),
+            stamps,
+            acceptor: TlsAcceptor::from(config),
+        };
+        Ok(true)
     }
 
     /// The acceptor for the next connection: rebuilt first if a file changed since the last
     /// build. A file caught half-written keeps the previous certificates until it is whole.
     pub fn acceptor(&self) -> TlsAcceptor {
-        let stamps = self.settings.stamps();
         let mut current = self.current.lock();
-        if current.0 != stamps {
-            match self.settings.server_config() {
+        let stamps = current.settings.stamps();
+        if current.stamps != stamps {
+            match current.settings.server_config() {
                 Ok(config) => {
                     tracing::info!("TLS certificates changed on disk: reloaded");
-                    *current = (stamps, TlsAcceptor::from(config));
+                    current.stamps = stamps;
+                    current.acceptor = TlsAcceptor::from(config);
                 }
                 Err(e) => {
                     tracing::warn!(error = %e, "TLS certificates changed but do not load; keeping the previous ones");
                 }
             }
         }
-        current.1.clone()
+        current.acceptor.clone()
     }
 }
 
