@@ -313,9 +313,19 @@ pub struct ConsumerGroup {
     pub assignor: String,
     /// Partition counts of the subscribed topics at the last epoch.
     subscribed_topics: BTreeMap<String, i32>,
-    /// Set when members of the consumer protocol were fenced and only classic members remain:
-    /// the group epoch before they went (Kafka then turns the group classic at that generation).
-    downgrade_due: Option<i32>,
+    /// Set when only classic members remain after members were fenced or a classic static
+    /// member replaced a consumer-protocol one: Kafka then turns the group classic.
+    downgrade_due: Option<Downgrade>,
+}
+
+/// A downgrade to a classic group that is due.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Downgrade {
+    /// The classic group's generation: the group epoch before the fenced members went.
+    pub generation: i32,
+    /// Whether the classic group rebalances at once (else it starts Stable, members holding
+    /// their targets).
+    pub rebalance: bool,
 }
 
 impl ConsumerGroup {
@@ -412,6 +422,8 @@ impl ConsumerGroup {
         member.client_host = hb.client_host.clone();
         member.last_heartbeat_ms = now_ms;
         member.session_timeout_ms = i64::from(config.session_timeout_ms);
+        // A member heartbeating with this protocol uses it, whatever it joined with.
+        member.classic = None;
         let changed = {
             let (names, regex, assignor) = member.subscription();
             is_new
@@ -444,6 +456,15 @@ impl ConsumerGroup {
         topics: &dyn TopicView,
         config: &ConsumerGroupConfig,
     ) {
+        self.bump_epoch(changed, topics);
+        if self.group_epoch > self.assignment_epoch {
+            self.compute_target(config);
+        }
+    }
+
+    /// Bumps the group epoch when a member's subscription `changed` or the subscribed topics
+    /// did.
+    fn bump_epoch(&mut self, changed: bool, topics: &dyn TopicView) {
         let subscribed = self.subscribed_partitions(topics);
         let mut bump = changed;
         if subscribed != self.subscribed_topics {
@@ -453,9 +474,6 @@ impl ConsumerGroup {
         if bump {
             self.group_epoch += 1;
             tracing::debug!(epoch = self.group_epoch, "consumer group epoch bumped");
-        }
-        if self.group_epoch > self.assignment_epoch {
-            self.compute_target(config);
         }
     }
 
@@ -494,7 +512,11 @@ impl ConsumerGroup {
         else {
             return Ok(None);
         };
-        if old.member_epoch != LEAVE_STATIC_EPOCH && old.member_id != member_id {
+        // A classic holder is replaced (a rolling upgrade restarts it with this protocol).
+        if old.member_epoch != LEAVE_STATIC_EPOCH
+            && old.member_id != member_id
+            && old.classic.is_none()
+        {
             return refuse(
                 ResponseError::UnreleasedInstanceId,
                 format!(
@@ -583,28 +605,30 @@ impl ConsumerGroup {
     /// them. When they were all of the consumer protocol and only classic members remain,
     /// notes that Kafka would now turn the group classic (see [`Self::take_downgrade_due`]).
     pub fn fence(&mut self, ids: &[String]) {
-        let leaving: Vec<&ConsumerMember> =
-            ids.iter().filter_map(|id| self.members.get(id)).collect();
-        let remaining = self.members.len() - leaving.len();
-        let only_classic_remain = self
+        let leaving = ids
+            .iter()
+            .filter(|id| self.members.contains_key(*id))
+            .count();
+        let mut remaining = self
             .members
             .values()
             .filter(|m| !ids.contains(&m.member_id))
-            .all(|m| m.classic.is_some());
-        if !leaving.is_empty()
-            && leaving.iter().all(|m| m.classic.is_none())
-            && only_classic_remain
-            && remaining > 0
-        {
-            self.downgrade_due = Some(self.group_epoch);
+            .peekable();
+        let only_classic_remain =
+            remaining.peek().is_some() && remaining.all(|m| m.classic.is_some());
+        if leaving > 0 && only_classic_remain {
+            self.downgrade_due = Some(Downgrade {
+                generation: self.group_epoch,
+                rebalance: true,
+            });
         }
         for id in ids {
             self.remove_member(id);
         }
     }
 
-    /// The generation a downgrade to a classic group would start at, once (see [`Self::fence`]).
-    pub fn take_downgrade_due(&mut self) -> Option<i32> {
+    /// The downgrade to a classic group that is due, once (see [`Self::fence`]).
+    pub fn take_downgrade_due(&mut self) -> Option<Downgrade> {
         self.downgrade_due.take()
     }
 

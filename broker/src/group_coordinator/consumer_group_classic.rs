@@ -189,6 +189,7 @@ impl ConsumerGroup {
         req: &JoinRequest,
         topics: &dyn TopicView,
         config: &ConsumerGroupConfig,
+        may_downgrade: bool,
         now_ms: i64,
     ) -> JoinResult {
         let fail = |e: ResponseError| JoinResult::error(e, &req.member_id);
@@ -219,11 +220,13 @@ impl ConsumerGroup {
         else {
             return fail(ResponseError::UnknownServerError);
         };
-        let existing =
+        let (existing, replaced) =
             match self.member_to_join(&member_id, req.group_instance_id.as_deref(), unknown) {
-                Ok(m) => m,
+                Ok(found) => found,
                 Err(e) => return fail(e),
             };
+        // A static member of the consumer protocol replaced by a classic one.
+        let replaced_modern = replaced && existing.as_ref().is_some_and(|m| m.classic.is_none());
         let is_new = existing.is_none();
         let mut m = existing.unwrap_or_else(|| ConsumerMember::new(member_id.clone(), now_ms));
         let names = sorted(sub.topics);
@@ -251,8 +254,22 @@ impl ConsumerGroup {
         let protocol = classic.protocol_name().to_string();
         m.classic = Some(classic);
         self.members.insert(member_id.clone(), m);
-        self.refresh_target(changed, topics, config);
-        self.reconcile(&member_id, Some(&sub.owned), now_ms);
+        if may_downgrade && replaced_modern && self.members.values().all(|m| m.classic.is_some()) {
+            // Kafka turns the group classic now: at once if the target is current (the member
+            // reconciles first), else with a rebalance.
+            self.bump_epoch(changed, topics);
+            let rebalance = self.assignment_epoch < self.group_epoch;
+            if !rebalance {
+                self.reconcile(&member_id, Some(&sub.owned), now_ms);
+            }
+            self.downgrade_due = Some(super::Downgrade {
+                generation: self.group_epoch,
+                rebalance,
+            });
+        } else {
+            self.refresh_target(changed, topics, config);
+            self.reconcile(&member_id, Some(&sub.owned), now_ms);
+        }
         JoinResult {
             error: 0,
             generation: self.members[&member_id].member_epoch,
@@ -264,17 +281,18 @@ impl ConsumerGroup {
         }
     }
 
-    /// The member a classic JoinGroup speaks for (None: a new one). A static member joining
-    /// without its member id replaces the one holding its instance id, taking over its
-    /// partitions and target; with a member id, that must be the holder's.
+    /// The member a classic JoinGroup speaks for (None: a new one), and whether it replaces
+    /// another: a static member joining without its member id replaces the one holding its
+    /// instance id, taking over its partitions and target; with a member id, that must be the
+    /// holder's.
     fn member_to_join(
         &mut self,
         member_id: &str,
         instance: Option<&str>,
         unknown: bool,
-    ) -> Result<Option<ConsumerMember>, ResponseError> {
+    ) -> Result<(Option<ConsumerMember>, bool), ResponseError> {
         let Some(instance) = instance else {
-            return Ok(self.members.get(member_id).cloned());
+            return Ok((self.members.get(member_id).cloned(), false));
         };
         let holder = self
             .members
@@ -286,10 +304,10 @@ impl ConsumerGroup {
             if m.member_id != member_id {
                 return Err(ResponseError::FencedInstanceId);
             }
-            return Ok(Some(m));
+            return Ok((Some(m), false));
         }
         let Some(mut m) = holder else {
-            return Ok(None);
+            return Ok((None, false));
         };
         self.members.remove(&m.member_id);
         if let Some(t) = self.target.remove(&m.member_id) {
@@ -298,7 +316,7 @@ impl ConsumerGroup {
         m.member_id = member_id.to_string();
         m.member_epoch = 0;
         m.previous_member_epoch = 0;
-        Ok(Some(m))
+        Ok((Some(m), true))
     }
 
     /// The classic member a SyncGroup, Heartbeat or LeaveGroup names: by instance id when it

@@ -35,17 +35,37 @@ impl Group {
         settings: &Membership<'_>,
         now_ms: i64,
     ) -> Reply<JoinResult> {
+        let classic = settings.classic;
+        // Kafka checks the session timeout before it looks at the group.
+        if req.session_timeout_ms < classic.min_session_timeout_ms
+            || req.session_timeout_ms > classic.max_session_timeout_ms
+        {
+            return Reply::Now(JoinResult::error(
+                ResponseError::InvalidSessionTimeout,
+                &req.member_id,
+            ));
+        }
         match self.consumer.as_mut() {
             Some(c) if !c.members.is_empty() && self.state != GroupState::Dead => {
-                if settings.classic.migration == super::MigrationPolicy::Disabled {
+                if classic.migration == super::MigrationPolicy::Disabled {
                     return Reply::Now(JoinResult::error(
                         ResponseError::InconsistentGroupProtocol,
                         &req.member_id,
                     ));
                 }
-                Reply::Now(c.classic_join(&req, settings.topics, settings.consumer, now_ms))
+                let may_downgrade =
+                    classic.migration.downgrades() && c.members.len() <= classic.max_size;
+                let result = c.classic_join(
+                    &req,
+                    settings.topics,
+                    settings.consumer,
+                    may_downgrade,
+                    now_ms,
+                );
+                self.maybe_downgrade(classic, now_ms);
+                Reply::Now(result)
             }
-            _ => self.join(req, settings.classic, now_ms),
+            _ => self.join(req, classic, now_ms),
         }
     }
 
@@ -126,17 +146,18 @@ impl Group {
     }
 
     /// Kafka's online upgrade, when a member of the consumer protocol joins a classic group
-    /// with members: refused (GROUP_ID_NOT_FOUND, with Kafka's message) when the policy does
-    /// not allow it, the group's members are not consumers, there are more than a consumer
-    /// group may have, or their metadata cannot be carried over. Members waiting in a join or
-    /// a sync are told REBALANCE_IN_PROGRESS and rejoin the consumer group.
-    pub fn upgrade_to_consumer(
-        &mut self,
+    /// with members: the consumer group it would become, or a refusal (GROUP_ID_NOT_FOUND,
+    /// with Kafka's message) when the policy does not allow it, the group's members are not
+    /// consumers, there are more than a consumer group may have, or their metadata cannot be
+    /// carried over. Nothing changes until [`Self::install_consumer_group`]: a joining
+    /// heartbeat the consumer group refuses leaves the classic group as it was.
+    pub fn upgraded(
+        &self,
         config: &GroupConfig,
         consumer: &ConsumerGroupConfig,
         topics: &dyn TopicView,
         now_ms: i64,
-    ) -> Result<(), Refusal> {
+    ) -> Result<ConsumerGroup, Refusal> {
         let refuse = |message: String| Refusal {
             error: ResponseError::GroupIdNotFound,
             message,
@@ -165,7 +186,7 @@ impl Group {
             .clone()
             .or_else(|| self.select_protocol())
             .unwrap_or_default();
-        let converted = ConsumerGroup::from_classic(
+        ConsumerGroup::from_classic(
             &self.id,
             self.generation,
             &protocol,
@@ -173,7 +194,12 @@ impl Group {
             topics,
             now_ms,
         )
-        .map_err(refuse)?;
+        .map_err(refuse)
+    }
+
+    /// Makes the group the consumer group `converted` (see [`Self::upgraded`]): members
+    /// waiting in a join or a sync are told REBALANCE_IN_PROGRESS and rejoin it.
+    pub fn install_consumer_group(&mut self, converted: ConsumerGroup, now_ms: i64) {
         for m in self.members.values_mut() {
             if let Some(tx) = m.awaiting_join.take() {
                 let _ = tx.send(JoinResult::error(
@@ -198,7 +224,6 @@ impl Group {
         self.state = GroupState::Empty;
         self.state_since_ms = now_ms;
         self.consumer = Some(converted);
-        Ok(())
     }
 
     /// Kafka's online downgrade, once members of the consumer protocol were fenced and only
@@ -209,9 +234,10 @@ impl Group {
         let Some(c) = self.consumer.as_mut() else {
             return false;
         };
-        let Some(generation) = c.take_downgrade_due() else {
+        let Some(due) = c.take_downgrade_due() else {
             return false;
         };
+        let generation = due.generation;
         if !config.migration.downgrades() || c.members.len() > config.max_size {
             tracing::info!(group = %self.id, "consumer group of classic members left as it is");
             return false;
@@ -250,10 +276,13 @@ impl Group {
             }
         }
         self.leader = self.members.keys().next().cloned();
-        // The classic group starts Stable, as Kafka builds it, and rebalances at once.
+        // The classic group starts Stable, as Kafka builds it, and rebalances unless a static
+        // member's replacement left the assignment current.
         self.state = GroupState::Stable;
         self.state_since_ms = now_ms;
-        self.prepare_rebalance(now_ms, config);
+        if due.rebalance {
+            self.prepare_rebalance(now_ms, config);
+        }
         tracing::info!(group = %self.id, generation, "converted the consumer group to a classic group");
         true
     }

@@ -106,14 +106,11 @@ fn consumer_join(id: &str) -> Heartbeat {
 /// Upgrades `g` with a consumer-protocol member `c1` joining; returns c1's epoch.
 fn upgrade(g: &mut Group, cfg: &GroupConfig, now: i64) -> i32 {
     let ccfg = ConsumerGroupConfig::default();
-    g.upgrade_to_consumer(cfg, &ccfg, &topics(), now)
-        .expect("upgrade");
-    let a = g
-        .drive_consumer(now, true, |c| {
-            c.heartbeat(consumer_join("c1"), &topics(), &ccfg, now)
-        })
-        .expect("a consumer group")
+    let mut c = g.upgraded(cfg, &ccfg, &topics(), now).expect("upgrade");
+    let a = c
+        .heartbeat(consumer_join("c1"), &topics(), &ccfg, now)
         .expect("c1 joins");
+    g.install_consumer_group(c, now);
     a.member_epoch
 }
 
@@ -314,10 +311,8 @@ fn the_downgrade_waits_for_the_policy_and_the_classic_group_size() {
 fn upgrades_kafka_refuses_are_refused_with_its_messages() {
     let ccfg = ConsumerGroupConfig::default();
     let cfg = config(MigrationPolicy::Downgrade);
-    let mut g = classic_group(&cfg);
-    let e = g
-        .upgrade_to_consumer(&cfg, &ccfg, &topics(), 5)
-        .unwrap_err();
+    let g = classic_group(&cfg);
+    let e = g.upgraded(&cfg, &ccfg, &topics(), 5).unwrap_err();
     assert_eq!(e.error, ResponseError::GroupIdNotFound);
     assert_eq!(
         e.message,
@@ -328,9 +323,7 @@ fn upgrades_kafka_refuses_are_refused_with_its_messages() {
         max_size: 0,
         ..Default::default()
     };
-    let e = g
-        .upgrade_to_consumer(&cfg, &small, &topics(), 5)
-        .unwrap_err();
+    let e = g.upgraded(&cfg, &small, &topics(), 5).unwrap_err();
     assert!(e
         .message
         .ends_with("because the group size exceeds the consumer group maximum size."));
@@ -341,9 +334,7 @@ fn upgrades_kafka_refuses_are_refused_with_its_messages() {
     req.protocol_type = "connect".into();
     req.require_known_member_id = false;
     settle(connect.join(req, &cfg, 0));
-    let e = connect
-        .upgrade_to_consumer(&cfg, &ccfg, &topics(), 5)
-        .unwrap_err();
+    let e = connect.upgraded(&cfg, &ccfg, &topics(), 5).unwrap_err();
     assert!(e
         .message
         .ends_with("because the group does not use the consumer embedded protocol."));
@@ -360,9 +351,7 @@ fn upgrades_kafka_refuses_are_refused_with_its_messages() {
         b.freeze()
     };
     custom.members.get_mut("m1").unwrap().assignment = with_data;
-    let e = custom
-        .upgrade_to_consumer(&cfg, &ccfg, &topics(), 5)
-        .unwrap_err();
+    let e = custom.upgraded(&cfg, &ccfg, &topics(), 5).unwrap_err();
     assert!(
         e.message
             .contains("an unsupported custom assignor is in use"),
@@ -478,4 +467,152 @@ fn a_classic_member_that_does_not_rejoin_in_time_is_fenced_and_the_group_goes_on
         "no classic member is left"
     );
     assert_eq!(g.consumer().unwrap().members.len(), 1);
+}
+
+/// A classic group of static member `m1` (instance `i1`) owning all four partitions.
+fn static_classic_group(cfg: &GroupConfig) -> Group {
+    let mut g = Group::with_member_ids("g", 0, Box::new(|_| "m1".to_string()));
+    let mut req = join_req("", "range", &[]);
+    req.group_instance_id = Some("i1".into());
+    let joined = settle(g.join(req, cfg, 0));
+    assert_eq!(
+        (joined.error, joined.generation, joined.member_id.as_str()),
+        (0, 1, "m1")
+    );
+    let all =
+        super::super::super::consumer_protocol::encode_assignment(&partitions(&[0, 1, 2, 3]), 3);
+    let (sync, _) = g.sync("m1", Some("i1"), 1, vec![("m1".into(), all)], 0);
+    assert_eq!(settle(sync).error, 0);
+    g
+}
+
+#[test]
+fn a_rolling_upgrade_replaces_a_classic_static_member_with_a_consumer_one() {
+    let cfg = config(MigrationPolicy::Bidirectional);
+    let mut g = static_classic_group(&cfg);
+    let ccfg = ConsumerGroupConfig::default();
+    // The same instance restarts with the consumer protocol and a new member id.
+    let mut hb = consumer_join("m1-new");
+    hb.instance_id = Some("i1".into());
+    let mut c = g.upgraded(&cfg, &ccfg, &topics(), 10).expect("upgrade");
+    let a = c
+        .heartbeat(hb, &topics(), &ccfg, 10)
+        .expect("takes over the instance id");
+    g.install_consumer_group(c, 10);
+    let c = g.consumer().unwrap();
+    assert_eq!(c.members.len(), 1);
+    let m = &c.members["m1-new"];
+    assert!(m.classic.is_none(), "it uses the consumer protocol now");
+    assert_eq!(
+        a.assignment
+            .unwrap()
+            .values()
+            .map(BTreeSet::len)
+            .sum::<usize>(),
+        4
+    );
+    // Its heartbeats keep it (no classic sync deadline is left to fence it).
+    let beat = Heartbeat {
+        member_id: "m1-new".into(),
+        member_epoch: a.member_epoch,
+        instance_id: Some("i1".into()),
+        rebalance_timeout_ms: -1,
+        owned: Some(partitions(&[0, 1, 2, 3])),
+        ..Default::default()
+    };
+    g.drive_consumer(40_000, false, |c| {
+        c.heartbeat(beat, &topics(), &ccfg, 40_000)
+    })
+    .unwrap()
+    .unwrap();
+    assert!(g
+        .drive_consumer(40_001, false, |c| c.expire(40_001))
+        .unwrap()
+        .is_empty());
+}
+
+#[test]
+fn a_classic_static_member_replacing_the_last_consumer_one_downgrades_the_group() {
+    let cfg = config(MigrationPolicy::Bidirectional);
+    let mut g = classic_group(&cfg);
+    let ccfg = ConsumerGroupConfig::default();
+    let mut c = g.upgraded(&cfg, &ccfg, &topics(), 10).expect("upgrade");
+    let mut hb = consumer_join("c1");
+    hb.instance_id = Some("i9".into());
+    c.heartbeat(hb, &topics(), &ccfg, 10).unwrap();
+    g.install_consumer_group(c, 10);
+    // m1 catches up with the new target, eagerly.
+    let j = classic_join(&mut g, "m1", &[], 20);
+    assert_eq!((j.error, j.generation), (0, 2));
+    // Instance i9 restarts as a classic member: no consumer-protocol member is left.
+    let mut req = join_req("", "range", &[]);
+    req.group_instance_id = Some("i9".into());
+    let t = topics();
+    let s = Membership {
+        classic: &cfg,
+        consumer: &ccfg,
+        topics: &t,
+    };
+    let j = settle(g.join_any(req, &s, 30));
+    assert_eq!(j.error, 0);
+    assert_eq!(g.group_type(), "classic");
+    // The target was current: the group is Stable at the consumer group's epoch, each member
+    // holding its target, and the new member syncs at its generation.
+    assert_eq!(g.state(), GroupState::Stable);
+    assert_eq!(g.generation, j.generation);
+    let (reply, _) = g.sync_any(
+        &j.member_id,
+        Some("i9"),
+        j.generation,
+        (None, None),
+        vec![],
+        31,
+    );
+    let r = settle(reply);
+    assert_eq!(r.error, 0);
+    let held = decode_assignment(&r.assignment).unwrap().0;
+    let m1 = decode_assignment(&g.members()["m1"].assignment).unwrap().0;
+    let count = |a: &Assignment| a.values().map(BTreeSet::len).sum::<usize>();
+    assert_eq!(count(&held) + count(&m1), 4);
+    assert!(count(&held) > 0);
+}
+
+#[test]
+fn fencing_a_consumer_and_a_classic_member_together_still_downgrades() {
+    let cfg = config(MigrationPolicy::Bidirectional);
+    let mut g = classic_group(&cfg);
+    upgrade(&mut g, &cfg, 10);
+    // A second classic member joins the consumer group (asking for its id first).
+    let j = classic_join(&mut g, "", &[], 11);
+    let j = classic_join(&mut g, &j.member_id, &[], 11);
+    assert_eq!(j.error, 0);
+    // c1 and m1 go in one LeaveGroup: the new member remains, classic.
+    let (codes, stored) = g.leave_any(&[("c1".into(), None), ("m1".into(), None)], &cfg, 12);
+    assert_eq!(codes, vec![0, 0]);
+    assert!(stored);
+    assert_eq!(g.group_type(), "classic");
+    assert_eq!(
+        g.members().keys().cloned().collect::<Vec<_>>(),
+        vec![j.member_id]
+    );
+}
+
+#[test]
+fn a_classic_join_to_a_consumer_group_checks_the_session_timeout() {
+    let cfg = config(MigrationPolicy::Bidirectional);
+    let mut g = classic_group(&cfg);
+    upgrade(&mut g, &cfg, 10);
+    let ccfg = ConsumerGroupConfig::default();
+    let t = topics();
+    let s = Membership {
+        classic: &cfg,
+        consumer: &ccfg,
+        topics: &t,
+    };
+    let mut req = join_req("m1", "range", &[]);
+    req.session_timeout_ms = 1;
+    assert_eq!(
+        settle(g.join_any(req, &s, 11)).error,
+        ResponseError::InvalidSessionTimeout.code()
+    );
 }

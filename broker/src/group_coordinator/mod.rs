@@ -247,8 +247,11 @@ impl GroupCoordinator {
             && g.share().is_none()
             && !matches!(g.state(), GroupState::Empty | GroupState::Dead);
         if epoch == 0 && classic_with_members {
-            g.upgrade_to_consumer(&self.config.group, settings, topics, now)?;
+            let mut converted = g.upgraded(&self.config.group, settings, topics, now)?;
+            let answer = converted.heartbeat(hb, topics, settings, now)?;
+            g.install_consumer_group(converted, now);
             *store = true;
+            return Ok(answer);
         }
         // Only a joining member turns an empty classic group into a consumer group.
         let answer = g
