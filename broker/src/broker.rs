@@ -352,6 +352,7 @@ impl Broker {
             config: config.replication.clone(),
             controller: controller.clone(),
             listener: config.inter_broker_listener(),
+            quotas: Arc::default(),
         }));
         let replicas = Arc::new(ReplicaManager::new(
             config.node_id,

@@ -17,7 +17,13 @@ use crate::replication::fetcher_manager::ReplicaFetcherManager;
 
 /// The dynamic broker config of how many fetchers follow each leader.
 const NUM_FETCHERS: &str = "num.replica.fetchers";
+/// The dynamic broker config of the leader's replication throttle.
+pub(crate) const LEADER_RATE: &str = "leader.replication.throttled.rate";
+/// The dynamic broker config of the follower's replication throttle.
+pub(crate) const FOLLOWER_RATE: &str = "follower.replication.throttled.rate";
 use crate::replication::partition_state::{Assignment, PartitionState, RoleChange};
+use crate::replication::quota;
+use tern_controller::topic_configs::{THROTTLED_REPLICAS_FOLLOWER, THROTTLED_REPLICAS_LEADER};
 
 /// One hosted partition: its log and what this broker knows of its leadership.
 pub struct Partition {
@@ -39,9 +45,33 @@ pub struct Partition {
     leo_changed: watch::Sender<i64>,
     /// Leadership, ISR and followers' progress.
     state: Mutex<PartitionState>,
+    /// Which replication throttles name this replica: [`THROTTLED_AS_LEADER`],
+    /// [`THROTTLED_AS_FOLLOWER`].
+    throttled: std::sync::atomic::AtomicU8,
 }
 
+/// The topic's `leader.replication.throttled.replicas` names this broker's replica.
+const THROTTLED_AS_LEADER: u8 = 1;
+/// The topic's `follower.replication.throttled.replicas` names this broker's replica.
+const THROTTLED_AS_FOLLOWER: u8 = 2;
+
 impl Partition {
+    /// Whether bytes this leader sends to out-of-sync followers count against its throttle.
+    pub fn throttled_as_leader(&self) -> bool {
+        self.throttled.load(Ordering::Relaxed) & THROTTLED_AS_LEADER != 0
+    }
+
+    /// Whether bytes this follower fetches count against its throttle (while it is out of
+    /// sync).
+    pub fn throttled_as_follower(&self) -> bool {
+        self.throttled.load(Ordering::Relaxed) & THROTTLED_AS_FOLLOWER != 0
+    }
+
+    /// Whether `replica` is in the ISR.
+    pub fn in_sync(&self, replica: i32) -> bool {
+        self.state.lock().assignment.isr.contains(&replica)
+    }
+
     /// Current leader epoch.
     pub fn leader_epoch(&self) -> i32 {
         self.leader_epoch.load(Ordering::Acquire) as i32
@@ -267,6 +297,26 @@ impl ReplicaManager {
             .cloned()
     }
 
+    /// The broker's replication throttles.
+    pub fn quotas(&self) -> &Arc<quota::ReplicationQuotas> {
+        self.fetchers.quotas()
+    }
+
+    /// A replication throttle rate in force: this broker's dynamic value, else the cluster-wide
+    /// one, else server.properties; `u64::MAX` for none (Kafka's default, Long.MAX_VALUE).
+    fn throttle_rate(&self, image: &MetadataImage, key: &str) -> u64 {
+        let configured = self.fetchers.configured_throttle_rate(key == LEADER_RATE);
+        let rate = crate::config::dynamic::dynamic_values(image, self.node_id, key)
+            .into_iter()
+            .find_map(|(v, _)| v.trim().parse::<i64>().ok())
+            .unwrap_or(configured);
+        if rate == i64::MAX {
+            u64::MAX
+        } else {
+            rate.max(0) as u64
+        }
+    }
+
     /// Brings hosted partitions in line with a new metadata image: creates logs for new
     /// replicas, takes or gives up leadership, deletes logs of removed topics.
     pub fn apply_image(&self, image: &MetadataImage) {
@@ -287,6 +337,13 @@ impl ReplicaManager {
             .find_map(|(v, _)| v.trim().parse::<usize>().ok())
             .unwrap_or_else(|| self.fetchers.configured());
         self.fetchers.resize(fetchers);
+        let quotas = self.fetchers.quotas();
+        quotas
+            .leader
+            .set_rate(self.throttle_rate(image, LEADER_RATE));
+        quotas
+            .follower
+            .set_rate(self.throttle_rate(image, FOLLOWER_RATE));
         let mut wanted: HashMap<(String, i32), (i32, bool)> = HashMap::new();
         for topic in image.topics.values() {
             let configs = image.topic_configs(&topic.name);
@@ -311,6 +368,14 @@ impl ReplicaManager {
                     },
                 };
                 self.apply_assignment(&partition, p);
+                let names = |key: &str| {
+                    quota::names_replica(configs.get(key).map(String::as_str), index, self.node_id)
+                };
+                let as_leader = u8::from(names(THROTTLED_REPLICAS_LEADER)) * THROTTLED_AS_LEADER;
+                let as_follower =
+                    u8::from(names(THROTTLED_REPLICAS_FOLLOWER)) * THROTTLED_AS_FOLLOWER;
+                let throttled = as_leader | as_follower;
+                partition.throttled.store(throttled, Ordering::Relaxed);
             }
         }
         // Logs on disk that the image no longer assigns here (deleted topics, also those
@@ -367,6 +432,7 @@ impl ReplicaManager {
             hw_changed,
             leo_changed,
             state: Mutex::new(PartitionState::new(self.node_id)),
+            throttled: std::sync::atomic::AtomicU8::new(0),
         });
         self.partitions
             .write()

@@ -76,6 +76,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -94,6 +95,7 @@ from replication_admin_util import (
 )
 from replication_util import (
     INVALID_REPLICA_ASSIGNMENT,
+    VALUE,
     REPLICATION_EXTRA,
     NumberedProducer,
     WatermarkWatcher,
@@ -699,3 +701,73 @@ def test_network_partition_of_a_leader(netns_cluster_factory, tmp_path):  # noqa
         watcher.stop_flag.set()
     watcher.check(final)
     wait_replicas_identical(cluster, topic, range(3), ids)
+
+
+@pytest.mark.timeout(150)
+def test_reassignment_throttle_holds_a_new_replica_back(make_cluster, kafka_jars, tmp_path):  # noqa: F811
+    """kafka-reassign-partitions.sh --execute --throttle: a partition of one replica holding
+    4 MB gets a second replica with a 100 kB/s throttle (the tool sets both brokers'
+    leader/follower.replication.throttled.rate and the topic's throttled replicas). Four seconds
+    later the new replica holds less than 2.5 MB (Kafka's window lets ten seconds' worth through
+    at first; unthrottled it copies everything in well under a second) and is not in the ISR.
+    Once the brokers' rates are deleted it catches up, joins the ISR, --verify completes and
+    clears the throttle, and the replicas are byte-identical with every record read back."""
+    from confluent_kafka import Producer
+    from replication_admin_util import REASSIGN
+
+    cluster = three_combined(make_cluster, REPLICATION_EXTRA)
+    wait_brokers_everywhere(cluster)
+    tools = AdminTools(kafka_jars, tmp_path)
+    topic = "throttled"
+    create_topic_raw_ok(cluster, topic, None, None, assignments={0: [0]})
+    wait_isr_full(cluster, topic, 1, 1)
+    bootstrap = cluster.bootstrap()
+    acked = {}
+
+    failed = []
+
+    def delivered(err, msg):
+        if err is not None:
+            failed.append(err)
+        else:
+            acked[msg.value()] = (msg.partition(), msg.offset())
+
+    p = Producer({"bootstrap.servers": bootstrap, "acks": "1", "linger.ms": 20,
+                  "compression.type": "none"})
+    for i in range(4000):
+        p.produce(topic, value=VALUE % i + b"-" + os.urandom(500).hex().encode(), partition=0,
+                  on_delivery=delivered)
+        p.poll(0)
+    assert p.flush(60) == 0
+    assert not failed and len(acked) == 4000, failed[:3]
+
+    plan = {(topic, 0): [0, 1]}
+    out = tools.run(REASSIGN, "--bootstrap-server", bootstrap, "--command-config", tools.config,
+                    "--execute", "--reassignment-json-file", tools.plan_file(plan),
+                    "--throttle", "100000")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "throttle" in out.stdout.lower(), out.stdout
+
+    def copied():
+        return sum(f.stat().st_size for f in cluster.nodes[1].data_dir.glob(f"{topic}-0/*.log"))
+
+    time.sleep(4)
+    held = copied()
+    state = agreed_partitions(cluster, topic, cluster.broker_ids)[0]
+    print(f"after 4 s under the throttle: node 1 holds {held} bytes; {state}")
+    assert 0 < held < 2_500_000, f"node 1 copied {held} bytes in 4 s under a 100 kB/s throttle"
+    assert 1 not in state.isr, state
+
+    for node in (0, 1):
+        d = tools.run("kafka-configs", "--bootstrap-server", bootstrap, "--command-config", tools.config,
+                      "--entity-type", "brokers", "--entity-name", str(node), "--alter",
+                      "--delete-config", "leader.replication.throttled.rate,follower.replication.throttled.rate")
+        assert d.returncode == 0, d.stdout + d.stderr
+    wait_partition(cluster, topic, 0, cluster.broker_ids, "node 1 in the ISR after the throttle went",
+                   lambda s: set(s.isr) == {0, 1}, timeout=60)
+    verify = tools.reassign(bootstrap, "verify", plan)
+    assert "Reassignment of partition throttled-0 is completed." in verify.stdout, verify.stdout
+    wait_replicas_identical(cluster, topic, [0], [0, 1])
+    final, ends = read_all(bootstrap, topic, [0])
+    assert ends[0] == 4000, ends
+    check_acked(final, acked, number=lambda v: int(v[2:10]))

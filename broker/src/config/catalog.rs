@@ -62,6 +62,12 @@ pub(crate) const BROKER_CONFIGS: &[BrokerConfigDef] = &[
     def("controller.quorum.bootstrap.servers", Some(""), List, RO),
     def("controller.quorum.voters", Some(""), List, RO),
     def("default.replication.factor", Some("1"), Int, RO),
+    def(
+        "follower.replication.throttled.rate",
+        Some("9223372036854775807"),
+        Long,
+        DYN,
+    ),
     def("group.consumer.assignors", Some("uniform,range"), List, RO),
     def(
         "group.consumer.heartbeat.interval.ms",
@@ -111,6 +117,12 @@ pub(crate) const BROKER_CONFIGS: &[BrokerConfigDef] = &[
         Some("10"),
         Int,
         RO,
+    ),
+    def(
+        "leader.replication.throttled.rate",
+        Some("9223372036854775807"),
+        Long,
+        DYN,
     ),
     def(
         "listener.security.protocol.map",

@@ -13,7 +13,7 @@
 use std::collections::BTreeMap;
 
 use kafka_protocol::ResponseError;
-use tern_controller::topic_configs::{validate_topic_config, TOPIC_CONFIGS};
+use tern_controller::topic_configs::{validate_topic_config, ConfigType, TOPIC_CONFIGS};
 use tern_controller::MetadataImage;
 use tern_protocol::error::ApiError;
 
@@ -51,23 +51,38 @@ fn topic_config_of(key: &str) -> Option<&'static str> {
 
 /// Broker settings besides topic-config defaults that Tern reads where they take effect, so a
 /// dynamic value applies at once, with the least value Kafka takes: `max.connections` at each
-/// new connection, `num.replica.fetchers` at the next metadata image (partitions move between
-/// fetchers).
-const APPLIED_AT_RUNTIME: &[(&str, i64)] = &[("max.connections", 0), ("num.replica.fetchers", 1)];
+/// new connection, `num.replica.fetchers` and the replication throttle rates at the next
+/// metadata image.
+const APPLIED_AT_RUNTIME: &[(&str, i64)] = &[
+    ("max.connections", 0),
+    ("num.replica.fetchers", 1),
+    ("leader.replication.throttled.rate", 0),
+    ("follower.replication.throttled.rate", 0),
+];
 
-/// An INT setting with Kafka's `atLeast(min)`: its messages for a bad value.
-fn validate_int_at_least(key: &str, value: &str, min: i64) -> Result<(), ApiError> {
+/// An INT or LONG setting (as the catalog types it) with Kafka's `atLeast(min)`: its messages
+/// for a bad value.
+fn validate_number_at_least(key: &str, value: &str, min: i64) -> Result<(), ApiError> {
     let bad = |why: &str| {
         ApiError::new(
             ResponseError::InvalidRequest,
             format!("Invalid value {value} for configuration {key}: {why}"),
         )
     };
-    let n: i32 = value
-        .trim()
-        .parse()
-        .map_err(|_| bad("Not a number of type INT"))?;
-    if i64::from(n) < min {
+    let long = broker_config(key).is_some_and(|d| d.kind == ConfigType::Long);
+    let n: i64 = if long {
+        value
+            .trim()
+            .parse()
+            .map_err(|_| bad("Not a number of type LONG"))?
+    } else {
+        value
+            .trim()
+            .parse::<i32>()
+            .map(i64::from)
+            .map_err(|_| bad("Not a number of type INT"))?
+    };
+    if n < min {
         return Err(bad(&format!("Value must be at least {min}")));
     }
     Ok(())
@@ -130,7 +145,7 @@ pub(crate) fn validate_change(key: &str, value: &str) -> Result<(), ApiError> {
         ));
     }
     if let Some((_, min)) = APPLIED_AT_RUNTIME.iter().find(|(k, _)| *k == key) {
-        return validate_int_at_least(key, value, *min);
+        return validate_number_at_least(key, value, *min);
     }
     let Some(topic_config) = topic_config_of(key) else {
         return Err(ApiError::new(
@@ -220,6 +235,20 @@ mod tests {
             Some(ResponseError::InvalidRequest)
         );
         assert_eq!(code(validate_change("num.replica.fetchers", "3")), None);
+        // LONG settings take longs, not below 0.
+        assert_eq!(
+            code(validate_change(
+                "leader.replication.throttled.rate",
+                "10000000000"
+            )),
+            None
+        );
+        let bad = validate_change("follower.replication.throttled.rate", "fast").unwrap_err();
+        assert!(bad.message.contains("LONG"), "{}", bad.message);
+        assert_eq!(
+            code(validate_change("follower.replication.throttled.rate", "-1")),
+            Some(ResponseError::InvalidRequest)
+        );
         assert_eq!(
             code(validate_change("num.replica.fetchers", "0")),
             Some(ResponseError::InvalidRequest)

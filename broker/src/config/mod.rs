@@ -480,6 +480,12 @@ impl BrokerConfig {
                     5_000u64,
                 )?
                 .max(1),
+                leader_throttled_rate: num(&props, "leader.replication.throttled.rate", i64::MAX)?,
+                follower_throttled_rate: num(
+                    &props,
+                    "follower.replication.throttled.rate",
+                    i64::MAX,
+                )?,
             },
             fetch_session_cache_slots: num(
                 &props,
@@ -619,6 +625,10 @@ pub struct ReplicationConfig {
     pub inter_broker_listener: Option<String>,
     /// `replica.high.watermark.checkpoint.interval.ms`.
     pub hw_checkpoint_interval_ms: u64,
+    /// `leader.replication.throttled.rate` (bytes per second).
+    pub leader_throttled_rate: i64,
+    /// `follower.replication.throttled.rate` (bytes per second).
+    pub follower_throttled_rate: i64,
 }
 
 /// Properties from pairs, for unit tests of the settings readers.

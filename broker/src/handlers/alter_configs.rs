@@ -235,13 +235,6 @@ impl<'a> Alteration<'a> {
             return Err(unsupported_resource(resource_type));
         }
         let changes = changes?;
-        for (key, value) in &changes {
-            let throttle = key == tern_controller::topic_configs::THROTTLED_REPLICAS_LEADER
-                || key == tern_controller::topic_configs::THROTTLED_REPLICAS_FOLLOWER;
-            if throttle && value.as_deref().is_some_and(|v| !v.trim().is_empty()) {
-                tracing::warn!(topic = name, config = %key, "replication throttles are kept but not enforced yet");
-            }
-        }
         if changes
             .iter()
             .any(|(k, _)| k == tern_controller::topic_configs::MIRROR_NAME_CONFIG)

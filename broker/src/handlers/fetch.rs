@@ -183,6 +183,17 @@ fn read_pass(
             .with_high_watermark(hw)
             .with_last_stable_offset(lso)
             .with_log_start_offset(partition.log.log_start_offset());
+        // The leader throttle holds back bytes for an out-of-sync follower the topic's
+        // leader throttle names, as Kafka's ReplicaManager does.
+        let throttled = follower
+            && partition.throttled_as_leader()
+            && broker.replicas.quotas().leader.is_limited()
+            && !partition.in_sync(fetcher.replica_id);
+        let now = crate::group_coordinator::now_ms();
+        if throttled && broker.replicas.quotas().leader.is_exceeded(now) {
+            pass.push(data.with_records(Some(bytes::Bytes::new())));
+            continue;
+        }
         let remaining = max_bytes.saturating_sub(pass.bytes);
         let limit = (item.max_bytes.max(0) as usize).min(remaining);
         let mut slice = None;
@@ -208,6 +219,9 @@ fn read_pass(
                 }
                 if !follower {
                     broker.metrics.fetched(&item.topic, len as u64);
+                }
+                if throttled {
+                    broker.replicas.quotas().leader.record(len as u64, now);
                 }
                 // The records stay in the file; the writer splices them in.
                 data = data.with_records(Some(if read.is_some() {

@@ -98,6 +98,21 @@ impl ReplicaFetcherManager {
         }
     }
 
+    /// The broker's replication throttles.
+    pub fn quotas(&self) -> &Arc<super::quota::ReplicationQuotas> {
+        &self.context.quotas
+    }
+
+    /// `leader.replication.throttled.rate` (`leader`) or the follower's, as server.properties
+    /// sets it.
+    pub fn configured_throttle_rate(&self, leader: bool) -> i64 {
+        if leader {
+            self.context.config.leader_throttled_rate
+        } else {
+            self.context.config.follower_throttled_rate
+        }
+    }
+
     /// `num.replica.fetchers` as server.properties sets it.
     pub fn configured(&self) -> usize {
         self.context.config.num_fetchers

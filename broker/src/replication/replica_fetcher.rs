@@ -60,6 +60,8 @@ pub struct FetcherContext {
     pub controller: Arc<Controller>,
     /// The listener fetches go to (`inter.broker.listener.name`).
     pub listener: String,
+    /// Replication throttles (the follower's is applied here).
+    pub quotas: Arc<super::quota::ReplicationQuotas>,
 }
 
 /// One fetcher task's shared side.
@@ -113,6 +115,7 @@ impl ReplicaFetcher {
                     core.next_wakeup_ms(now),
                 )
             };
+            let targets = unthrottled(&ctx, targets, now);
             if targets.is_empty() {
                 let wait = wakeup.map_or(Duration::from_secs(1), |t| {
                     Duration::from_millis((t - now).max(1) as u64)
@@ -201,6 +204,13 @@ impl ReplicaFetcher {
                 );
             }
         }
+        let throttled: usize = targets
+            .iter()
+            .filter(|(_, p)| held_back_by_throttle(ctx, p))
+            .filter_map(|(t, _)| by_partition.get(&t.tp))
+            .map(|d| d.records.len())
+            .sum();
+        ctx.quotas.follower.record(throttled as u64, now_ms());
         let this = self.clone();
         // Appends and truncations touch the disk: off the async workers.
         tokio::task::spawn_blocking(move || this.apply(targets, by_partition))
@@ -368,6 +378,30 @@ fn append(
     }
     partition.follower_high_watermark(leader_high_watermark);
     Ok(())
+}
+
+/// Whether the follower throttle counts this replica: the topic's follower throttle names it,
+/// a rate is set, and it is out of sync.
+fn held_back_by_throttle(ctx: &FetcherContext, partition: &Partition) -> bool {
+    partition.throttled_as_follower()
+        && ctx.quotas.follower.is_limited()
+        && !partition.in_sync(ctx.node_id)
+}
+
+/// The targets to fetch now: throttled replicas wait while the follower throttle's rate is
+/// exceeded, as Kafka leaves them out of its fetch requests.
+fn unthrottled(
+    ctx: &FetcherContext,
+    targets: Vec<(FetchTarget, Arc<Partition>)>,
+    now_ms: i64,
+) -> Vec<(FetchTarget, Arc<Partition>)> {
+    if !ctx.quotas.follower.is_exceeded(now_ms) {
+        return targets;
+    }
+    targets
+        .into_iter()
+        .filter(|(_, p)| !held_back_by_throttle(ctx, p))
+        .collect()
 }
 
 /// The Fetch request for `targets`, grouped by topic.
