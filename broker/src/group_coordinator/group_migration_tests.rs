@@ -137,14 +137,19 @@ fn sync_assignment(
 
 fn classic_join(g: &mut Group, member: &str, owned: &[i32], now: i64) -> JoinResult {
     let cfg = config(MigrationPolicy::Bidirectional);
+    join_with(g, join_req(member, "range", owned), &cfg, now)
+}
+
+/// A JoinGroup into `g`, of either protocol, under `cfg` and the default consumer settings.
+fn join_with(g: &mut Group, req: JoinRequest, cfg: &GroupConfig, now: i64) -> JoinResult {
     let ccfg = ConsumerGroupConfig::default();
     let t = topics();
     let s = Membership {
-        classic: &cfg,
+        classic: cfg,
         consumer: &ccfg,
         topics: &t,
     };
-    settle(g.join_any(join_req(member, "range", owned), &s, now))
+    settle(g.join_any(req, &s, now))
 }
 
 #[test]
@@ -383,30 +388,18 @@ fn classic_requests_to_a_consumer_group_get_kafkas_errors() {
     let j = classic_join(&mut g, "", &[], 12);
     assert_eq!(j.error, ResponseError::MemberIdRequired.code());
     assert!(!j.member_id.is_empty());
-    let ccfg = ConsumerGroupConfig::default();
-    let t = topics();
-    let s = Membership {
-        classic: &cfg,
-        consumer: &ccfg,
-        topics: &t,
-    };
-    let other = settle(g.join_any(join_req(&j.member_id, "roundrobin", &[]), &s, 13));
+    let other = join_with(&mut g, join_req(&j.member_id, "roundrobin", &[]), &cfg, 13);
     assert_eq!(other.error, ResponseError::InconsistentGroupProtocol.code());
     let mut connect = join_req(&j.member_id, "range", &[]);
     connect.protocol_type = "connect".into();
     assert_eq!(
-        settle(g.join_any(connect, &s, 13)).error,
+        join_with(&mut g, connect, &cfg, 13).error,
         ResponseError::InconsistentGroupProtocol.code()
     );
     // With migration disabled no classic member joins a consumer group.
     let off = config(MigrationPolicy::Disabled);
-    let s = Membership {
-        classic: &off,
-        consumer: &ccfg,
-        topics: &t,
-    };
     assert_eq!(
-        settle(g.join_any(join_req("m1", "range", &[]), &s, 14)).error,
+        join_with(&mut g, join_req("m1", "range", &[]), &off, 14).error,
         ResponseError::InconsistentGroupProtocol.code()
     );
     // A sync naming another protocol than the one it was told.
@@ -547,13 +540,7 @@ fn a_classic_static_member_replacing_the_last_consumer_one_downgrades_the_group(
     // Instance i9 restarts as a classic member: no consumer-protocol member is left.
     let mut req = join_req("", "range", &[]);
     req.group_instance_id = Some("i9".into());
-    let t = topics();
-    let s = Membership {
-        classic: &cfg,
-        consumer: &ccfg,
-        topics: &t,
-    };
-    let j = settle(g.join_any(req, &s, 30));
+    let j = join_with(&mut g, req, &cfg, 30);
     assert_eq!(j.error, 0);
     assert_eq!(g.group_type(), "classic");
     // The target was current: the group is Stable at the consumer group's epoch, each member
@@ -602,17 +589,10 @@ fn a_classic_join_to_a_consumer_group_checks_the_session_timeout() {
     let cfg = config(MigrationPolicy::Bidirectional);
     let mut g = classic_group(&cfg);
     upgrade(&mut g, &cfg, 10);
-    let ccfg = ConsumerGroupConfig::default();
-    let t = topics();
-    let s = Membership {
-        classic: &cfg,
-        consumer: &ccfg,
-        topics: &t,
-    };
     let mut req = join_req("m1", "range", &[]);
     req.session_timeout_ms = 1;
     assert_eq!(
-        settle(g.join_any(req, &s, 11)).error,
+        join_with(&mut g, req, &cfg, 11).error,
         ResponseError::InvalidSessionTimeout.code()
     );
 }
