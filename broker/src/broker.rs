@@ -630,6 +630,8 @@ impl Broker {
         let mut rx = self.controller.subscribe();
         let replicas = self.replicas.clone();
         let tls = crate::security::listener::DynamicTls::of(&self.config);
+        // Stores named dynamically before this start apply now, not at the next change.
+        tls.apply(&rx.borrow_and_update().clone());
         tokio::spawn(async move {
             loop {
                 tokio::select! {

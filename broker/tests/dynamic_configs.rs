@@ -205,9 +205,26 @@ async fn settings_that_cannot_change_at_runtime_are_refused_with_kafkas_codes() 
     // Nothing was stored.
     let (value, source) = described(&mut c, BROKER, "1", "num.replica.fetchers").await;
     assert_eq!((value.as_deref(), source), (Some("1"), 5));
-    // A TLS store on a broker without TLS listeners has nothing to load: stored.
-    let (code, _) = alter(&mut c, "1", &[("ssl.keystore.location", 0, Some("/k.pem"))]).await;
-    assert_eq!(code, 0);
+    // TLS stores change per listener and per broker, as in Kafka.
+    let (code, msg) = alter(&mut c, "1", &[("ssl.keystore.location", 0, Some("/k.pem"))]).await;
+    assert_eq!(code, invalid_request);
+    assert!(msg.unwrap().contains("only per-listener"));
+    let key = "listener.name.ssl.ssl.keystore.location";
+    let (code, msg) = alter(&mut c, "", &[(key, 0, Some("/k.pem"))]).await;
+    assert_eq!(code, invalid_request);
+    assert!(msg.unwrap().contains("broker id must be specified"));
+    // On a broker without TLS listeners there is nothing to load: stored.
+    assert_eq!(alter(&mut c, "1", &[(key, 0, Some("/k.pem"))]).await.0, 0);
+    // A thread count moves by at most half or double the one in force.
+    let (code, msg) = alter(&mut c, "1", &[("num.replica.fetchers", 0, Some("3"))]).await;
+    assert_eq!(code, invalid_request);
+    assert_eq!(
+        msg.as_deref(),
+        Some(
+            "Dynamic thread count update validation failed for num.replica.fetchers=3, value \
+             should not be greater than double the current value 1"
+        )
+    );
 }
 
 /// Whether a new connection is served: ApiVersions answered.

@@ -552,8 +552,8 @@ def test_group_survives_coordinator_kill9(make_cluster):  # noqa: F811
 @pytest.mark.timeout(150)
 def test_num_replica_fetchers_changes_at_runtime(make_cluster, kafka_jars, tmp_path):  # noqa: F811
     """num.replica.fetchers as a dynamic broker config: kafka-configs.sh --entity-default sets it
-    to 3 on three brokers that follow six partitions of replication factor 3 with one fetcher per
-    leader; every node moves the partitions whose fetcher changes (its log says so), records
+    to 2 on three brokers that follow six partitions of replication factor 3 with one fetcher per
+    leader (3, more than double, is refused as Kafka refuses it); every node moves the partitions whose fetcher changes (its log says so), records
     produced with acks=all before and after are acknowledged, the ISR stays full, every record
     reads back once, and the replicas end byte-identical. A value below 1 is refused."""
     from confluent_kafka import Producer
@@ -583,8 +583,12 @@ def test_num_replica_fetchers_changes_at_runtime(make_cluster, kafka_jars, tmp_p
     refused = tools.run("kafka-configs", "--bootstrap-server", bootstrap, "--entity-type", "brokers",
                         "--entity-default", "--alter", "--add-config", "num.replica.fetchers=0")
     assert refused.returncode != 0 and "num.replica.fetchers" in refused.stdout + refused.stderr
+    # As Kafka: at most double the count in force.
+    refused = tools.run("kafka-configs", "--bootstrap-server", bootstrap, "--entity-type", "brokers",
+                        "--entity-default", "--alter", "--add-config", "num.replica.fetchers=3")
+    assert refused.returncode != 0 and "double the current value 1" in refused.stdout + refused.stderr
     p = tools.run("kafka-configs", "--bootstrap-server", bootstrap, "--entity-type", "brokers",
-                  "--entity-default", "--alter", "--add-config", "num.replica.fetchers=3")
+                  "--entity-default", "--alter", "--add-config", "num.replica.fetchers=2")
     assert p.returncode == 0, f"kafka-configs exited {p.returncode}: {p.stdout}{p.stderr}"
     wait_for("every node to resize its replica fetchers",
              lambda: all("resizing the replica fetchers" in cluster.nodes[n].log_text()

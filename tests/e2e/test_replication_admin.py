@@ -708,8 +708,8 @@ def test_reassignment_throttle_holds_a_new_replica_back(make_cluster, kafka_jars
     """kafka-reassign-partitions.sh --execute --throttle: a partition of one replica holding
     4 MB gets a second replica with a 100 kB/s throttle (the tool sets both brokers'
     leader/follower.replication.throttled.rate and the topic's throttled replicas). Four seconds
-    later the new replica holds less than 2.5 MB (Kafka's window lets ten seconds' worth through
-    at first; unthrottled it copies everything in well under a second) and is not in the ISR.
+    later the new replica holds less than 2.5 MB (about 0.5 MB at the rate; unthrottled it copies
+    everything in well under a second) and is not in the ISR.
     Once the brokers' rates are deleted it catches up, joins the ISR, --verify completes and
     clears the throttle, and the replicas are byte-identical with every record read back."""
     from confluent_kafka import Producer

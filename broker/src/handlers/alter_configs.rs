@@ -61,6 +61,10 @@ fn apply_broker(
     for (key, value) in &changes {
         if let Some(v) = value {
             crate::config::dynamic::validate_change(key, v)?;
+            check_level(name, key)?;
+            if key == NUM_FETCHERS {
+                check_thread_count(broker, &image, key, v)?;
+            }
         }
     }
     if changes
@@ -82,6 +86,65 @@ fn apply_broker(
         .alter_broker_configs(name, &changes, replace_all)?;
     broker.replicas.apply_image(&broker.controller.image());
     Ok(())
+}
+
+const NUM_FETCHERS: &str = "num.replica.fetchers";
+
+/// Kafka's rules for where TLS store settings may change: per listener (with the listener
+/// prefix), and per broker (not at the cluster-wide default).
+fn check_level(name: &str, key: &str) -> Result<(), ApiError> {
+    if !crate::config::dynamic::is_tls_store_key(key) {
+        return Ok(());
+    }
+    if !key.starts_with("listener.name.") {
+        return Err(ApiError::new(
+            ResponseError::InvalidRequest,
+            format!(
+                "These security configs can be dynamically updated only per-listener using the \
+                 listener prefix: [{key}]"
+            ),
+        ));
+    }
+    if name.is_empty() {
+        return Err(ApiError::new(
+            ResponseError::InvalidRequest,
+            format!(
+                "Cannot update these configs at default cluster level, broker id must be \
+                 specified: [{key}]"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Kafka's bounds on a new thread count: at least half, at most double the one in force on the
+/// broker that takes the change.
+fn check_thread_count(
+    broker: &Broker,
+    image: &tern_controller::MetadataImage,
+    key: &str,
+    value: &str,
+) -> Result<(), ApiError> {
+    let current: i64 = crate::config::dynamic::effective(
+        image,
+        broker.config.node_id,
+        &broker.config.properties,
+        key,
+    )
+    .and_then(|(v, _)| v.trim().parse().ok())
+    .unwrap_or(1);
+    let new: i64 = value.trim().parse().unwrap_or(0);
+    let why = if new < current / 2 {
+        format!("value should be at least half the current value {current}")
+    } else if new > current * 2 {
+        format!("value should not be greater than double the current value {current}")
+    } else {
+        return Ok(());
+    };
+    Err(ApiError::new(
+        ResponseError::InvalidRequest,
+        format!("Dynamic thread count update validation failed for {key}={value}, {why}"),
+    ))
 }
 
 /// A change of listeners' TLS stores for this broker (or every broker) must load here, as

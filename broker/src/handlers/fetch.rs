@@ -183,17 +183,18 @@ fn read_pass(
             .with_high_watermark(hw)
             .with_last_stable_offset(lso)
             .with_log_start_offset(partition.log.log_start_offset());
-        // The leader throttle holds back bytes for an out-of-sync follower the topic's
-        // leader throttle names, as Kafka's ReplicaManager does.
+        // Bytes for followers the topic's leader throttle names count against it; an
+        // out-of-sync one gets none while the rate is exceeded, as Kafka's ReplicaManager does.
         let throttled = follower
             && partition.throttled_as_leader()
-            && broker.replicas.quotas().leader.is_limited()
+            && broker.replicas.quotas().leader.is_limited();
+        let held_back = throttled
+            && broker
+                .replicas
+                .quotas()
+                .leader
+                .is_exceeded(crate::group_coordinator::now_ms())
             && !partition.in_sync(fetcher.replica_id);
-        let now = crate::group_coordinator::now_ms();
-        if throttled && broker.replicas.quotas().leader.is_exceeded(now) {
-            pass.push(data.with_records(Some(bytes::Bytes::new())));
-            continue;
-        }
         let remaining = max_bytes.saturating_sub(pass.bytes);
         let limit = (item.max_bytes.max(0) as usize).min(remaining);
         let mut slice = None;
@@ -201,6 +202,10 @@ fn read_pass(
             .log
             .read_slice(item.fetch_offset, limit, upper, pass.bytes == 0)
         {
+            // Read first, so that an offset out of range is still answered.
+            Ok(_) if held_back => {
+                data = data.with_records(Some(bytes::Bytes::new()));
+            }
             Ok(read) => {
                 let len = read.as_ref().map_or(0, FileSlice::len);
                 pass.bytes += len;
@@ -221,7 +226,11 @@ fn read_pass(
                     broker.metrics.fetched(&item.topic, len as u64);
                 }
                 if throttled {
-                    broker.replicas.quotas().leader.record(len as u64, now);
+                    broker
+                        .replicas
+                        .quotas()
+                        .leader
+                        .record(len as u64, crate::group_coordinator::now_ms());
                 }
                 // The records stay in the file; the writer splices them in.
                 data = data.with_records(Some(if read.is_some() {

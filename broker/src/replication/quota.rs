@@ -1,10 +1,10 @@
 //! Replication throttles, as Kafka's: a broker's `leader.replication.throttled.rate` and
 //! `follower.replication.throttled.rate` (bytes per second) bound the bytes that move for the
 //! replicas a topic names in `leader.replication.throttled.replicas` and
-//! `follower.replication.throttled.replicas` (`partition:broker,...` or `*`) while those
-//! replicas are out of sync. The rate is measured over Kafka's window of eleven one-second
-//! samples, counting at least ten seconds, so a throttle lets a burst through first and then
-//! holds the average.
+//! `follower.replication.throttled.replicas` (`partition:broker,...` or `*`): bytes of every
+//! replica they name count, and those out of sync wait while the rate is exceeded. The rate is
+//! Kafka's `SimpleRate` over eleven one-second samples: the bytes in them over the time since
+//! the oldest began (at least a second), so it holds from the first second.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -65,15 +65,14 @@ impl ReplicationQuota {
         if rate == u64::MAX {
             return false;
         }
-        let second = now_ms.max(0) as u64 / 1000;
+        let now_ms = now_ms.max(0) as u64;
+        let second = now_ms / 1000;
         let samples = self.samples.lock();
-        let total: u64 = samples
-            .iter()
-            .filter(|(s, _)| s + SAMPLES > second)
-            .map(|(_, b)| b)
-            .sum();
-        // Kafka counts at least the window less one sample.
-        total / (SAMPLES - 1) > rate
+        let live = samples.iter().filter(|(s, _)| s + SAMPLES > second);
+        let oldest = live.clone().map(|(s, _)| *s).min().unwrap_or(second);
+        let total: u64 = live.map(|(_, b)| b).sum();
+        let elapsed_ms = now_ms.saturating_sub(oldest * 1000).max(1000);
+        total.saturating_mul(1000) / elapsed_ms > rate
     }
 }
 
@@ -124,13 +123,18 @@ mod tests {
         assert!(!q.is_exceeded(0), "no throttle, no limit");
         let q = ReplicationQuota::default();
         q.set_rate(1000);
-        // Ten seconds' worth passes at once; one byte more does not.
-        q.record(10_000, 0);
+        // A second's worth passes in the first second; one byte more does not.
+        q.record(1000, 0);
         assert!(!q.is_exceeded(500));
-        q.record(11, 900);
+        q.record(1, 900);
         assert!(q.is_exceeded(900));
-        // Eleven seconds later the burst has left the window.
-        assert!(!q.is_exceeded(11_000));
+        // Later the same bytes spread over the time since: under the rate again.
+        assert!(!q.is_exceeded(1_500));
+        q.record(2100, 3_000);
+        assert!(q.is_exceeded(3_000), "3101 bytes in 3 s");
+        assert!(!q.is_exceeded(4_000), "3101 bytes in 4 s");
+        // Eleven seconds later the bytes have left the window.
+        assert!(!q.is_exceeded(14_000));
         q.set_rate(u64::MAX);
         q.record(1 << 30, 11_000);
         assert!(!q.is_exceeded(11_000));

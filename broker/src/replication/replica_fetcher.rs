@@ -204,13 +204,16 @@ impl ReplicaFetcher {
                 );
             }
         }
-        let throttled: usize = targets
-            .iter()
-            .filter(|(_, p)| held_back_by_throttle(ctx, p))
-            .filter_map(|(t, _)| by_partition.get(&t.tp))
-            .map(|d| d.records.len())
-            .sum();
-        ctx.quotas.follower.record(throttled as u64, now_ms());
+        if ctx.quotas.follower.is_limited() {
+            // Every replica the throttle names counts, in sync or not, as in Kafka.
+            let throttled: usize = targets
+                .iter()
+                .filter(|(_, p)| p.throttled_as_follower())
+                .filter_map(|(t, _)| by_partition.get(&t.tp))
+                .map(|d| d.records.len())
+                .sum();
+            ctx.quotas.follower.record(throttled as u64, now_ms());
+        }
         let this = self.clone();
         // Appends and truncations touch the disk: off the async workers.
         tokio::task::spawn_blocking(move || this.apply(targets, by_partition))
@@ -380,8 +383,8 @@ fn append(
     Ok(())
 }
 
-/// Whether the follower throttle counts this replica: the topic's follower throttle names it,
-/// a rate is set, and it is out of sync.
+/// Whether the follower throttle may hold this replica back: the topic's follower throttle
+/// names it, a rate is set, and it is out of sync (not in the ISR).
 fn held_back_by_throttle(ctx: &FetcherContext, partition: &Partition) -> bool {
     partition.throttled_as_follower()
         && ctx.quotas.follower.is_limited()
