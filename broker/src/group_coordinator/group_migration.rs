@@ -22,11 +22,6 @@ pub struct Membership<'a> {
 }
 
 impl Group {
-    /// Whether classic requests go to a consumer group.
-    fn classic_members_in_consumer_group(&self) -> bool {
-        self.consumer.is_some() && self.state != GroupState::Dead
-    }
-
     /// JoinGroup into a group of either protocol. A consumer group with members takes a
     /// classic member unless migration is disabled (INCONSISTENT_GROUP_PROTOCOL, as Kafka).
     pub fn join_any(
@@ -80,11 +75,9 @@ impl Group {
         assignments: Vec<(String, Bytes)>,
         now_ms: i64,
     ) -> (Reply<SyncResult>, bool) {
-        if !self.classic_members_in_consumer_group() {
-            return self.sync(member_id, instance, generation, assignments, now_ms);
-        }
-        let Some(c) = self.consumer.as_mut() else {
-            return self.sync(member_id, instance, generation, assignments, now_ms);
+        let c = match self.consumer.as_mut() {
+            Some(c) if self.state != GroupState::Dead => c,
+            _ => return self.sync(member_id, instance, generation, assignments, now_ms),
         };
         let (protocol_type, protocol_name) = protocol;
         let result = match c.classic_sync(
@@ -135,7 +128,7 @@ impl Group {
         config: &GroupConfig,
         now_ms: i64,
     ) -> (Vec<i16>, bool) {
-        if !self.classic_members_in_consumer_group() {
+        if self.consumer.is_none() || self.state == GroupState::Dead {
             return self.leave(members, config, now_ms);
         }
         let codes = self
