@@ -31,6 +31,8 @@ pub struct Broker {
     pub replicas: Arc<ReplicaManager>,
     /// All partition logs.
     pub logs: Arc<LogManager>,
+    /// The log cleaner's threads (None with `log.cleaner.enable=false`).
+    pub cleaner: Option<Arc<tern_storage::LogCleaner>>,
     /// Incremental fetch sessions.
     pub fetch_sessions: crate::fetch_session::FetchSessionCache,
     /// Consumer groups and committed offsets.
@@ -336,6 +338,10 @@ impl Broker {
             )
             .map_err(|e| StartError::storage("opening partition logs", e))?,
         );
+        let cleaner = config
+            .log_cleaner
+            .clone()
+            .map(|c| Arc::new(tern_storage::LogCleaner::start(&logs, c)));
         let incarnation_id = uuid::Uuid::new_v4();
         let config_endpoints: Vec<(String, String, u16)> = config
             .advertised_listeners
@@ -413,6 +419,7 @@ impl Broker {
             controller,
             replicas,
             logs,
+            cleaner,
             fetch_sessions,
             share,
             groups,
@@ -630,8 +637,16 @@ impl Broker {
         let mut rx = self.controller.subscribe();
         let replicas = self.replicas.clone();
         let tls = crate::security::listener::DynamicTls::of(&self.config);
-        // Stores named dynamically before this start apply now, not at the next change.
-        tls.apply(&rx.borrow_and_update().clone());
+        let cleaner = self
+            .cleaner
+            .clone()
+            .map(|c| crate::config::cleaner::DynamicCleaner::new(c, &self.config));
+        // Settings made dynamically before this start apply now, not at the next change.
+        let image = rx.borrow_and_update().clone();
+        tls.apply(&image);
+        if let Some(c) = &cleaner {
+            c.apply(&image);
+        }
         tokio::spawn(async move {
             loop {
                 tokio::select! {
@@ -640,6 +655,9 @@ impl Broker {
                 }
                 let image = rx.borrow_and_update().clone();
                 tls.apply(&image);
+                if let Some(c) = &cleaner {
+                    c.apply(&image);
+                }
                 let replicas = replicas.clone();
                 // Log creation and deletion touch the disk: keep them off the reactor.
                 let _ = tokio::task::spawn_blocking(move || replicas.apply_image(&image)).await;

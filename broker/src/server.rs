@@ -126,6 +126,10 @@ impl Server {
         if let Some(bg) = self.background.take() {
             bg.stop();
         }
+        if let Some(cleaner) = self.broker.cleaner.clone() {
+            // A pass in progress finishes before the logs close.
+            let _ = tokio::task::spawn_blocking(move || cleaner.stop()).await;
+        }
         let logs = self.broker.logs.clone();
         tokio::task::spawn_blocking(move || logs.shutdown())
             .await

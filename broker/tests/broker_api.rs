@@ -489,7 +489,8 @@ async fn describe_configs_of_a_broker_lists_its_settings_with_sources_and_withho
         dir.path(),
         &[
             ("num.partitions", "3"),
-            ("log.cleaner.threads", "4"), // ignored by Tern: not listed
+            ("log.cleaner.threads", "2"),
+            ("log.cleaner.io.buffer.size", "4096"), // ignored by Tern: not listed
             ("listener.name.x.plain.sasl.jaas.config", "secret"), // a secret: withheld
         ],
     )
@@ -524,8 +525,14 @@ async fn describe_configs_of_a_broker_lists_its_settings_with_sources_and_withho
     let jaas = get("listener.name.x.plain.sasl.jaas.config").expect("set secret listed");
     assert!(jaas.is_sensitive && jaas.value.is_none());
     assert!(jaas.synonyms.iter().all(|s| s.value.is_none()));
+    let cleaners = get("log.cleaner.threads").expect("log.cleaner.threads");
+    assert_eq!(cleaners.value.as_deref(), Some("2"));
     assert!(
-        get("log.cleaner.threads").is_none(),
+        !cleaners.read_only,
+        "Kafka resizes the cleaner without a restart"
+    );
+    assert!(
+        get("log.cleaner.io.buffer.size").is_none(),
         "ignored settings are not listed"
     );
     assert!(configs.len() > 80, "{} configs", configs.len());

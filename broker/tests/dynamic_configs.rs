@@ -295,3 +295,98 @@ async fn answered_connections(s: &TestServer, n: usize) -> Vec<KafkaConnection> 
     }
     out
 }
+
+#[tokio::test]
+async fn log_cleaner_settings_change_without_a_restart() {
+    let s = TestServer::start().await;
+    let mut c = s.connect().await;
+    let cleaner = s.server.broker.cleaner.clone().expect("log.cleaner.enable");
+    assert_eq!(cleaner.threads(), 1);
+    let invalid_request = ResponseError::InvalidRequest.code();
+    // Kafka's checks and messages.
+    let (code, msg) = alter(&mut c, "", &[("log.cleaner.threads", 0, Some("5"))]).await;
+    assert_eq!(code, invalid_request);
+    assert_eq!(
+        msg.as_deref(),
+        Some(
+            "Invalid value org.apache.kafka.common.config.ConfigException: Log cleaner threads \
+             cannot be increased to more than double the current value 1 for configuration \
+             Invalid dynamic configuration"
+        )
+    );
+    let (code, msg) = alter(&mut c, "", &[("log.cleaner.enable", 0, Some("false"))]).await;
+    assert_eq!(code, invalid_request);
+    assert_eq!(
+        msg.as_deref(),
+        Some("Cannot update these configs dynamically: [log.cleaner.enable]")
+    );
+    let (code, msg) = alter(&mut c, "1", &[("log.cleaner.backoff.ms", 0, Some("-1"))]).await;
+    assert_eq!(code, invalid_request);
+    assert_eq!(
+        msg.as_deref(),
+        Some("Invalid value -1 for configuration log.cleaner.backoff.ms: Value must be at least 0")
+    );
+    let factor = "log.cleaner.io.buffer.load.factor";
+    let (code, msg) = alter(&mut c, "1", &[(factor, 0, Some("abc"))]).await;
+    assert_eq!(code, invalid_request);
+    assert_eq!(
+        msg.as_deref(),
+        Some("Invalid value abc for configuration log.cleaner.io.buffer.load.factor: Not a number of type DOUBLE")
+    );
+    let (code, msg) = alter(
+        &mut c,
+        "",
+        &[
+            ("log.cleaner.threads", 0, Some("2")),
+            ("log.cleaner.dedupe.buffer.size", 0, Some("1000")),
+        ],
+    )
+    .await;
+    assert_eq!(code, invalid_request);
+    assert_eq!(
+        msg.as_deref(),
+        Some(
+            "requirement failed: log.cleaner.dedupe.buffer.size must be at least 1MB per cleaner \
+             thread."
+        )
+    );
+    assert_eq!(cleaner.threads(), 1, "nothing refused was applied");
+    // Taken at once: two threads, a shorter backoff and an I/O budget.
+    let ok = alter(
+        &mut c,
+        "",
+        &[
+            ("log.cleaner.threads", 0, Some("2")),
+            ("log.cleaner.backoff.ms", 0, Some("100")),
+        ],
+    )
+    .await;
+    assert_eq!(ok.0, 0, "{ok:?}");
+    let rate = "log.cleaner.io.max.bytes.per.second";
+    assert_eq!(alter(&mut c, "1", &[(rate, 0, Some("1048576"))]).await.0, 0);
+    wait_until("the cleaner takes the settings", async || {
+        let config = cleaner.config();
+        if cleaner.threads() == 2
+            && config.backoff_ms == 100
+            && config.max_io_bytes_per_second == 1048576.0
+        {
+            Ok(())
+        } else {
+            Err(format!("{} threads, {config:?}", cleaner.threads()))
+        }
+    })
+    .await;
+    let (value, source) = described(&mut c, BROKER, "1", "log.cleaner.threads").await;
+    assert_eq!(
+        (value.as_deref(), source),
+        (Some("2"), 3),
+        "dynamic default"
+    );
+    // The broker's own value goes; the cluster-wide default is back in force.
+    assert_eq!(alter(&mut c, "1", &[(rate, 1, None)]).await.0, 0);
+    wait_until("the I/O budget is lifted", async || {
+        let rate = cleaner.config().max_io_bytes_per_second;
+        (rate == f64::MAX).then_some(()).ok_or(format!("{rate}"))
+    })
+    .await;
+}

@@ -673,6 +673,10 @@ impl Controller {
             validate_topic_config(name, value)
                 .map_err(|m| ApiError::new(ResponseError::InvalidConfig, m))?;
         }
+        crate::topic_configs::validate_topic_config_set(
+            req.configs.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+        )
+        .map_err(|m| ApiError::new(ResponseError::InvalidConfig, m))?;
         let brokers = image.live_brokers();
         let assignments = if req.assignments.is_empty() {
             let partitions = if req.num_partitions == -1 {
@@ -836,6 +840,21 @@ impl Controller {
             }
             .map_err(|m| ApiError::new(ResponseError::InvalidConfig, m))?;
         }
+        let mut after = if replace_all {
+            BTreeMap::new()
+        } else {
+            image.topic_configs(name)
+        };
+        for (key, value) in changes {
+            match value {
+                Some(v) => after.insert(key.clone(), v.clone()),
+                None => after.remove(key),
+            };
+        }
+        crate::topic_configs::validate_topic_config_set(
+            after.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+        )
+        .map_err(|m| ApiError::new(ResponseError::InvalidConfig, m))?;
         if validate_only {
             return Ok(());
         }

@@ -342,6 +342,29 @@ pub fn validate_topic_config(name: &str, value: &str) -> Result<(), String> {
     }
 }
 
+/// Checks rules between a topic's configs, as Kafka's `LogConfig.validateValues` does (a
+/// config not set counts at its default): `min.compaction.lag.ms` may not exceed
+/// `max.compaction.lag.ms`. The error is Kafka's INVALID_CONFIG message.
+pub fn validate_topic_config_set<'a>(
+    configs: impl IntoIterator<Item = (&'a str, &'a str)>,
+) -> Result<(), String> {
+    let (mut min_lag, mut max_lag) = (0i64, i64::MAX);
+    for (name, value) in configs {
+        match name {
+            "min.compaction.lag.ms" => min_lag = value.trim().parse().unwrap_or(min_lag),
+            "max.compaction.lag.ms" => max_lag = value.trim().parse().unwrap_or(max_lag),
+            _ => {}
+        }
+    }
+    if min_lag > max_lag {
+        return Err(format!(
+            "conflict topic config setting min.compaction.lag.ms ({min_lag}) > \
+             max.compaction.lag.ms ({max_lag})"
+        ));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
 
@@ -380,6 +403,18 @@ mod tests {
         assert!(validate_topic_config("no.such.config", "1").is_err());
         assert!(validate_topic_config("preallocate", "maybe").is_err());
         validate_topic_config("cleanup.policy", "compact,delete").unwrap();
+        assert_eq!(
+            validate_topic_config_set([
+                ("min.compaction.lag.ms", "5000"),
+                ("max.compaction.lag.ms", "1000")
+            ]),
+            Err(
+                "conflict topic config setting min.compaction.lag.ms (5000) > \
+                 max.compaction.lag.ms (1000)"
+                    .to_string()
+            )
+        );
+        assert!(validate_topic_config_set([("min.compaction.lag.ms", "5000")]).is_ok());
         validate_topic_config("retention.ms", "-1").unwrap();
     }
 }

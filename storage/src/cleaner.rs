@@ -72,11 +72,14 @@ fn for_each_key(h: &RecordBatchHeader, batch: &[u8], mut f: impl FnMut(&[u8], i6
     }
 }
 
-/// What one pass keeps: the latest offset of every key in the dirty part of the log, and the
-/// time before which tombstones expire.
+/// What one pass keeps: the latest offset of every key in the dirty part of the log up to
+/// `end`, and the time before which tombstones expire.
 struct OffsetMap {
     latest: HashMap<Vec<u8>, i64>,
     tombstone_horizon: i64,
+    /// The last offset the map covers; records after it are kept as they are (a tombstone
+    /// there may still hide an earlier record of its key).
+    end: i64,
 }
 
 impl OffsetMap {
@@ -144,6 +147,9 @@ impl OffsetMap {
             .filter(|r| {
                 let (key, offset, value) = fields(r);
                 let Some(key) = key else { return true };
+                if offset > self.end {
+                    return true;
+                }
                 if self.latest.get(key).is_some_and(|&latest| offset < latest) {
                     superseded += 1;
                     return false;
@@ -220,72 +226,183 @@ fn rebuild_compressed(
     Some(out)
 }
 
+/// What a pass may spend, from the cleaner's settings.
+pub(crate) struct PassLimits<'a> {
+    /// Keys the offset map may hold: Kafka's share of `log.cleaner.dedupe.buffer.size` for one
+    /// cleaner thread. A dirty section with more keys is cleaned up to where the map filled,
+    /// and the next pass goes on from there.
+    pub map_capacity: usize,
+    /// Told the bytes read and written, to hold the cleaners to
+    /// `log.cleaner.io.max.bytes.per.second`.
+    pub throttle: &'a dyn Fn(u64),
+}
+
+impl PassLimits<'_> {
+    /// No bound on keys and no throttle.
+    const UNLIMITED: PassLimits<'static> = PassLimits {
+        map_capacity: usize::MAX,
+        throttle: &|_| {},
+    };
+}
+
 impl Log {
     /// One compaction pass (only with `cleanup.policy` containing `compact`). Skips the pass
-    /// when the dirty ratio is below `min.cleanable.dirty.ratio`; never touches the active
-    /// segment or segments younger than `min.compaction.lag.ms`. An I/O error takes the log
-    /// offline, as on any other path.
+    /// when the dirty ratio is below `min.cleanable.dirty.ratio` and `max.compaction.lag.ms`
+    /// has not passed; never touches the active segment or segments younger than
+    /// `min.compaction.lag.ms`. An I/O error takes the log offline, as on any other path.
     pub fn compact(&self, now_ms: i64) -> Result<CompactionStats> {
-        self.io_guard(compact_pass(self, now_ms))
+        self.compact_within(now_ms, &PassLimits::UNLIMITED)
+    }
+
+    /// As [`Log::compact`], within the cleaner's limits.
+    pub(crate) fn compact_within(
+        &self,
+        now_ms: i64,
+        limits: &PassLimits<'_>,
+    ) -> Result<CompactionStats> {
+        self.io_guard(compact_pass(self, now_ms, limits))
+    }
+
+    /// The share of the cleanable bytes not compacted yet, when a pass would clean something
+    /// (the log is compacted, has dirty bytes, and they reach `min.cleanable.dirty.ratio` or
+    /// have waited past `max.compaction.lag.ms`).
+    pub(crate) fn cleanable_ratio(&self, now_ms: i64) -> Option<f64> {
+        let config = self.config();
+        if !config.cleanup_policy.compact {
+            return None;
+        }
+        let section = Section::of(self, &config, now_ms)?;
+        section.due(&config, now_ms).then(|| section.dirty_ratio())
     }
 }
 
-fn compact_pass(log: &Log, now_ms: i64) -> Result<CompactionStats> {
+/// The part of a log a pass may clean: the inactive segments older than
+/// `min.compaction.lag.ms`, split at the cleaner checkpoint into clean and dirty bytes.
+struct Section {
+    segs: Vec<std::sync::Arc<crate::segment::LogSegment>>,
+    /// Segments `segs[..end]` are cleanable.
+    end: usize,
+    first_dirty: i64,
+    /// The offset after the last cleanable segment.
+    dirty_end: i64,
+    clean_bytes: u64,
+    dirty_bytes: u64,
+}
+
+impl Section {
+    /// None when nothing is dirty.
+    fn of(log: &Log, config: &crate::LogConfig, now_ms: i64) -> Option<Section> {
+        let segs = log.segment_list();
+        let mut end = segs.len().saturating_sub(1);
+        if config.min_compaction_lag_ms > 0 {
+            if let Some(i) = segs[..end]
+                .iter()
+                .position(|s| s.largest_timestamp() > now_ms - config.min_compaction_lag_ms)
+            {
+                end = i;
+            }
+        }
+        if end == 0 {
+            return None;
+        }
+        let dirty_end = segs[end].base_offset();
+        let first_dirty = log.cleaner_checkpoint().max(log.log_start_offset());
+        let mut section = Section {
+            segs,
+            end,
+            first_dirty,
+            dirty_end,
+            clean_bytes: 0,
+            dirty_bytes: 0,
+        };
+        for i in 0..end {
+            let size = section.segs[i].size();
+            if section.is_clean(i) {
+                section.clean_bytes += size;
+            } else {
+                section.dirty_bytes += size;
+            }
+        }
+        (section.dirty_bytes > 0).then_some(section)
+    }
+
+    /// Whether cleanable segment `i` lies wholly before the first dirty offset.
+    fn is_clean(&self, i: usize) -> bool {
+        self.segs[i + 1].base_offset() <= self.first_dirty
+    }
+
+    fn dirty_ratio(&self) -> f64 {
+        self.dirty_bytes as f64 / (self.clean_bytes + self.dirty_bytes) as f64
+    }
+
+    /// Whether a pass is due: the dirty ratio reaches `min.cleanable.dirty.ratio`, or a dirty
+    /// inactive segment's first batch is older than `max.compaction.lag.ms` (Kafka's
+    /// `maxCompactionDelay`).
+    fn due(&self, config: &crate::LogConfig, now_ms: i64) -> bool {
+        if self.dirty_ratio() >= config.min_cleanable_dirty_ratio {
+            return true;
+        }
+        if config.max_compaction_lag_ms == i64::MAX {
+            return false;
+        }
+        let clean_until = now_ms.saturating_sub(config.max_compaction_lag_ms.max(0));
+        let inactive = self.segs.len() - 1;
+        (0..inactive)
+            .filter(|&i| self.segs[i + 1].base_offset() > self.first_dirty)
+            .filter_map(|i| self.segs[i].first_batch_timestamp())
+            .filter(|&ts| ts > 0)
+            .min()
+            .is_some_and(|earliest| earliest < clean_until)
+    }
+}
+
+fn compact_pass(log: &Log, now_ms: i64, limits: &PassLimits<'_>) -> Result<CompactionStats> {
     let mut stats = CompactionStats::default();
     let config = log.config();
     if !config.cleanup_policy.compact {
         return Ok(stats);
     }
-    let segs = log.segment_list();
-    let mut end = segs.len().saturating_sub(1);
-    if config.min_compaction_lag_ms > 0 {
-        if let Some(i) = segs[..end]
-            .iter()
-            .position(|s| s.largest_timestamp() > now_ms - config.min_compaction_lag_ms)
-        {
-            end = i;
-        }
-    }
-    if end == 0 {
+    let Some(section) = Section::of(log, &config, now_ms) else {
+        return Ok(stats);
+    };
+    if !section.due(&config, now_ms) {
         return Ok(stats);
     }
-    let cleanable = &segs[..end];
-    let next_base = |i: usize| segs[i + 1].base_offset();
-    let dirty_end = next_base(end - 1);
-    let first_dirty = log.cleaner_checkpoint().max(log.log_start_offset());
-    let (mut clean_bytes, mut dirty_bytes) = (0u64, 0u64);
-    for (i, s) in cleanable.iter().enumerate() {
-        if next_base(i) <= first_dirty {
-            clean_bytes += s.size();
-        } else {
-            dirty_bytes += s.size();
-        }
-    }
-    if dirty_bytes == 0
-        || (dirty_bytes as f64) / ((clean_bytes + dirty_bytes) as f64)
-            < config.min_cleanable_dirty_ratio
-    {
-        return Ok(stats);
-    }
+    let cleanable = &section.segs[..section.end];
 
     let mut map = OffsetMap {
         latest: HashMap::new(),
         tombstone_horizon: now_ms.saturating_sub(config.delete_retention_ms),
+        end: section.dirty_end - 1,
     };
     for (i, s) in cleanable.iter().enumerate() {
-        if next_base(i) <= first_dirty {
+        if section.is_clean(i) {
             continue;
         }
+        let mut full = false;
         s.scan(0, s.size(), false, |_, h, batch| {
+            if full || h.last_offset() < section.first_dirty {
+                return Ok(());
+            }
+            (limits.throttle)(batch.len() as u64);
             for_each_key(h, batch, |k, offset| {
                 map.latest.insert(k.to_vec(), offset);
             });
+            // Past the map's capacity the pass covers what it has mapped (at least one batch).
+            if map.latest.len() >= limits.map_capacity {
+                full = true;
+                map.end = h.last_offset();
+            }
             Ok(())
         })?;
+        if full {
+            break;
+        }
     }
 
-    for s in cleanable {
+    for s in cleanable.iter().filter(|s| s.base_offset() <= map.end) {
         let size = s.size();
+        (limits.throttle)(size);
         let mut out = Vec::with_capacity(size as usize);
         let mut changed = false;
         s.scan(0, size, false, |_, h, batch| {
@@ -304,13 +421,14 @@ fn compact_pass(log: &Log, now_ms: i64) -> Result<CompactionStats> {
         if !changed {
             continue;
         }
+        (limits.throttle)(out.len() as u64);
         if log.replace_segment(s, size, &out)? {
             stats.segments_cleaned += 1;
             stats.bytes_before += size;
             stats.bytes_after += out.len() as u64;
         }
     }
-    log.advance_cleaner_checkpoint(dirty_end)?;
+    log.advance_cleaner_checkpoint(map.end + 1)?;
     Ok(stats)
 }
 
@@ -418,6 +536,65 @@ mod tests {
             let r = log.read(*o, 1, None, true).unwrap();
             assert!(!r.records.is_empty());
         }
+    }
+
+    #[test]
+    fn a_small_offset_map_cleans_in_steps_to_the_same_result() {
+        let fill = |log: &Log| {
+            for round in 0..6 {
+                for k in 0..4 {
+                    let v = format!("v{round}");
+                    kv(log, &[(&format!("k{k}"), Some(&v))], 1000);
+                }
+            }
+            // An old tombstone late in the log: it must outlive every partial pass, or k0's
+            // earlier value would come back.
+            kv(log, &[("k0", None)], 0);
+            kv(log, &[("tail", Some("t"))], 1000);
+            log.roll().unwrap();
+        };
+        let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let whole = Log::open(a.path(), compact_config()).unwrap();
+        fill(&whole);
+        whole.compact(5000).unwrap();
+        let expected = dump(&whole).0;
+        assert!(!expected.iter().any(|r| r.1 == "k0"), "{expected:?}");
+
+        let every_dirty_byte = LogConfig {
+            min_cleanable_dirty_ratio: 0.0,
+            ..compact_config()
+        };
+        let stepped = Log::open(b.path(), every_dirty_byte).unwrap();
+        fill(&stepped);
+        let seen = std::cell::Cell::new(0u64);
+        let throttle = |n: u64| seen.set(seen.get() + n);
+        let limits = PassLimits {
+            map_capacity: 2,
+            throttle: &throttle,
+        };
+        let mut passes = 0;
+        while stepped.cleanable_ratio(5000).is_some() {
+            let before = stepped.cleaner_checkpoint();
+            stepped.compact_within(5000, &limits).unwrap();
+            assert!(stepped.cleaner_checkpoint() > before, "each pass moves on");
+            let k0: Vec<_> = dump(&stepped)
+                .0
+                .into_iter()
+                .filter(|r| r.1 == "k0")
+                .collect();
+            assert!(
+                k0.is_empty() || k0.last().unwrap().2.is_none(),
+                "k0's tombstone stays last: {k0:?}"
+            );
+            passes += 1;
+            assert!(passes < 50);
+        }
+        assert!(
+            passes > 2,
+            "two keys at a time take several passes: {passes}"
+        );
+        assert!(seen.get() > 0, "the pass reports its I/O to the throttle");
+        assert_eq!(dump(&stepped).0, expected);
     }
 
     #[test]
@@ -551,6 +728,30 @@ mod tests {
     }
 
     #[test]
+    fn max_compaction_lag_cleans_below_the_dirty_ratio() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = Log::open(dir.path(), compact_config()).unwrap();
+        for i in 0..30 {
+            kv(&log, &[(&format!("k{}", i % 3), Some("v"))], 1000);
+        }
+        log.roll().unwrap();
+        log.compact(2000).unwrap();
+        // A few dirty records written at 10,000: far below a 0.99 ratio.
+        kv(&log, &[("k0", Some("w"))], 10_000);
+        kv(&log, &[("x", Some("w"))], 10_000);
+        log.roll().unwrap();
+        let mut c = compact_config();
+        c.min_cleanable_dirty_ratio = 0.99;
+        c.max_compaction_lag_ms = 5_000;
+        log.update_config(c);
+        assert_eq!(log.cleanable_ratio(14_000), None, "not yet 5 s old");
+        assert_eq!(log.compact(14_000).unwrap(), CompactionStats::default());
+        assert!(log.cleanable_ratio(15_001).is_some(), "past the lag");
+        assert_eq!(log.compact(15_001).unwrap().records_removed, 1);
+        assert_eq!(log.cleanable_ratio(20_000), None, "nothing dirty is left");
+    }
+
+    #[test]
     fn dirty_ratio_gates_cleaning_and_delete_policy_skips() {
         let dir = tempfile::tempdir().unwrap();
         let log = Log::open(dir.path(), compact_config()).unwrap();
@@ -596,6 +797,7 @@ mod tests {
             let map = OffsetMap {
                 latest: HashMap::from([(b"a".to_vec(), 1i64)]),
                 tombstone_horizon: 0,
+                end: i64::MAX,
             };
             match map.clean_batch(&h, &original, false, &mut stats) {
                 Cleaned::Rewrite(b) => b,

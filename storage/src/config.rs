@@ -45,6 +45,9 @@ pub struct LogConfig {
     pub min_cleanable_dirty_ratio: f64,
     /// `min.compaction.lag.ms`.
     pub min_compaction_lag_ms: i64,
+    /// `max.compaction.lag.ms`: a record stays uncompacted at most this long (the log is cleaned
+    /// below its dirty ratio then, and its active segment rolls at this age).
+    pub max_compaction_lag_ms: i64,
     /// `flush.messages`: fsync after this many messages.
     pub flush_messages: i64,
     /// `flush.ms`: fsync after this much time.
@@ -72,6 +75,7 @@ impl Default for LogConfig {
             delete_retention_ms: 86_400_000,
             min_cleanable_dirty_ratio: 0.5,
             min_compaction_lag_ms: 0,
+            max_compaction_lag_ms: i64::MAX,
             flush_messages: i64::MAX,
             flush_ms: i64::MAX,
             file_delete_delay_ms: 60_000,
@@ -101,6 +105,17 @@ fn parse_i64(name: &str, value: &str, min: i64) -> Result<i64, StorageError> {
 }
 
 impl LogConfig {
+    /// The age at which the active segment rolls: `segment.ms`, or `max.compaction.lag.ms`
+    /// when that is sooner on a compacted log (Kafka's rule, so that no record waits in the
+    /// active segment past its compaction deadline).
+    pub fn max_segment_ms(&self) -> i64 {
+        if self.cleanup_policy.compact && self.max_compaction_lag_ms > 0 {
+            self.segment_ms.min(self.max_compaction_lag_ms)
+        } else {
+            self.segment_ms
+        }
+    }
+
     /// Sets one topic config by its Kafka name. Returns `Ok(false)` for a name this layer does not use.
     pub fn set(&mut self, name: &str, value: &str) -> Result<bool, StorageError> {
         match name {
@@ -137,6 +152,7 @@ impl LogConfig {
                 self.min_cleanable_dirty_ratio = v;
             }
             "min.compaction.lag.ms" => self.min_compaction_lag_ms = parse_i64(name, value, 0)?,
+            "max.compaction.lag.ms" => self.max_compaction_lag_ms = parse_i64(name, value, 1)?,
             "flush.messages" => self.flush_messages = parse_i64(name, value, 1)?,
             "flush.ms" => self.flush_ms = parse_i64(name, value, 0)?,
             "file.delete.delay.ms" => self.file_delete_delay_ms = parse_i64(name, value, 0)?,
@@ -172,6 +188,18 @@ mod tests {
         assert_eq!(c.retention_ms, 7 * 24 * 3600 * 1000);
         assert!(c.cleanup_policy.delete && !c.cleanup_policy.compact);
         assert_eq!(c.max_message_bytes, 1_048_588);
+    }
+
+    #[test]
+    fn compacted_logs_roll_by_max_compaction_lag() {
+        let mut c = LogConfig::default();
+        assert!(c.set("max.compaction.lag.ms", "1000").unwrap());
+        assert_eq!(c.max_segment_ms(), c.segment_ms, "not compacted");
+        c.set("cleanup.policy", "compact").unwrap();
+        assert_eq!(c.max_segment_ms(), 1000);
+        c.set("segment.ms", "500").unwrap();
+        assert_eq!(c.max_segment_ms(), 500);
+        assert!(c.set("max.compaction.lag.ms", "0").is_err());
     }
 
     #[test]

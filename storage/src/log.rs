@@ -441,7 +441,7 @@ impl Log {
 
     /// Rolls the active segment if it is older than `segment.ms` (background task).
     pub fn maybe_roll_by_time(&self, now_ms: i64) -> Result<bool> {
-        let segment_ms = self.config.read().segment_ms;
+        let segment_ms = self.config.read().max_segment_ms();
         let active = self.local.segments().active();
         if active.size() > 0
             && active.first_append_ms() >= 0

@@ -1,5 +1,5 @@
 //! [`LogManager`]: the partition logs under one or more log directories, and the background
-//! thread that rolls, flushes, applies retention and compacts them.
+//! thread that rolls, flushes and applies retention to them.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -237,17 +237,14 @@ impl LogManager {
             .collect()
     }
 
-    /// One pass of background maintenance over every log at `now_ms`.
+    /// One pass of background maintenance over every log at `now_ms` (compaction is the
+    /// [`crate::LogCleaner`]'s).
     pub fn run_maintenance(&self, now_ms: i64) {
         for ((topic, partition), log) in self.all_logs() {
-            let config = log.config();
             let result = (|| -> Result<()> {
                 log.maybe_roll_by_time(now_ms)?;
                 log.maybe_flush_by_time(now_ms)?;
                 log.enforce_retention(now_ms)?;
-                if config.cleanup_policy.compact {
-                    log.compact(now_ms)?;
-                }
                 Ok(())
             })();
             if let Err(e) = result {
@@ -256,7 +253,7 @@ impl LogManager {
         }
     }
 
-    /// Starts the background thread (segment.ms rolls, flush.ms, retention, the log cleaner),
+    /// Starts the background thread (segment.ms rolls, flush.ms, retention),
     /// running every `check_interval_ms`.
     pub fn start_background_tasks(self: &Arc<Self>, check_interval_ms: u64) -> BackgroundHandle {
         let (tx, rx) = mpsc::channel::<()>();

@@ -233,6 +233,14 @@ impl LogSegment {
             .map_or(0, |d| d.as_millis() as i64)
     }
 
+    /// The max timestamp of the segment's first batch (Kafka's first batch timestamp), if it
+    /// has a batch and it can be read.
+    pub(crate) fn first_batch_timestamp(&self) -> Option<i64> {
+        let end = self.size();
+        let (_, h) = self.translate_offset(self.base_offset(), end).ok()??;
+        Some(h.max_timestamp)
+    }
+
     /// (max timestamp, offset of it) seen so far.
     pub fn max_timestamp_and_offset(&self) -> (i64, i64) {
         let i = self.indexes.read();

@@ -352,6 +352,77 @@ def _alter_group(bootstrap, group, configs):
     return result  # 'OK', or the error's name and message
 
 
+def _kafka_configs(bootstrap, *args):
+    """kafka-configs on broker settings: what --describe prints, else its last line (the
+    outcome, or the error's cause)."""
+    return _kafka_configs_of(bootstrap, "brokers", *args)
+
+
+def _kafka_configs_of(bootstrap, entity_type, *args):
+    """kafka-configs on one entity type, as _kafka_configs."""
+    proc = _jars(PEER_VERSION, clients_only=False).run(
+        "kafka-configs", "--bootstrap-server", bootstrap, "--entity-type", entity_type, *args)
+    if "--describe" in args:
+        # Kafka 4 writes min.insync.replicas as a cluster-wide default when it formats (see
+        # TOPIC_FIELDS_DIFFERING); Tern does not.
+        return "\n".join(l for l in proc.stdout.strip().splitlines()
+                         if not l.strip().startswith("min.insync.replicas="))
+    lines = (proc.stdout + proc.stderr).strip().splitlines()
+    return lines[-1] if lines else ""
+
+
+def test_log_cleaner_settings_change_as_in_kafka(brokers):
+    """kafka-configs changes the log cleaner's settings without a restart on both brokers, and
+    both refuse the same bad changes with the same messages: more than double the threads, less
+    than a megabyte of dedupe buffer per thread, a negative backoff, log.cleaner.enable."""
+    steps = [
+        ("--entity-default", "--alter", "--add-config", "log.cleaner.threads=5"),
+        ("--entity-default", "--alter", "--add-config", "log.cleaner.threads=2"),
+        ("--entity-name", "1", "--alter", "--add-config", "log.cleaner.dedupe.buffer.size=1000"),
+        ("--entity-name", "1", "--alter", "--add-config", "log.cleaner.backoff.ms=-1"),
+        ("--entity-name", "1", "--alter", "--add-config", "log.cleaner.enable=false"),
+        ("--entity-name", "1", "--alter", "--add-config",
+         "log.cleaner.io.max.bytes.per.second=1048576,log.cleaner.backoff.ms=500"),
+        ("--entity-name", "1", "--alter", "--add-config", "log.cleaner.threads=4"),
+        ("--entity-name", "1", "--alter", "--add-config", "log.cleaner.threads=9"),
+        ("--entity-name", "1", "--describe"),
+        ("--entity-default", "--describe"),
+    ]
+    seen = {}
+    for name, b in brokers.items():
+        seen[name] = [_kafka_configs(b.bootstrap, *step) for step in steps]
+        # Leave the cleaners as they were for the tests after this one.
+        _kafka_configs(b.bootstrap, "--entity-name", "1", "--alter", "--delete-config",
+                       "log.cleaner.threads,log.cleaner.io.max.bytes.per.second,log.cleaner.backoff.ms")
+        _kafka_configs(b.bootstrap, "--entity-default", "--alter", "--delete-config",
+                       "log.cleaner.threads")
+    assert "more than double the current value 1" in seen["kafka"][0], seen["kafka"]
+    assert seen["kafka"][1] == "Completed updating default config for brokers in the cluster."
+    assert "more than double the current value 4" in seen["kafka"][7], seen["kafka"]
+    assert seen["tern"] == seen["kafka"], "\n".join(
+        difflib.unified_diff(seen["kafka"], seen["tern"], "kafka", "tern", lineterm=""))
+
+
+def test_compaction_lags_in_conflict_are_refused_as_in_kafka(brokers):
+    """min.compaction.lag.ms above max.compaction.lag.ms: refused at creation and at a change,
+    with Kafka's message, on both brokers."""
+    jars = _jars(PEER_VERSION, clients_only=False)
+    seen = {}
+    for name, b in brokers.items():
+        create = jars.run("kafka-topics", "--bootstrap-server", b.bootstrap, "--create", "--topic",
+                          "lags", "--config", "min.compaction.lag.ms=5000",
+                          "--config", "max.compaction.lag.ms=1000")
+        created = jars.run("kafka-topics", "--bootstrap-server", b.bootstrap, "--create", "--topic",
+                           "lags", "--config", "max.compaction.lag.ms=1000")
+        altered = _kafka_configs_of(b.bootstrap, "topics", "--entity-name", "lags", "--alter",
+                                    "--add-config", "min.compaction.lag.ms=5000")
+        seen[name] = [[l for l in create.stdout.splitlines() if l.startswith("Error")],
+                      created.stdout.strip(), altered]
+    assert "conflict topic config setting min.compaction.lag.ms (5000) > max.compaction.lag.ms " \
+        "(1000)" in seen["kafka"][2], seen["kafka"]
+    assert seen["tern"] == seen["kafka"]
+
+
 def test_group_configs_match_kafka(brokers):
     """DescribeConfigs of a group before and after IncrementalAlterConfigs sets some of its
     configs, on tern and on Kafka 4.4: every group config Kafka lists (but GROUP_CONFIGS_NOT_LISTED)

@@ -131,10 +131,30 @@ pub(crate) const BROKER_CONFIGS: &[BrokerConfigDef] = &[
         DYN,
     ),
     def("listeners", Some("PLAINTEXT://127.0.0.1:9092"), List, DYN), // Kafka: PLAINTEXT://:9092
+    def("log.cleaner.backoff.ms", Some("15000"), Long, DYN),
+    def(
+        "log.cleaner.dedupe.buffer.size",
+        Some("134217728"),
+        Long,
+        DYN,
+    ),
     def(
         "log.cleaner.delete.retention.ms",
         Some("86400000"),
         Long,
+        DYN,
+    ),
+    def("log.cleaner.enable", Some("true"), Boolean, RO),
+    def(
+        "log.cleaner.io.buffer.load.factor",
+        Some("0.9"),
+        Double,
+        DYN,
+    ),
+    def(
+        "log.cleaner.io.max.bytes.per.second",
+        Some("1.7976931348623157E308"),
+        Double,
         DYN,
     ),
     def(
@@ -145,6 +165,7 @@ pub(crate) const BROKER_CONFIGS: &[BrokerConfigDef] = &[
     ),
     def("log.cleaner.min.cleanable.ratio", Some("0.5"), Double, DYN),
     def("log.cleaner.min.compaction.lag.ms", Some("0"), Long, DYN),
+    def("log.cleaner.threads", Some("1"), Int, DYN),
     def("log.cleanup.policy", Some("delete"), List, DYN),
     def("log.dir", Some("./data"), List, RO), // Kafka: /tmp/kafka-logs
     def("log.dirs", None, List, RO),
@@ -366,7 +387,7 @@ mod tests {
             );
         }
         assert_eq!(broker_config("num.partitions").unwrap().default, Some("1"));
-        assert!(broker_config("log.cleaner.threads").is_none());
+        assert!(broker_config("log.cleaner.io.buffer.size").is_none());
     }
 
     #[test]

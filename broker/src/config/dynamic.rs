@@ -5,7 +5,8 @@
 //! of topic configs (`log.retention.ms`, `message.max.bytes`, `compression.type`, ...), which every
 //! partition picks up from the next metadata image, `unclean.leader.election.enable` (which the
 //! active controller reads at each election), `num.replica.fetchers`, listeners' TLS stores
-//! (`[listener.name.<l>.]ssl.keystore.location` and the like) and `max.connections`; a
+//! (`[listener.name.<l>.]ssl.keystore.location` and the like), the log cleaner's settings
+//! (`log.cleaner.threads` and the rest, see `cleaner`) and `max.connections`; a
 //! setting Kafka can change but Tern reads only at start is refused with the reason rather than
 //! stored and silently not applied (Kafka would take listeners and their TLS files and the
 //! like).
@@ -60,8 +61,8 @@ const APPLIED_AT_RUNTIME: &[(&str, i64)] = &[
     ("follower.replication.throttled.rate", 0),
 ];
 
-/// An INT or LONG setting (as the catalog types it) with Kafka's `atLeast(min)`: its messages
-/// for a bad value.
+/// An INT, LONG or DOUBLE setting (as the catalog types it) with Kafka's `atLeast(min)`: its
+/// messages for a bad value.
 fn validate_number_at_least(key: &str, value: &str, min: i64) -> Result<(), ApiError> {
     let bad = |why: &str| {
         ApiError::new(
@@ -69,8 +70,18 @@ fn validate_number_at_least(key: &str, value: &str, min: i64) -> Result<(), ApiE
             format!("Invalid value {value} for configuration {key}: {why}"),
         )
     };
-    let long = broker_config(key).is_some_and(|d| d.kind == ConfigType::Long);
-    let n: i64 = if long {
+    let kind = broker_config(key).map(|d| d.kind);
+    if kind == Some(ConfigType::Double) {
+        let n: f64 = value
+            .trim()
+            .parse()
+            .map_err(|_| bad("Not a number of type DOUBLE"))?;
+        if n < min as f64 {
+            return Err(bad(&format!("Value must be at least {min}")));
+        }
+        return Ok(());
+    }
+    let n: i64 = if kind == Some(ConfigType::Long) {
         value
             .trim()
             .parse()
@@ -146,6 +157,9 @@ pub(crate) fn validate_change(key: &str, value: &str) -> Result<(), ApiError> {
     }
     if let Some((_, min)) = APPLIED_AT_RUNTIME.iter().find(|(k, _)| *k == key) {
         return validate_number_at_least(key, value, *min);
+    }
+    if let Some((_, min)) = super::cleaner::CLEANER_KEYS.iter().find(|(k, _)| *k == key) {
+        return validate_number_at_least(key, value, min.unwrap_or(i64::MIN));
     }
     let Some(topic_config) = topic_config_of(key) else {
         return Err(ApiError::new(

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use crate::security::listener::ListenerSecurity;
 
 pub(crate) mod catalog;
+pub(crate) mod cleaner;
 pub(crate) mod dynamic;
 mod error;
 pub(crate) mod group_configs;
@@ -202,6 +203,8 @@ pub struct BrokerConfig {
     pub replication: ReplicationConfig,
     /// `unclean.leader.election.enable`.
     pub unclean_leader_election: bool,
+    /// `log.cleaner.*`; None with `log.cleaner.enable=false` (nothing is compacted).
+    pub log_cleaner: Option<tern_storage::CleanerConfig>,
     /// `auto.leader.rebalance.enable`, `leader.imbalance.*`.
     pub leader_rebalance: tern_controller::LeaderRebalance,
     /// `max.incremental.fetch.session.cache.slots`.
@@ -451,6 +454,11 @@ impl BrokerConfig {
                 )?,
             },
             unclean_leader_election: bool_of("unclean.leader.election.enable", false)?,
+            log_cleaner: if bool_of("log.cleaner.enable", true)? {
+                Some(cleaner::cleaner_config(&props).map_err(|e| invalid!("{e}"))?)
+            } else {
+                None
+            },
             leader_rebalance: tern_controller::LeaderRebalance {
                 enabled: bool_of("auto.leader.rebalance.enable", true)?,
                 check_interval: std::time::Duration::from_secs(num(

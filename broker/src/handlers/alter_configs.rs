@@ -4,6 +4,8 @@ use kafka_protocol::messages::{
     alter_configs_response, incremental_alter_configs_response, AlterConfigsRequest,
     AlterConfigsResponse, IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse,
 };
+use std::collections::BTreeMap;
+
 use kafka_protocol::ResponseError;
 use tern_protocol::error::ApiError;
 
@@ -67,11 +69,23 @@ fn apply_broker(
             }
         }
     }
+    let proposed = Proposed {
+        name,
+        image: &image,
+        changes: &changes,
+        replace_all,
+    };
     if changes
         .iter()
         .any(|(k, _)| crate::config::dynamic::is_tls_store_key(k))
     {
-        check_tls_change(broker, name, &image, &changes, replace_all)?;
+        check_tls_change(broker, &proposed)?;
+    }
+    if changes
+        .iter()
+        .any(|(k, _)| crate::config::cleaner::is_cleaner_key(k))
+    {
+        check_cleaner_change(broker, &proposed)?;
     }
     let set = image.broker_configs(name);
     let changes: Vec<_> = changes
@@ -147,37 +161,68 @@ fn check_thread_count(
     ))
 }
 
-/// A change of listeners' TLS stores for this broker (or every broker) must load here, as
-/// Kafka loads the new stores before it takes the change; another broker checks its own when
-/// it applies it (and keeps its stores if they do not load).
-fn check_tls_change(
-    broker: &Broker,
-    name: &str,
-    image: &tern_controller::MetadataImage,
-    changes: &[(String, Option<String>)],
+/// A change of broker `name`'s settings (empty: the cluster-wide default) in `image`.
+struct Proposed<'a> {
+    name: &'a str,
+    image: &'a tern_controller::MetadataImage,
+    changes: &'a [(String, Option<String>)],
     replace_all: bool,
-) -> Result<(), ApiError> {
+}
+
+/// This broker's settings (server.properties with the dynamic values over it) as they would
+/// be after `change`; None when the change is for another broker, which checks it itself
+/// when it applies it.
+fn settings_after(broker: &Broker, change: &Proposed<'_>) -> Option<BTreeMap<String, String>> {
     let own = broker.config.node_id.to_string();
-    if !name.is_empty() && name != own {
-        return Ok(());
+    if !change.name.is_empty() && change.name != own {
+        return None;
     }
-    let mut default = image.broker_configs("");
-    let mut own_layer = image.broker_configs(&own);
-    let layer = if name.is_empty() {
+    let mut default = change.image.broker_configs("");
+    let mut own_layer = change.image.broker_configs(&own);
+    let layer = if change.name.is_empty() {
         &mut default
     } else {
         &mut own_layer
     };
-    if replace_all {
+    if change.replace_all {
         layer.clear();
     }
-    for (k, v) in changes {
+    for (k, v) in change.changes {
         match v {
             Some(v) => layer.insert(k.clone(), v.clone()),
             None => layer.remove(k),
         };
     }
-    let merged = crate::config::dynamic::overlay(&broker.config.properties, &default, &own_layer);
+    Some(crate::config::dynamic::overlay(
+        &broker.config.properties,
+        &default,
+        &own_layer,
+    ))
+}
+
+/// A change of the log cleaner's settings must keep them valid here (Kafka's thread-count
+/// bounds and dedupe buffer floor, against the settings in force on this broker).
+fn check_cleaner_change(broker: &Broker, change: &Proposed<'_>) -> Result<(), ApiError> {
+    let Some(after) = settings_after(broker, change) else {
+        return Ok(());
+    };
+    let before = crate::config::dynamic::overlay(
+        &broker.config.properties,
+        &change.image.broker_configs(""),
+        &change
+            .image
+            .broker_configs(&broker.config.node_id.to_string()),
+    );
+    crate::config::cleaner::check_change(&before, &after)
+}
+
+/// A change of listeners' TLS stores for this broker (or every broker) must load here, as
+/// Kafka loads the new stores before it takes the change; another broker checks its own when
+/// it applies it (and keeps its stores if they do not load).
+fn check_tls_change(broker: &Broker, change: &Proposed<'_>) -> Result<(), ApiError> {
+    let Some(merged) = settings_after(broker, change) else {
+        return Ok(());
+    };
     for l in broker
         .config
         .listener_security

@@ -47,7 +47,45 @@ pub(crate) struct ConfigEntry {
     pub sensitive: bool,
 }
 
+/// A DOUBLE value as Kafka shows it, parsed and printed back as Java's `Double.toString`
+/// does ("1048576" shows as "1048576.0", a huge one as "1.7976931348623157E308"); any other
+/// value as it is.
+fn shown_as_kafka(value: String, config_type: i8) -> String {
+    if config_type != ConfigType::Double.code() {
+        return value;
+    }
+    let Ok(x) = value.trim().parse::<f64>() else {
+        return value;
+    };
+    if !x.is_finite() {
+        return value;
+    }
+    let magnitude = x.abs();
+    if magnitude == 0.0 || (1e-3..1e7).contains(&magnitude) {
+        let plain = format!("{x}");
+        return if plain.contains('.') {
+            plain
+        } else {
+            format!("{plain}.0")
+        };
+    }
+    let scientific = format!("{x:E}");
+    match scientific.split_once('E') {
+        Some((mantissa, exponent)) if !mantissa.contains('.') => {
+            format!("{mantissa}.0E{exponent}")
+        }
+        _ => scientific,
+    }
+}
+
 impl ConfigEntry {
+    /// The entry with its value shown as Kafka shows a parsed value (see [`shown_as_kafka`]);
+    /// cluster-wide defaults are shown as stored, as Kafka shows them.
+    fn parsed(mut self) -> Self {
+        self.value = self.value.map(|v| shown_as_kafka(v, self.config_type));
+        self
+    }
+
     /// A changeable, non-secret entry whose value and source are its most specific synonym's,
     /// else `unset` as a default.
     fn from_synonyms(
@@ -108,6 +146,7 @@ pub(crate) fn topic_config_entries(
                 ));
             }
             ConfigEntry::from_synonyms(def.name, synonyms, Some(def.default), def.kind.code())
+                .parsed()
         })
         .collect()
 }
@@ -138,6 +177,7 @@ fn broker_config_entries(broker: &Broker) -> Vec<ConfigEntry> {
                 sensitive,
                 ..ConfigEntry::from_synonyms(def.name, synonyms, None, def.kind.code())
             }
+            .parsed()
         })
         .collect();
     let ignored = broker.config.ignored_settings();
@@ -384,4 +424,28 @@ pub(crate) fn handle(
         })
         .collect();
     DescribeConfigsResponse::default().with_results(results)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn doubles_show_as_java_prints_them() {
+        let double = ConfigType::Double.code();
+        let cases = [
+            ("1048576", "1048576.0"),
+            ("0.50", "0.5"),
+            ("1.7976931348623157E308", "1.7976931348623157E308"),
+            ("10000000", "1.0E7"),
+            ("0.0001", "1.0E-4"),
+            ("0", "0.0"),
+            ("not a number", "not a number"),
+        ];
+        for (given, shown) in cases {
+            assert_eq!(shown_as_kafka(given.into(), double), shown, "{given}");
+        }
+        let long = ConfigType::Long.code();
+        assert_eq!(shown_as_kafka("1048576".into(), long), "1048576");
+    }
 }
