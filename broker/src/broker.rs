@@ -378,6 +378,8 @@ impl Broker {
             config.coordinator.clone(),
             replicas.clone(),
         ));
+        let images = controller.clone();
+        groups.set_image_source(move || images.image());
         groups.load();
         groups.follow_leadership();
         let producer_ids = Arc::new(Mutex::new((0, 0)));

@@ -36,6 +36,7 @@ pub use start_error::StartError;
 /// group state, and the internal topics' record formats.
 pub mod fuzzing {
     pub use crate::group_coordinator::apply_offsets_records;
+    pub use crate::group_coordinator::consumer_group_records::TopicIds;
     pub use crate::group_coordinator::group::Group;
     pub use crate::group_coordinator::offsets_topic as consumer_offsets;
     pub use crate::handlers::{api_versions, is_supported, SUPPORTED_APIS};

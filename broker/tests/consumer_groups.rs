@@ -439,3 +439,154 @@ async fn offsets_by_topic_id_at_v10() {
     let r = c.send(&fetch(None), 9).await.unwrap();
     assert_eq!(r.groups[0].topics[0].name.0.as_str(), "orders");
 }
+
+/// ConsumerGroupDescribe's view of the group: (state, group epoch, assignment epoch) and per
+/// member (epoch, assignment, target).
+async fn described(c: &mut KafkaConnection) -> (String, i32, i32, Vec<String>) {
+    let d = c
+        .send(
+            &ConsumerGroupDescribeRequest::default().with_group_ids(vec![GroupId(s(GROUP))]),
+            1,
+        )
+        .await
+        .unwrap();
+    let g = &d.groups[0];
+    assert_eq!(g.error_code, 0);
+    let mut members: Vec<String> = g
+        .members
+        .iter()
+        .map(|m| {
+            let parts =
+                |a: &kafka_protocol::messages::consumer_group_describe_response::Assignment| {
+                    a.topic_partitions
+                        .iter()
+                        .map(|t| format!("{}{:?}", t.topic_name.0, t.partitions))
+                        .collect::<Vec<_>>()
+                };
+            format!(
+                "{} epoch {} owns {:?} target {:?} client {}",
+                m.member_id,
+                m.member_epoch,
+                parts(&m.assignment),
+                parts(&m.target_assignment),
+                m.client_id
+            )
+        })
+        .collect();
+    members.sort();
+    (
+        g.group_state.to_string(),
+        g.group_epoch,
+        g.assignment_epoch,
+        members,
+    )
+}
+
+/// A broker on the data in `dir`, and a connection that has asked for the group's coordinator.
+async fn started_in(dir: &std::path::Path) -> (tern_broker::Server, KafkaConnection) {
+    let server = start_in(dir, &[]).await;
+    let mut c = KafkaConnection::connect(server.local_addrs[0], "t")
+        .await
+        .unwrap();
+    let _ = c
+        .send(&FindCoordinatorRequest::default().with_key(s(GROUP)), 3)
+        .await
+        .unwrap();
+    (server, c)
+}
+
+#[tokio::test]
+async fn the_membership_survives_a_restart_mid_revocation() {
+    let dir = tempfile::tempdir().unwrap();
+    let (server, mut c) = started_in(dir.path()).await;
+    create_topic(&mut c, "orders", 4, &[]).await;
+    let topic_id = topic_id(&mut c, "orders").await;
+    let all: BTreeSet<i32> = (0..4).collect();
+    assert_eq!(join_first(&mut c, "m1").await.member_epoch, 1);
+    let r = send(&mut c, &join("m2")).await;
+    assert_eq!(r.member_epoch, 2);
+    // m1 is told to give two partitions up, and restarts... the broker does, before it does.
+    let r = send(&mut c, &beat("m1", 1, topic_id, &all)).await;
+    let kept = assigned(&r).unwrap()[&topic_id].clone();
+    assert_eq!((r.member_epoch, kept.len()), (1, 2));
+    let before = described(&mut c).await;
+    assert_eq!(before.0, "Reconciling");
+    drop(c);
+    server.shutdown().await.unwrap();
+
+    let (server, mut c) = started_in(dir.path()).await;
+    let after = wait_until("the group is loaded", async || {
+        let d = c
+            .send(
+                &ConsumerGroupDescribeRequest::default().with_group_ids(vec![GroupId(s(GROUP))]),
+                1,
+            )
+            .await
+            .map_err(|e| e.to_string())?;
+        match d.groups[0].error_code {
+            0 => Ok(()),
+            e => Err(format!("error {e}")),
+        }
+    })
+    .await;
+    let () = after;
+    assert_eq!(
+        described(&mut c).await,
+        before,
+        "the same group after the restart"
+    );
+    // The members carry on at their epochs: m1 finishes revoking, m2 gets what it let go.
+    let r = send(&mut c, &beat("m1", 1, topic_id, &kept)).await;
+    assert_eq!(
+        (r.error_code, r.member_epoch),
+        (0, 2),
+        "m1 is known at epoch 1"
+    );
+    let r = send(&mut c, &beat("m2", 2, topic_id, &BTreeSet::new())).await;
+    assert_eq!(r.error_code, 0);
+    let moved = assigned(&r).unwrap()[&topic_id].clone();
+    assert_eq!(moved, all.difference(&kept).copied().collect());
+    // A commit at the epoch m1 had before the restart is still fenced as Kafka fences it.
+    assert_eq!(
+        commit(&mut c, "m1", 0, 7).await,
+        ResponseError::StaleMemberEpoch.code()
+    );
+    assert_eq!(commit(&mut c, "m1", 2, 7).await, 0);
+    let end = described(&mut c).await;
+    assert_eq!((end.0.as_str(), end.1, end.2), ("Stable", 2, 2));
+    server.shutdown().await.unwrap();
+
+    // Once every member leaves and the group is deleted, a restart brings nothing back.
+    let (server, mut c) = started_in(dir.path()).await;
+    wait_until("m1 and m2 leave", async || {
+        let a = send(&mut c, &beat("m1", -1, topic_id, &BTreeSet::new())).await;
+        let b = send(&mut c, &beat("m2", -1, topic_id, &BTreeSet::new())).await;
+        match (a.error_code, b.error_code) {
+            (0, 0) => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await;
+    let r = c
+        .send(
+            &DeleteGroupsRequest::default().with_groups_names(vec![GroupId(s(GROUP))]),
+            2,
+        )
+        .await
+        .unwrap();
+    assert_eq!(r.results[0].error_code, 0);
+    server.shutdown().await.unwrap();
+    let (server, mut c) = started_in(dir.path()).await;
+    let d = c
+        .send(
+            &ConsumerGroupDescribeRequest::default().with_group_ids(vec![GroupId(s(GROUP))]),
+            1,
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        d.groups[0].error_code,
+        ResponseError::GroupIdNotFound.code()
+    );
+    server.shutdown().await.unwrap();
+}

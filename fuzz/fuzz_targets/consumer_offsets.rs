@@ -31,6 +31,8 @@ fn run(data: &[u8]) {
     let mut buf = data.to_vec();
     tern_fuzz::fix_crcs(&mut buf);
     let mut groups: HashMap<String, Group> = HashMap::new();
+    // One known topic, so that consumer-group records naming it by id load partitions.
+    let topic_ids = std::collections::BTreeMap::from([("t".to_string(), uuid::Uuid::from_u128(1))]);
     tern_fuzz::scan(&buf, |header, records| {
         if header.is_control() {
             tern_fuzz::read_marker(&records);
@@ -66,6 +68,8 @@ fn run(data: &[u8]) {
                         assert_eq!(again, Some(epoch), "a share group value re-encodes");
                     }
                 }
+                // Loaded below; their encoder is driven by unit tests.
+                Some(OffsetsKey::Consumer { .. }) => {}
                 Some(OffsetsKey::ShareStartOffset { .. }) => {
                     if let Some(v) = decode_share_offset_value(value) {
                         let again = decode_share_offset_value(&share_offset_value(&v, NOW_MS));
@@ -76,7 +80,7 @@ fn run(data: &[u8]) {
             }
         }
         let txn_producer = header.is_transactional().then_some(header.producer_id);
-        apply_offsets_records(&mut groups, records, txn_producer, NOW_MS);
+        apply_offsets_records(&mut groups, records, txn_producer, &topic_ids, NOW_MS);
     });
     for g in groups.values() {
         let _ = g.subscribed_topics();

@@ -6,6 +6,7 @@
 //! (Tern's) the last mirrored offset written when a partition is stopped.
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
+use tern_protocol::flexible::{get_uvarint, put_uvarint};
 use uuid::Uuid;
 
 /// Name of the internal compacted topic holding mirror partition states.
@@ -182,29 +183,6 @@ fn encode_key(kind: i16, key: &MirrorPartitionKey) -> Bytes {
     b.put_slice(key.topic_id.as_bytes());
     b.put_i32(key.partition);
     b.freeze()
-}
-
-fn put_uvarint(b: &mut BytesMut, mut v: u32) {
-    while v >= 0x80 {
-        b.put_u8((v as u8) | 0x80);
-        v >>= 7;
-    }
-    b.put_u8(v as u8);
-}
-
-fn get_uvarint(b: &mut &[u8]) -> Option<u32> {
-    let mut v = 0u32;
-    for shift in (0..35).step_by(7) {
-        if !b.has_remaining() {
-            return None;
-        }
-        let byte = b.get_u8();
-        v |= u32::from(byte & 0x7f) << shift;
-        if byte & 0x80 == 0 {
-            return Some(v);
-        }
-    }
-    None
 }
 
 /// Encodes a partition-state record (key, value).

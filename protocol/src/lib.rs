@@ -7,6 +7,7 @@ pub mod client_security;
 pub mod compression;
 pub mod error;
 pub mod fetch_response;
+pub mod flexible;
 pub mod frame;
 pub mod mirror;
 pub mod record_batch;

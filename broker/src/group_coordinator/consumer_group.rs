@@ -3,7 +3,8 @@
 //! member's reconciliation towards its target. A member first gives up the partitions it must
 //! revoke (it stays at its epoch meanwhile), then moves to the target epoch and receives
 //! partitions as their previous owners release them, as Kafka's CurrentAssignmentBuilder does.
-//! Time comes in as `now_ms`; membership lives in memory (see the README).
+//! Time comes in as `now_ms`. The coordinator stores the membership in `__consumer_offsets`
+//! after each change (`stored`, `consumer_group_records`).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -13,6 +14,8 @@ use super::assignor::{self, Assignment, MemberSpec};
 
 #[path = "consumer_group_classic.rs"]
 mod classic;
+#[path = "consumer_group_stored.rs"]
+mod stored;
 pub(crate) use classic::ClassicMembership;
 
 /// The epoch a member sends to leave the group.
@@ -50,6 +53,16 @@ pub trait TopicView {
     fn partition_count(&self, topic: &str) -> Option<i32>;
     /// Every topic name (for regex subscriptions).
     fn topic_names(&self) -> Vec<String>;
+}
+
+/// The metadata image as the coordinator's view of topics.
+impl TopicView for tern_controller::MetadataImage {
+    fn partition_count(&self, topic: &str) -> Option<i32> {
+        self.topic(topic).map(|t| t.partitions.len() as i32)
+    }
+    fn topic_names(&self) -> Vec<String> {
+        self.topic_ids.keys().cloned().collect()
+    }
 }
 
 impl TopicView for BTreeMap<String, i32> {

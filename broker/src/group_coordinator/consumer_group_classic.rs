@@ -30,7 +30,7 @@ pub struct ClassicMembership {
 }
 
 impl ClassicMembership {
-    fn new(session_timeout_ms: i32, protocols: Vec<(String, Bytes)>) -> Self {
+    pub(super) fn new(session_timeout_ms: i32, protocols: Vec<(String, Bytes)>) -> Self {
         ClassicMembership {
             session_timeout_ms,
             protocols,

@@ -387,3 +387,36 @@ fn regex_subscriptions_follow_the_topics_that_match() {
         ["orders-1", "orders-2"]
     );
 }
+
+#[test]
+fn a_restored_group_carries_on_and_notices_topics_that_changed_meanwhile() {
+    let cfg = ConsumerGroupConfig::default();
+    let two = topics(&[("orders", 2)]);
+    let mut g = ConsumerGroup::default();
+    let a = g.heartbeat(join("m1", &["orders"]), &two, &cfg, 0).unwrap();
+    let owned = a.assignment.unwrap();
+    g.heartbeat(beat("m1", 1, &owned), &two, &cfg, 10).unwrap();
+    let stored = g.stored();
+
+    // Same topics: the member heartbeats on at epoch 1 with what it owns, session restarted.
+    let mut same = ConsumerGroup::restored(&stored, &two, "uniform", 45_000, 1_000_000);
+    assert_eq!(same.stored(), stored);
+    let a = same
+        .heartbeat(beat("m1", 1, &owned), &two, &cfg, 1_000_010)
+        .unwrap();
+    assert_eq!((a.member_epoch, same.group_epoch), (1, 1));
+    assert!(
+        same.expire(1_000_000 + 44_000).is_empty(),
+        "a whole session from the load"
+    );
+
+    // A partition was added while the group was not loaded: the next heartbeat bumps the
+    // epoch and assigns it.
+    let three = topics(&[("orders", 3)]);
+    let mut grown = ConsumerGroup::restored(&stored, &three, "uniform", 45_000, 1_000_000);
+    let a = grown
+        .heartbeat(beat("m1", 1, &owned), &three, &cfg, 1_000_010)
+        .unwrap();
+    assert_eq!((a.member_epoch, grown.group_epoch), (2, 2));
+    assert_eq!(parts(&a.assignment.unwrap()), 3);
+}

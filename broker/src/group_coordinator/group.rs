@@ -8,7 +8,8 @@ use bytes::Bytes;
 use kafka_protocol::ResponseError;
 use tokio::sync::oneshot;
 
-use super::consumer_group::{CommitCheck, ConsumerGroup};
+use super::consumer_group::{CommitCheck, ConsumerGroup, TopicView};
+use super::consumer_group_records::{self, StoredConsumerGroup, TopicIds};
 use super::offsets_topic::{GroupMetadataValue, OffsetValue, StoredMember};
 use super::share_group::ShareGroup;
 
@@ -265,6 +266,9 @@ pub struct Group {
     /// The membership of the consumer protocol (KIP-848) when the group is of that type; the
     /// classic state is then Empty.
     consumer: Option<ConsumerGroup>,
+    /// What `__consumer_offsets` holds of the consumer-group membership: written after each
+    /// change, built up while loading.
+    stored_consumer: Option<StoredConsumerGroup>,
     /// The start offsets of a share group (KIP-932) when the group is of that type; the
     /// classic state is then Empty and it has no committed offsets.
     share: Option<ShareGroup>,
@@ -299,6 +303,7 @@ impl Group {
             offsets: HashMap::new(),
             pending_txn_offsets: HashMap::new(),
             consumer: None,
+            stored_consumer: None,
             share: None,
             member_ids,
             rebalance_deadline_ms: 0,
@@ -390,6 +395,73 @@ impl Group {
     /// The KIP-848 membership, when the group is a consumer group.
     pub fn consumer(&self) -> Option<&ConsumerGroup> {
         self.consumer.as_ref()
+    }
+
+    /// What the log holds of the consumer-group membership, to load records into.
+    pub(crate) fn stored_consumer_mut(&mut self) -> &mut Option<StoredConsumerGroup> {
+        &mut self.stored_consumer
+    }
+
+    /// The records that bring the log up to the consumer-group membership as it is now (none
+    /// when nothing changed), taken as written.
+    pub(crate) fn consumer_changes(&mut self, ids: &dyn TopicIds) -> Vec<(Bytes, Option<Bytes>)> {
+        let now = self.consumer.as_ref().map(ConsumerGroup::stored);
+        if now == self.stored_consumer {
+            return Vec::new();
+        }
+        let records = consumer_group_records::changes(
+            &self.id,
+            self.stored_consumer.as_ref(),
+            now.as_ref(),
+            ids,
+        );
+        self.stored_consumer = now;
+        records
+    }
+
+    /// The tombstones of every consumer-group record the log holds of this group (it is
+    /// being deleted).
+    pub(crate) fn consumer_tombstones(
+        &mut self,
+        ids: &dyn TopicIds,
+    ) -> Vec<(Bytes, Option<Bytes>)> {
+        let stored = self.stored_consumer.take();
+        consumer_group_records::changes(&self.id, stored.as_ref(), None, ids)
+    }
+
+    /// Forgets what was written (a write failed): the next change writes the whole group.
+    pub(crate) fn forget_stored_consumer(&mut self) {
+        self.stored_consumer = None;
+    }
+
+    /// After a load: a group whose log holds a consumer-group membership becomes that
+    /// consumer group again, members, epochs and assignments as they were.
+    pub(crate) fn finish_load(
+        &mut self,
+        topics: &dyn TopicView,
+        default_assignor: &str,
+        session_timeout_ms: i32,
+        now_ms: i64,
+    ) {
+        let Some(stored) = &self.stored_consumer else {
+            return;
+        };
+        let group =
+            ConsumerGroup::restored(stored, topics, default_assignor, session_timeout_ms, now_ms);
+        self.become_consumer_group(group, now_ms);
+    }
+
+    /// Drops the classic state (the classic group is gone, not moved through its state
+    /// machine) and takes the membership of `group`.
+    pub(crate) fn become_consumer_group(&mut self, group: ConsumerGroup, now_ms: i64) {
+        self.members.clear();
+        self.pending_members.clear();
+        self.leader = None;
+        self.protocol = None;
+        self.protocol_type = None;
+        self.state = GroupState::Empty;
+        self.state_since_ms = now_ms;
+        self.consumer = Some(group);
     }
 
     /// The start offsets, when the group is a share group.

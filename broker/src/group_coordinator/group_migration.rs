@@ -208,15 +208,7 @@ impl Group {
             }
         }
         tracing::info!(group = %self.id, "converted the classic group to a consumer group");
-        self.members.clear();
-        self.pending_members.clear();
-        self.leader = None;
-        self.protocol = None;
-        self.protocol_type = None;
-        // The classic group is gone, not moved through its state machine.
-        self.state = GroupState::Empty;
-        self.state_since_ms = now_ms;
-        self.consumer = Some(converted);
+        self.become_consumer_group(converted, now_ms);
     }
 
     /// Kafka's online downgrade, once members of the consumer protocol were fenced and only

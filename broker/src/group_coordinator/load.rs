@@ -1,10 +1,12 @@
 //! Loading `__consumer_offsets`: the records of a partition applied, in log order, to the
-//! groups they belong to: classic groups, committed offsets, and share groups' start offsets.
+//! groups they belong to: classic groups, committed offsets, KIP-848 consumer groups, and share
+//! groups' start offsets.
 
 use std::collections::HashMap;
 
 use tern_protocol::records::Record;
 
+use super::consumer_group_records::{self, TopicIds};
 use super::group::Group;
 use super::offsets_topic::{
     decode_group_value, decode_key, decode_offset_value, decode_share_group_value,
@@ -18,6 +20,7 @@ pub fn apply_offsets_records(
     groups: &mut HashMap<String, Group>,
     records: Vec<Record>,
     txn_producer: Option<i64>,
+    ids: &dyn TopicIds,
     now: i64,
 ) {
     for r in records {
@@ -57,6 +60,22 @@ pub fn apply_offsets_records(
                     groups.remove(&group);
                 }
             },
+            OffsetsKey::Consumer {
+                group,
+                kind,
+                member,
+            } => {
+                let key = consumer_group_records::ConsumerRecordKey { kind, member };
+                let g = groups
+                    .entry(group.clone())
+                    .or_insert_with(|| Group::new(&group, now));
+                consumer_group_records::apply(
+                    g.stored_consumer_mut(),
+                    &key,
+                    r.value.as_deref(),
+                    ids,
+                );
+            }
             OffsetsKey::ShareGroup { group } => match r.value.as_deref() {
                 Some(v) => {
                     if let Some(epoch) = decode_share_group_value(v) {

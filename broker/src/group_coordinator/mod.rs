@@ -4,6 +4,7 @@
 
 pub(crate) mod assignor;
 pub(crate) mod consumer_group;
+pub(crate) mod consumer_group_records;
 pub(crate) mod consumer_protocol;
 pub(crate) mod group;
 mod load;
@@ -78,7 +79,13 @@ pub struct GroupCoordinator {
     pub config: CoordinatorConfig,
     replicas: Arc<ReplicaManager>,
     groups: Mutex<HashMap<String, Group>>,
+    /// The metadata image, for the topic ids and partition counts of the consumer groups it
+    /// stores and loads; while unset, their membership is kept in memory only.
+    images: std::sync::OnceLock<ImageSource>,
 }
+
+/// Where the coordinator reads the metadata image.
+type ImageSource = Box<dyn Fn() -> Arc<tern_controller::MetadataImage> + Send + Sync>;
 
 impl GroupCoordinator {
     /// A coordinator over the partitions of `replicas`.
@@ -87,6 +94,42 @@ impl GroupCoordinator {
             config,
             replicas,
             groups: Mutex::new(HashMap::new()),
+            images: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// Stores consumer groups' membership from now on, with topics as `images` describes
+    /// them (set before `load`, which then restores it).
+    pub fn set_image_source(
+        &self,
+        images: impl Fn() -> Arc<tern_controller::MetadataImage> + Send + Sync + 'static,
+    ) {
+        let _ = self.images.set(Box::new(images));
+    }
+
+    fn image(&self) -> Option<Arc<tern_controller::MetadataImage>> {
+        self.images.get().map(|f| f())
+    }
+
+    /// Writes what changed in `group_id`'s consumer-group membership since it was last
+    /// written (Kafka's records, see `consumer_group_records`). The write happens under the
+    /// groups' lock, so that two changes reach the log in the order they were made. A failed
+    /// write is logged, and the next change writes the whole group.
+    pub fn store_consumer_changes(&self, group_id: &str) {
+        let Some(image) = self.image() else {
+            return;
+        };
+        let mut groups = self.groups.lock();
+        let Some(g) = groups.get_mut(group_id) else {
+            return;
+        };
+        let records = g.consumer_changes(&*image);
+        if records.is_empty() {
+            return;
+        }
+        if let Err(e) = self.store(group_id, &records) {
+            tracing::warn!(group = group_id, error = ?e, "consumer group membership not stored");
+            g.forget_stored_consumer();
         }
     }
 
@@ -182,9 +225,8 @@ impl GroupCoordinator {
     /// ConsumerGroupHeartbeat: joins, heartbeats and leaves of the consumer protocol. A
     /// classic group becomes a consumer group when a member joins (with members in it, as the
     /// migration policy allows); a consumer group whose last member of this protocol leaves
-    /// turns classic if classic members remain. Membership is kept in memory only: after a
-    /// restart or a coordinator move a member is unknown, and rejoins (UNKNOWN_MEMBER_ID)
-    /// where Kafka's members carry on.
+    /// turns classic if classic members remain. What changed of the membership is then
+    /// stored, so that members carry on after a restart or a coordinator move.
     pub fn consumer_heartbeat(
         &self,
         group_id: &str,
@@ -199,6 +241,7 @@ impl GroupCoordinator {
         if store {
             let _ = self.store_group(group_id);
         }
+        self.store_consumer_changes(group_id);
         answer
     }
 
@@ -494,6 +537,7 @@ impl GroupCoordinator {
         let Some(partition) = self.replicas.partition(OFFSETS_TOPIC, p) else {
             return;
         };
+        let image = self.image().unwrap_or_default();
         crate::internal_topic::scan(&partition, |header, records| {
             if header.is_control() {
                 let kind = records.first().and_then(control_record_type);
@@ -508,8 +552,28 @@ impl GroupCoordinator {
             }
             // Offsets of a transaction stay pending until its commit marker.
             let txn_producer = header.is_transactional().then_some(header.producer_id);
-            load::apply_offsets_records(&mut self.groups.lock(), records, txn_producer, now);
+            load::apply_offsets_records(
+                &mut self.groups.lock(),
+                records,
+                txn_producer,
+                &*image,
+                now,
+            );
         });
+        let n = self.config.offsets_partitions;
+        let session_timeout = self.config.consumer.session_timeout_ms;
+        let assignor = self
+            .config
+            .consumer
+            .assignors
+            .first()
+            .cloned()
+            .unwrap_or_default();
+        for (id, g) in self.groups.lock().iter_mut() {
+            if partition_for(id, n) == p {
+                g.finish_load(&*image, &assignor, session_timeout, now);
+            }
+        }
     }
 
     /// Advances every group's timers and expires offsets of long-empty groups.
@@ -517,6 +581,7 @@ impl GroupCoordinator {
         let now = now_ms();
         let mut to_store = Vec::new();
         let mut expired_offsets: Vec<(String, Vec<(String, i32)>)> = Vec::new();
+        let mut fenced = Vec::new();
         {
             let mut groups = self.groups.lock();
             for g in groups.values_mut() {
@@ -527,6 +592,7 @@ impl GroupCoordinator {
                     .drive_consumer(now, false, |c| c.expire(now))
                     .unwrap_or_default();
                 if !expired.is_empty() {
+                    fenced.push(g.id().to_string());
                     tracing::info!(group = %g.id(), members = ?expired, "consumer group members expired");
                     if g.maybe_downgrade(&self.config.group, now) {
                         to_store.push(g.id().to_string());
@@ -546,6 +612,9 @@ impl GroupCoordinator {
         self.expire_share_members();
         for id in to_store {
             let _ = self.store_group(&id);
+        }
+        for id in fenced {
+            self.store_consumer_changes(&id);
         }
         for (group, keys) in expired_offsets {
             let tombstones: Vec<(Bytes, Option<Bytes>)> = keys
@@ -572,15 +641,20 @@ impl GroupCoordinator {
             let keys: Vec<(String, i32)> = g.offsets().keys().cloned().collect();
             let share_keys: Option<Vec<(String, i32)>> =
                 g.share().map(|s| s.start_offsets.keys().cloned().collect());
+            let consumer = self
+                .image()
+                .map(|image| g.consumer_tombstones(&*image))
+                .unwrap_or_default();
             g.mark_dead(now_ms());
             groups.remove(group_id);
-            (keys, share_keys)
+            (keys, share_keys, consumer)
         };
-        let (keys, share_keys) = keys;
+        let (keys, share_keys, consumer) = keys;
         let mut records: Vec<(Bytes, Option<Bytes>)> = keys
             .iter()
             .map(|(t, p)| (offset_key(group_id, t, *p), None))
             .collect();
+        records.extend(consumer);
         match share_keys {
             Some(share_keys) => {
                 records.extend(

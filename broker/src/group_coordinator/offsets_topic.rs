@@ -87,6 +87,15 @@ pub enum OffsetsKey {
         /// Group.
         group: String,
     },
+    /// A record of a KIP-848 consumer group (types 3 and 5 to 8).
+    Consumer {
+        /// Group.
+        group: String,
+        /// Record type.
+        kind: i16,
+        /// The member, for a member's record.
+        member: Option<String>,
+    },
     /// A share group's metadata (Kafka's ShareGroupMetadataKey, record type 11).
     ShareGroup {
         /// Group.
@@ -328,6 +337,15 @@ pub fn decode_key(key: &[u8]) -> Option<OffsetsKey> {
         SHARE_GROUP_METADATA_TYPE => Some(OffsetsKey::ShareGroup {
             group: get_str(&mut b)?,
         }),
+        kind if super::consumer_group_records::is_consumer_record(kind) => {
+            let group = get_str(&mut b)?;
+            let key = super::consumer_group_records::decode_key_rest(kind, &mut b)?;
+            Some(OffsetsKey::Consumer {
+                group,
+                kind,
+                member: key.member,
+            })
+        }
         SHARE_START_OFFSET_TYPE => {
             let group = get_str(&mut b)?;
             let topic = get_str(&mut b)?;

@@ -2,7 +2,7 @@
 //! (SPSO), set by AlterShareGroupOffsets (`kafka-share-groups.sh --reset-offsets`, the mirror's
 //! sync from a source cluster) or by the partition's share consumers as they settle records,
 //! and the members of ShareGroupHeartbeat with the partitions the simple assignor gives them.
-//! Membership lives in memory, as the KIP-848 groups' does here (see the README).
+//! Membership lives in memory (see the README); KIP-848 groups' is stored.
 
 use std::collections::{BTreeMap, BTreeSet};
 

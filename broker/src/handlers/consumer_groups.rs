@@ -18,19 +18,7 @@ use tern_controller::MetadataImage;
 use super::{sb, RequestContext};
 use crate::broker::Broker;
 use crate::group_coordinator::assignor::Assignment;
-use crate::group_coordinator::consumer_group::{ConsumerGroup, Heartbeat, TopicView};
-
-/// The metadata image as the coordinator's view of topics.
-pub(crate) struct ImageTopics<'a>(pub &'a MetadataImage);
-
-impl TopicView for ImageTopics<'_> {
-    fn partition_count(&self, topic: &str) -> Option<i32> {
-        self.0.topic(topic).map(|t| t.partitions.len() as i32)
-    }
-    fn topic_names(&self) -> Vec<String> {
-        self.0.topic_ids.keys().cloned().collect()
-    }
-}
+use crate::group_coordinator::consumer_group::{ConsumerGroup, Heartbeat};
 
 /// Answers ConsumerGroupHeartbeat (READ on the group).
 pub(crate) fn heartbeat(
@@ -84,7 +72,7 @@ pub(crate) fn heartbeat(
     );
     match broker
         .groups
-        .consumer_heartbeat(&group_id, hb, version, &ImageTopics(&image), &settings)
+        .consumer_heartbeat(&group_id, hb, version, &*image, &settings)
     {
         Ok(answer) => ConsumerGroupHeartbeatResponse::default()
             .with_member_id(Some(sb(answer.member_id)))

@@ -12,7 +12,6 @@ use kafka_protocol::ResponseError;
 
 use tern_controller::acls::{AclOperation, AclResourceType};
 
-use super::consumer_groups::ImageTopics;
 use super::{sb, Authz, RequestContext};
 use crate::broker::Broker;
 use crate::group_coordinator::group::{JoinRequest, JoinResult, Membership, Reply, SyncResult};
@@ -191,15 +190,17 @@ pub(crate) async fn join_group(
             &broker.groups.config.consumer,
             &image.group_configs(&group_id),
         );
-        let topics = ImageTopics(&image);
+        let topics = &*image;
         let membership = Membership {
             classic: &config,
             consumer: &consumer,
-            topics: &topics,
+            topics,
         };
-        broker
+        let reply = broker
             .groups
-            .with_group(&group_id, true, |g| g.join_any(join, &membership, now))
+            .with_group(&group_id, true, |g| g.join_any(join, &membership, now));
+        broker.groups.store_consumer_changes(&group_id);
+        reply
     };
     let result = match reply {
         Some(Reply::Now(r)) => r,
@@ -260,6 +261,7 @@ pub(crate) async fn sync_group(
             now,
         )
     });
+    broker.groups.store_consumer_changes(&group_id);
     let (reply, store) = match outcome {
         Some(o) => o,
         None => return error(ResponseError::UnknownMemberId),
@@ -305,6 +307,7 @@ pub(crate) fn heartbeat(
             )
         })
         .unwrap_or(ResponseError::UnknownMemberId.code());
+    broker.groups.store_consumer_changes(&group_id);
     HeartbeatResponse::default().with_error_code(code)
 }
 
@@ -341,6 +344,7 @@ pub(crate) fn leave_group(
     let outcome = broker
         .groups
         .with_group(&group_id, false, |g| g.leave_any(&leaving, &config, now));
+    broker.groups.store_consumer_changes(&group_id);
     let Some((codes, store)) = outcome else {
         return LeaveGroupResponse::default()
             .with_error_code(ResponseError::UnknownMemberId.code());

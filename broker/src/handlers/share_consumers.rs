@@ -17,7 +17,6 @@ use tern_controller::acls::AclOperation;
 use tern_controller::MetadataImage;
 use uuid::Uuid;
 
-use super::consumer_groups::ImageTopics;
 use super::{sb, Authz, RequestContext};
 use crate::blocking::disk_io;
 use crate::broker::Broker;
@@ -84,7 +83,7 @@ pub(crate) fn heartbeat(
     );
     match broker
         .groups
-        .share_heartbeat(&group_id, hb, &ImageTopics(&image), &settings)
+        .share_heartbeat(&group_id, hb, &*image, &settings)
     {
         Ok(answer) => {
             let leaving = answer.member_epoch < 0;

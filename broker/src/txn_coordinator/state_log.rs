@@ -2,6 +2,7 @@
 //! formats (TransactionLogKey v0, TransactionLogValue v1; v0 is read too), so that Kafka's tools can read it.
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
+use tern_protocol::flexible::{get_uvarint, put_uvarint};
 
 use super::metadata::{TxnMetadata, TxnState};
 use crate::group_coordinator::offsets_topic::{get_str, put_str};
@@ -79,29 +80,6 @@ pub fn value(m: &TxnMetadata) -> Bytes {
         b.put_slice(&data);
     }
     b.freeze()
-}
-
-fn put_uvarint(b: &mut BytesMut, mut v: u32) {
-    while v >= 0x80 {
-        b.put_u8((v as u8 & 0x7f) | 0x80);
-        v >>= 7;
-    }
-    b.put_u8(v as u8);
-}
-
-fn get_uvarint(b: &mut &[u8]) -> Option<u32> {
-    let mut v: u32 = 0;
-    for i in 0..5 {
-        if !b.has_remaining() {
-            return None;
-        }
-        let byte = b.get_u8();
-        v |= u32::from(byte & 0x7f) << (7 * i);
-        if byte & 0x80 == 0 {
-            return Some(v);
-        }
-    }
-    None
 }
 
 /// A length (compact: `n + 1`, 0 for null) checked against the bytes left, each element
