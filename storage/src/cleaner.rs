@@ -235,6 +235,9 @@ pub(crate) struct PassLimits<'a> {
     /// Told the bytes read and written, to hold the cleaners to
     /// `log.cleaner.io.max.bytes.per.second`.
     pub throttle: &'a dyn Fn(u64),
+    /// True once the cleaner stops: the pass ends at the next batch, without moving its
+    /// checkpoint.
+    pub stopped: &'a dyn Fn() -> bool,
 }
 
 impl PassLimits<'_> {
@@ -242,6 +245,7 @@ impl PassLimits<'_> {
     const UNLIMITED: PassLimits<'static> = PassLimits {
         map_capacity: usize::MAX,
         throttle: &|_| {},
+        stopped: &|| false,
     };
 }
 
@@ -362,6 +366,7 @@ fn compact_pass(log: &Log, now_ms: i64, limits: &PassLimits<'_>) -> Result<Compa
     if !config.cleanup_policy.compact {
         return Ok(stats);
     }
+    let truncations = log.truncations();
     let Some(section) = Section::of(log, &config, now_ms) else {
         return Ok(stats);
     };
@@ -380,8 +385,8 @@ fn compact_pass(log: &Log, now_ms: i64, limits: &PassLimits<'_>) -> Result<Compa
             continue;
         }
         let mut full = false;
-        s.scan(0, s.size(), false, |_, h, batch| {
-            if full || h.last_offset() < section.first_dirty {
+        let end = s.scan(0, s.size(), false, |_, h, batch| {
+            if full || h.last_offset() < section.first_dirty || (limits.stopped)() {
                 return Ok(());
             }
             (limits.throttle)(batch.len() as u64);
@@ -395,17 +400,29 @@ fn compact_pass(log: &Log, now_ms: i64, limits: &PassLimits<'_>) -> Result<Compa
             }
             Ok(())
         })?;
+        // A batch that does not read leaves the map short of it: nothing is cleaned (a
+        // truncation meanwhile explains it, and the next pass starts over).
+        if let Some(e) = end.error {
+            return aborted(log, truncations, stats, e);
+        }
+        if (limits.stopped)() {
+            return Ok(stats);
+        }
         if full {
             break;
         }
     }
 
     for s in cleanable.iter().filter(|s| s.base_offset() <= map.end) {
+        if (limits.stopped)() {
+            // Segments already rewritten stay so; the checkpoint stays where it was.
+            return Ok(stats);
+        }
         let size = s.size();
-        (limits.throttle)(size);
         let mut out = Vec::with_capacity(size as usize);
         let mut changed = false;
-        s.scan(0, size, false, |_, h, batch| {
+        let end = s.scan(0, size, false, |_, h, batch| {
+            (limits.throttle)(batch.len() as u64);
             let keep_whole = h.has_producer_id()
                 && log.producer_last_offset(h.producer_id) == Some(h.last_offset());
             match map.clean_batch(h, batch, keep_whole, &mut stats) {
@@ -418,6 +435,10 @@ fn compact_pass(log: &Log, now_ms: i64, limits: &PassLimits<'_>) -> Result<Compa
             }
             Ok(())
         })?;
+        // Rewriting only the batches that read would cut the segment's tail off.
+        if let Some(e) = end.error {
+            return aborted(log, truncations, stats, e);
+        }
         if !changed {
             continue;
         }
@@ -428,8 +449,22 @@ fn compact_pass(log: &Log, now_ms: i64, limits: &PassLimits<'_>) -> Result<Compa
             stats.bytes_after += out.len() as u64;
         }
     }
-    log.advance_cleaner_checkpoint(map.end + 1)?;
+    log.advance_cleaner_checkpoint(map.end + 1, truncations)?;
     Ok(stats)
+}
+
+/// The end of a pass that met a batch it could not read: quietly when the log was truncated
+/// meanwhile, else the error (the cleaner then leaves the log alone).
+fn aborted(
+    log: &Log,
+    truncations: u64,
+    stats: CompactionStats,
+    e: tern_protocol::record_batch::BatchError,
+) -> Result<CompactionStats> {
+    if log.truncations() != truncations {
+        return Ok(stats);
+    }
+    Err(e.into())
 }
 
 #[cfg(test)]
@@ -571,6 +606,7 @@ mod tests {
         let limits = PassLimits {
             map_capacity: 2,
             throttle: &throttle,
+            stopped: &|| false,
         };
         let mut passes = 0;
         while stepped.cleanable_ratio(5000).is_some() {

@@ -158,6 +158,9 @@ pub struct Log {
     producers: Mutex<ProducerStateManager>,
     /// Offset up to which the cleaner has compacted (exclusive).
     cleaner_checkpoint: AtomicI64,
+    /// Truncations so far: a cleaner pass that saw one happen does not advance its checkpoint
+    /// over data it did not map.
+    truncations: std::sync::atomic::AtomicU64,
 }
 
 impl std::fmt::Debug for Log {
@@ -186,6 +189,7 @@ impl Log {
             epochs: RwLock::new(loaded.epochs),
             producers: Mutex::new(loaded.producers),
             cleaner_checkpoint: AtomicI64::new(loaded.cleaner_checkpoint),
+            truncations: std::sync::atomic::AtomicU64::new(0),
         };
         write_offset(dir, RECOVERY_POINT_CHECKPOINT, leo)?;
         write_offset(dir, LOG_START_OFFSET_CHECKPOINT, log_start)?;
@@ -635,6 +639,7 @@ impl Log {
             self.local.checkpoint_recovery_point(new_leo)?;
         }
         self.cleaner_checkpoint.fetch_min(new_leo, Ordering::AcqRel);
+        self.truncations.fetch_add(1, Ordering::AcqRel);
         Ok(())
     }
 
@@ -650,6 +655,7 @@ impl Log {
         self.local.truncate_fully(offset, &config)?;
         self.log_start_offset.store(offset, Ordering::Release);
         self.cleaner_checkpoint.store(offset, Ordering::Release);
+        self.truncations.fetch_add(1, Ordering::AcqRel);
         {
             let mut epochs = self.epochs.write();
             epochs.clear();
@@ -908,13 +914,25 @@ impl Log {
         self.cleaner_checkpoint.load(Ordering::Acquire)
     }
 
-    /// Raises the cleaner checkpoint to `offset` and persists it.
-    pub(crate) fn advance_cleaner_checkpoint(&self, offset: i64) -> Result<()> {
+    /// How many times the log was truncated since it was opened.
+    pub(crate) fn truncations(&self) -> u64 {
+        self.truncations.load(Ordering::Acquire)
+    }
+
+    /// Raises the cleaner checkpoint to `offset` and persists it, unless the log was
+    /// truncated since the pass began (`truncations` then): what was appended after that
+    /// truncation was not mapped. Returns whether it moved.
+    pub(crate) fn advance_cleaner_checkpoint(&self, offset: i64, truncations: u64) -> Result<bool> {
+        let _w = self.writer.lock();
+        if self.truncations() != truncations {
+            return Ok(false);
+        }
         let now = self
             .cleaner_checkpoint
             .fetch_max(offset, Ordering::AcqRel)
             .max(offset);
-        self.io_guard(write_offset(self.dir(), CLEANER_OFFSET_CHECKPOINT, now))
+        self.io_guard(write_offset(self.dir(), CLEANER_OFFSET_CHECKPOINT, now))?;
+        Ok(true)
     }
 
     /// The cleaner's swap, the one way it changes the log: replaces the inactive segment `old`

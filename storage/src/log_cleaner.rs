@@ -65,6 +65,9 @@ struct Throttler {
 /// How often the throttler compares the rate with the budget.
 const CHECK_INTERVAL: Duration = Duration::from_millis(300);
 
+/// The longest a throttled thread sleeps before it looks whether it should stop.
+const SLEEP_STEP: Duration = Duration::from_millis(100);
+
 impl Throttler {
     fn new() -> Throttler {
         Throttler {
@@ -72,9 +75,10 @@ impl Throttler {
         }
     }
 
-    /// Counts `bytes`, sleeping when the period so far ran faster than `rate` bytes a second.
-    /// The sleep holds the lock, so every thread waits out the excess together.
-    fn observe(&self, bytes: u64, rate: f64) {
+    /// Counts `bytes`, sleeping when the period so far ran faster than `rate` bytes a second
+    /// (in steps, ending early once `stopped`). The sleep holds the lock, so every thread
+    /// waits out the excess together.
+    fn observe(&self, bytes: u64, rate: f64, stopped: &dyn Fn() -> bool) {
         if rate.is_nan() || rate <= 0.0 || rate >= f64::MAX {
             return;
         }
@@ -85,8 +89,13 @@ impl Throttler {
             return;
         }
         let due = Duration::from_secs_f64((period.1 as f64 / rate).min(3600.0));
-        if due > elapsed {
-            std::thread::sleep(due - elapsed);
+        let until = period.0 + due;
+        while !stopped() {
+            let now = Instant::now();
+            if now >= until {
+                break;
+            }
+            std::thread::sleep((until - now).min(SLEEP_STEP));
         }
         *period = (Instant::now(), 0);
     }
@@ -99,6 +108,10 @@ struct Shared {
     config: Mutex<CleanerConfig>,
     /// Logs a thread is cleaning now, so that no two threads take the same one.
     busy: Mutex<HashSet<(String, i32)>>,
+    /// Logs a pass failed on (an unreadable batch, an I/O error): left alone until restart,
+    /// so that they do not keep the others from being cleaned (Kafka's uncleanable
+    /// partitions).
+    uncleanable: Mutex<HashSet<(String, i32)>>,
     throttler: Throttler,
     /// Wakes waiting threads when the settings change or they are told to stop.
     wake: Condvar,
@@ -116,7 +129,16 @@ struct Worker {
 #[derive(Debug)]
 pub struct LogCleaner {
     shared: Arc<Shared>,
-    workers: Mutex<Vec<Worker>>,
+    workers: Mutex<Workers>,
+}
+
+/// The threads: those running, and those told to leave after their pass (joined at stop).
+#[derive(Debug, Default)]
+struct Workers {
+    running: Vec<Worker>,
+    retired: Vec<Worker>,
+    /// Set by `stop`: no thread starts after it.
+    stopped: bool,
 }
 
 impl LogCleaner {
@@ -127,11 +149,12 @@ impl LogCleaner {
                 logs: Arc::downgrade(logs),
                 config: Mutex::new(config.clone()),
                 busy: Mutex::new(HashSet::new()),
+                uncleanable: Mutex::new(HashSet::new()),
                 throttler: Throttler::new(),
                 wake: Condvar::new(),
                 wake_lock: Mutex::new(()),
             }),
-            workers: Mutex::new(Vec::new()),
+            workers: Mutex::new(Workers::default()),
         };
         cleaner.resize(config.threads);
         cleaner
@@ -155,22 +178,31 @@ impl LogCleaner {
             );
         }
         self.resize(threads);
-        self.shared.wake.notify_all();
+        self.shared.wake_all();
     }
 
-    /// How many cleaner threads run (or finish their last pass).
+    /// How many cleaner threads run.
     pub fn threads(&self) -> usize {
-        self.workers.lock().len()
+        self.workers.lock().running.len()
     }
 
     fn resize(&self, threads: usize) {
-        let mut workers = self.workers.lock();
-        while workers.len() > threads {
-            if let Some(w) = workers.pop() {
+        let mut guard = self.workers.lock();
+        let workers = &mut *guard;
+        if workers.stopped {
+            return;
+        }
+        workers
+            .retired
+            .retain(|w| w.thread.as_ref().is_some_and(|t| !t.is_finished()));
+        while workers.running.len() > threads {
+            if let Some(w) = workers.running.pop() {
                 // It leaves after its current pass; the busy set keeps a new thread off its log.
                 w.stop.store(true, Ordering::Release);
+                workers.retired.push(w);
             }
         }
+        let workers = &mut workers.running;
         while workers.len() < threads {
             let stop = Arc::new(AtomicBool::new(false));
             let shared = Arc::clone(&self.shared);
@@ -192,13 +224,19 @@ impl LogCleaner {
         }
     }
 
-    /// Stops every thread and waits for them.
+    /// Stops every thread and waits for them: a pass in progress ends at its next batch.
     pub fn stop(&self) {
-        let mut workers = std::mem::take(&mut *self.workers.lock());
+        let mut workers = {
+            let mut guard = self.workers.lock();
+            guard.stopped = true;
+            let mut all = std::mem::take(&mut guard.running);
+            all.append(&mut guard.retired);
+            all
+        };
         for w in &workers {
             w.stop.store(true, Ordering::Release);
         }
-        self.shared.wake.notify_all();
+        self.shared.wake_all();
         for w in &mut workers {
             if let Some(t) = w.thread.take() {
                 let _ = t.join();
@@ -214,9 +252,16 @@ impl Drop for LogCleaner {
 }
 
 impl Shared {
+    /// Wakes every waiting thread. Taking the lock orders this after a thread's look at its
+    /// stop flag, so a wake is never missed between that look and its wait.
+    fn wake_all(&self) {
+        let _guard = self.wake_lock.lock();
+        self.wake.notify_all();
+    }
+
     fn run(&self, stop: &AtomicBool) {
         while !stop.load(Ordering::Acquire) {
-            if self.clean_filthiest() {
+            if self.clean_filthiest(stop) {
                 continue;
             }
             let backoff = Duration::from_millis(self.config.lock().backoff_ms);
@@ -229,17 +274,19 @@ impl Shared {
 
     /// Cleans the log with the largest dirty ratio that reaches its minimum, if any; false
     /// when none needed it.
-    fn clean_filthiest(&self) -> bool {
+    fn clean_filthiest(&self, stop: &AtomicBool) -> bool {
         let Some(logs) = self.logs.upgrade() else {
             return false;
         };
         let now = now_ms();
         let chosen = {
             let mut busy = self.busy.lock();
+            let uncleanable = self.uncleanable.lock();
             let filthiest = logs
                 .all_logs()
                 .into_iter()
-                .filter(|(id, _)| !busy.contains(id))
+                .filter(|(id, _)| !busy.contains(id) && !uncleanable.contains(id))
+                .filter(|(_, log)| !log.is_offline())
                 .filter_map(|(id, log)| log.cleanable_ratio(now).map(|r| (r, id, log)))
                 .max_by(|a, b| a.0.total_cmp(&b.0));
             let Some((_, id, log)) = filthiest else {
@@ -250,13 +297,15 @@ impl Shared {
         };
         let (id, log) = chosen;
         let config = self.config.lock().clone();
+        let stopped = || stop.load(Ordering::Acquire);
         let throttle = |bytes: u64| {
             let rate = self.config.lock().max_io_bytes_per_second;
-            self.throttler.observe(bytes, rate);
+            self.throttler.observe(bytes, rate, &stopped);
         };
         let limits = PassLimits {
             map_capacity: config.map_capacity(),
             throttle: &throttle,
+            stopped: &stopped,
         };
         let result = log.compact_within(now, &limits);
         self.busy.lock().remove(&id);
@@ -268,7 +317,8 @@ impl Shared {
                 true
             }
             Err(e) => {
-                tracing::warn!(topic = %id.0, partition = id.1, error = %e, "log cleaning failed");
+                tracing::warn!(topic = %id.0, partition = id.1, error = %e, "log cleaning failed: the cleaner leaves this log alone until restart");
+                self.uncleanable.lock().insert(id);
                 false
             }
         }
@@ -374,6 +424,54 @@ mod tests {
     }
 
     #[test]
+    fn stop_ends_a_throttled_pass_and_no_thread_starts_after_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let logs =
+            Arc::new(LogManager::open(&[dir.path().to_path_buf()], LogConfig::default()).unwrap());
+        // Two bytes a second: once the throttler's first period is over, a pass sleeps in it.
+        let cleaner = LogCleaner::start(
+            &logs,
+            CleanerConfig {
+                max_io_bytes_per_second: 2.0,
+                backoff_ms: 20,
+                ..CleanerConfig::default()
+            },
+        );
+        std::thread::sleep(CHECK_INTERVAL + Duration::from_millis(100));
+        let a = logs.get_or_create("a", 0, compacted()).unwrap();
+        write_duplicates(&a, 10);
+        std::thread::sleep(Duration::from_millis(300));
+        let start = Instant::now();
+        cleaner.stop();
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "stop waited {:?}",
+            start.elapsed()
+        );
+        assert!(
+            a.cleanable_ratio(now_ms()).is_some(),
+            "the pass ended unfinished"
+        );
+        cleaner.reconfigure(CleanerConfig::default());
+        assert_eq!(cleaner.threads(), 0);
+    }
+
+    #[test]
+    fn a_truncation_during_a_pass_keeps_the_checkpoint() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = crate::Log::open(dir.path(), compacted()).unwrap();
+        write_duplicates(&log, 10);
+        let seen = log.truncations();
+        log.truncate_to(5).unwrap();
+        assert!(!log.advance_cleaner_checkpoint(20, seen).unwrap());
+        assert_eq!(log.cleaner_checkpoint(), 0);
+        assert!(log
+            .advance_cleaner_checkpoint(5, log.truncations())
+            .unwrap());
+        assert_eq!(log.cleaner_checkpoint(), 5);
+    }
+
+    #[test]
     fn map_capacity_is_kafkas_share_of_the_dedupe_buffer() {
         let c = CleanerConfig::default();
         assert_eq!(c.map_capacity(), ((128u64 << 20) / 24) as usize * 9 / 10);
@@ -392,10 +490,10 @@ mod tests {
         let start = Instant::now();
         std::thread::sleep(CHECK_INTERVAL);
         // 6,000 bytes at 10,000 a second take 0.6 s, the first 0.3 s of them already past.
-        t.observe(6_000, 10_000.0);
+        t.observe(6_000, 10_000.0, &|| false);
         assert!(start.elapsed() >= Duration::from_millis(600));
         let unlimited = Instant::now();
-        t.observe(1 << 30, f64::MAX);
+        t.observe(1 << 30, f64::MAX, &|| false);
         assert!(unlimited.elapsed() < Duration::from_secs(1));
     }
 }

@@ -201,19 +201,24 @@ fn put_str_array(b: &mut BytesMut, items: &[String]) {
 }
 
 fn member_metadata_value(m: &StoredMemberMetadata) -> Bytes {
-    let classic = m.classic.as_ref().map(|c| {
-        let mut t = BytesMut::new();
-        t.put_i32(c.session_timeout_ms);
-        put_compact_len(&mut t, Some(c.protocols.len()));
-        for (name, metadata) in &c.protocols {
-            put_compact_str(&mut t, name);
-            put_compact_bytes(&mut t, metadata);
-            put_uvarint(&mut t, 0);
+    // A tagged nullable struct, as Kafka's generated code writes it: a presence byte (0 for
+    // null, which Kafka writes too), then the struct with its own tagged fields.
+    let mut classic = BytesMut::new();
+    match &m.classic {
+        None => classic.put_u8(0),
+        Some(c) => {
+            classic.put_u8(1);
+            classic.put_i32(c.session_timeout_ms);
+            put_compact_len(&mut classic, Some(c.protocols.len()));
+            for (name, metadata) in &c.protocols {
+                put_compact_str(&mut classic, name);
+                put_compact_bytes(&mut classic, metadata);
+                put_uvarint(&mut classic, 0);
+            }
+            put_uvarint(&mut classic, 0);
         }
-        put_uvarint(&mut t, 0);
-        t.freeze()
-    });
-    let tagged: Vec<(u32, &[u8])> = classic.iter().map(|c| (0, &c[..])).collect();
+    }
+    let tagged: [(u32, &[u8]); 1] = [(0, &classic[..])];
     value(
         |b| {
             put_compact_nullable_str(b, m.instance_id.as_deref());
@@ -424,6 +429,18 @@ fn body(value: &[u8]) -> Option<&[u8]> {
     (b.remaining() >= 2 && b.get_i16() == 0).then_some(b)
 }
 
+/// A tombstone clears `slot`; a value sets it when it decodes, else the earlier one stays.
+fn replace<T>(slot: &mut Option<T>, value: Option<&[u8]>, decode: impl FnOnce(&[u8]) -> Option<T>) {
+    match value {
+        None => *slot = None,
+        Some(v) => {
+            if let Some(d) = decode(v) {
+                *slot = Some(d);
+            }
+        }
+    }
+}
+
 /// The member a member record is about, made if new.
 fn member_of<'a>(
     group: &'a mut StoredConsumerGroup,
@@ -464,9 +481,11 @@ fn decode_member_metadata(value: &[u8]) -> Option<StoredMemberMetadata> {
         classic: None,
     };
     for (tag, mut data) in get_tagged_fields(&mut b)? {
-        if tag != 0 {
+        // Tag 0: the classic member metadata, after a presence byte (0: null).
+        if tag != 0 || data.first().copied().unwrap_or(0) == 0 {
             continue;
         }
+        data.advance(1);
         let session_timeout_ms = get_i32(&mut data)?;
         let n = get_compact_len(&mut data, 2)??;
         let mut protocols = Vec::with_capacity(n);
@@ -501,10 +520,12 @@ fn get_topic_partitions(
             continue;
         };
         if let Some(epochs) = epochs.as_deref_mut() {
+            // Tag 0: the assignment epochs, a nullable array (null: not known).
             if let Some((_, mut data)) = tagged.into_iter().find(|(t, _)| *t == 0) {
-                let at = get_i32_array(&mut data)?;
-                for (p, e) in partitions.iter().zip(at) {
-                    epochs.insert((name.clone(), *p), e);
+                if let Some(n) = get_compact_len(&mut data, 4)? {
+                    for p in partitions.iter().take(n) {
+                        epochs.insert((name.clone(), *p), data.get_i32());
+                    }
                 }
             }
         }
@@ -560,21 +581,23 @@ pub(crate) fn apply(
             }
         }
         (TARGET_METADATA, v) => {
-            group.assignment_epoch = v.and_then(decode_epoch).unwrap_or(0);
+            let mut epoch = Some(group.assignment_epoch);
+            replace(&mut epoch, v, decode_epoch);
+            group.assignment_epoch = epoch.unwrap_or(0);
         }
         (MEMBER_METADATA, v) => {
             if let Some(m) = member_of(group, key) {
-                m.metadata = v.and_then(decode_member_metadata);
+                replace(&mut m.metadata, v, decode_member_metadata);
             }
         }
         (TARGET_MEMBER, v) => {
             if let Some(m) = member_of(group, key) {
-                m.target = v.and_then(|v| decode_target(v, ids));
+                replace(&mut m.target, v, |v| decode_target(v, ids));
             }
         }
         (CURRENT_ASSIGNMENT, v) => {
             if let Some(m) = member_of(group, key) {
-                m.current = v.and_then(|v| decode_current(v, ids));
+                replace(&mut m.current, v, |v| decode_current(v, ids));
             }
         }
         _ => {}
@@ -730,6 +753,16 @@ mod tests {
     }
 
     #[test]
+    fn a_consumer_protocol_member_writes_the_null_classic_tag_as_kafka_does() {
+        let mut m = group().members["m1"].metadata.clone().unwrap();
+        m.classic = None;
+        let v = member_metadata_value(&m);
+        // One tagged field: tag 0, one byte, null.
+        assert_eq!(&v[v.len() - 4..], &[1, 0, 1, 0]);
+        assert_eq!(decode_member_metadata(&v), Some(m));
+    }
+
+    #[test]
     fn a_deleted_topic_is_left_out_and_bad_values_are_skipped() {
         let g = group();
         let records = changes("g", None, Some(&g), &ids());
@@ -751,8 +784,12 @@ mod tests {
                 let kind = b.get_i16();
                 get_str(&mut b);
                 let key = decode_key_rest(kind, &mut b).unwrap();
-                let mut stored = None;
+                // A value that does not decode leaves what was loaded before it.
+                let mut stored = Some(g.clone());
                 apply(&mut stored, &key, Some(&v[..cut]), &ids());
+                if kind != GROUP_METADATA {
+                    assert_eq!(stored.as_ref(), Some(&g), "type {kind} cut at {cut}");
+                }
             }
         }
     }

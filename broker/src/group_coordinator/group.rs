@@ -277,6 +277,9 @@ pub struct Group {
     initial_delay_until_ms: i64,
 }
 
+/// Records to write for a consumer group's change, and what is stored once they are.
+pub(crate) type ConsumerChanges = (Vec<(Bytes, Option<Bytes>)>, Option<StoredConsumerGroup>);
+
 /// Kafka's member ids: the client id (or instance id) plus a random suffix.
 fn random_member_ids() -> MemberIdSource {
     Box::new(|prefix: &str| format!("{prefix}-{}", uuid::Uuid::new_v4()))
@@ -402,12 +405,12 @@ impl Group {
         &mut self.stored_consumer
     }
 
-    /// The records that bring the log up to the consumer-group membership as it is now (none
-    /// when nothing changed), taken as written.
-    pub(crate) fn consumer_changes(&mut self, ids: &dyn TopicIds) -> Vec<(Bytes, Option<Bytes>)> {
+    /// The records that bring the log up to the consumer-group membership as it is now, with
+    /// that image to take once they are written; None when nothing changed.
+    pub(crate) fn consumer_changes(&self, ids: &dyn TopicIds) -> Option<ConsumerChanges> {
         let now = self.consumer.as_ref().map(ConsumerGroup::stored);
         if now == self.stored_consumer {
-            return Vec::new();
+            return None;
         }
         let records = consumer_group_records::changes(
             &self.id,
@@ -415,8 +418,13 @@ impl Group {
             now.as_ref(),
             ids,
         );
-        self.stored_consumer = now;
-        records
+        Some((records, now))
+    }
+
+    /// Takes what the log now holds of the consumer-group membership (its records were
+    /// written).
+    pub(crate) fn set_stored_consumer(&mut self, stored: Option<StoredConsumerGroup>) {
+        self.stored_consumer = stored;
     }
 
     /// The tombstones of every consumer-group record the log holds of this group (it is
@@ -427,11 +435,6 @@ impl Group {
     ) -> Vec<(Bytes, Option<Bytes>)> {
         let stored = self.stored_consumer.take();
         consumer_group_records::changes(&self.id, stored.as_ref(), None, ids)
-    }
-
-    /// Forgets what was written (a write failed): the next change writes the whole group.
-    pub(crate) fn forget_stored_consumer(&mut self) {
-        self.stored_consumer = None;
     }
 
     /// After a load: a group whose log holds a consumer-group membership becomes that

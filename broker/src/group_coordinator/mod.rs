@@ -111,25 +111,43 @@ impl GroupCoordinator {
         self.images.get().map(|f| f())
     }
 
-    /// Writes what changed in `group_id`'s consumer-group membership since it was last
-    /// written (Kafka's records, see `consumer_group_records`). The write happens under the
-    /// groups' lock, so that two changes reach the log in the order they were made. A failed
-    /// write is logged, and the next change writes the whole group.
-    pub fn store_consumer_changes(&self, group_id: &str) {
-        let Some(image) = self.image() else {
-            return;
-        };
+    /// Writes, as one batch, the group's classic metadata record when `classic` and what
+    /// changed in its consumer-group membership since it was last written (Kafka's records,
+    /// see `consumer_group_records`), so that a change of group type is never half written.
+    /// The write happens under the groups' lock, so changes reach the log in the order they
+    /// were made; what was written is remembered only once the write succeeded, so a failed
+    /// write is made good by the next one.
+    pub fn store_changes(&self, group_id: &str, classic: bool) -> Result<(), ResponseError> {
         let mut groups = self.groups.lock();
         let Some(g) = groups.get_mut(group_id) else {
-            return;
+            return Ok(());
         };
-        let records = g.consumer_changes(&*image);
-        if records.is_empty() {
-            return;
+        let mut records = Vec::new();
+        if classic && g.state() != GroupState::Dead {
+            records.push((
+                group_key(group_id),
+                Some(group_value(&g.metadata_value(now_ms()))),
+            ));
         }
-        if let Err(e) = self.store(group_id, &records) {
+        let consumer = self.image().and_then(|image| g.consumer_changes(&*image));
+        if let Some((changes, _)) = &consumer {
+            records.extend(changes.iter().cloned());
+        }
+        if records.is_empty() {
+            return Ok(());
+        }
+        self.store(group_id, &records)?;
+        if let Some((_, stored)) = consumer {
+            g.set_stored_consumer(stored);
+        }
+        Ok(())
+    }
+
+    /// Writes what changed in `group_id`'s consumer-group membership ([`Self::store_changes`]
+    /// without the classic record); a failed write is logged.
+    pub fn store_consumer_changes(&self, group_id: &str) {
+        if let Err(e) = self.store_changes(group_id, false) {
             tracing::warn!(group = group_id, error = ?e, "consumer group membership not stored");
-            g.forget_stored_consumer();
         }
     }
 
@@ -238,10 +256,9 @@ impl GroupCoordinator {
         let mut store = false;
         let answer =
             self.consumer_heartbeat_locked(group_id, hb, version, topics, settings, &mut store);
-        if store {
-            let _ = self.store_group(group_id);
+        if let Err(e) = self.store_changes(group_id, store) {
+            tracing::warn!(group = group_id, error = ?e, "group changes not stored");
         }
-        self.store_consumer_changes(group_id);
         answer
     }
 
@@ -357,17 +374,7 @@ impl GroupCoordinator {
 
     /// Stores a group's metadata record.
     pub fn store_group(&self, group_id: &str) -> Result<(), ResponseError> {
-        let value = self.with_group(group_id, false, |g| {
-            if g.state() == GroupState::Dead {
-                None
-            } else {
-                Some(group_value(&g.metadata_value(now_ms())))
-            }
-        });
-        match value {
-            Some(v) => self.store(group_id, &[(group_key(group_id), v)]),
-            None => Ok(()),
-        }
+        self.store_changes(group_id, true)
     }
 
     /// Commits offsets; returns one error code per (topic, partition) in request order.
@@ -610,11 +617,11 @@ impl GroupCoordinator {
             }
         }
         self.expire_share_members();
-        for id in to_store {
-            let _ = self.store_group(&id);
+        for id in &fenced {
+            let _ = self.store_changes(id, to_store.contains(id));
         }
-        for id in fenced {
-            self.store_consumer_changes(&id);
+        for id in to_store.iter().filter(|id| !fenced.contains(id)) {
+            let _ = self.store_group(id);
         }
         for (group, keys) in expired_offsets {
             let tombstones: Vec<(Bytes, Option<Bytes>)> = keys

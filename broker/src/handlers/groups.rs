@@ -261,15 +261,15 @@ pub(crate) async fn sync_group(
             now,
         )
     });
-    broker.groups.store_consumer_changes(&group_id);
     let (reply, store) = match outcome {
         Some(o) => o,
-        None => return error(ResponseError::UnknownMemberId),
-    };
-    if store {
-        if let Err(e) = broker.groups.store_group(&group_id) {
-            return error(e);
+        None => {
+            broker.groups.store_consumer_changes(&group_id);
+            return error(ResponseError::UnknownMemberId);
         }
+    };
+    if let Err(e) = broker.groups.store_changes(&group_id, store) {
+        return error(e);
     }
     match reply {
         Reply::Now(r) => sync_response(r),
@@ -344,14 +344,12 @@ pub(crate) fn leave_group(
     let outcome = broker
         .groups
         .with_group(&group_id, false, |g| g.leave_any(&leaving, &config, now));
-    broker.groups.store_consumer_changes(&group_id);
     let Some((codes, store)) = outcome else {
+        broker.groups.store_consumer_changes(&group_id);
         return LeaveGroupResponse::default()
             .with_error_code(ResponseError::UnknownMemberId.code());
     };
-    if store {
-        let _ = broker.groups.store_group(&group_id);
-    }
+    let _ = broker.groups.store_changes(&group_id, store);
     if version >= 3 {
         let members = leaving
             .into_iter()
