@@ -568,7 +568,6 @@ impl GroupCoordinator {
             );
         });
         let n = self.config.offsets_partitions;
-        let session_timeout = self.config.consumer.session_timeout_ms;
         let assignor = self
             .config
             .consumer
@@ -578,7 +577,12 @@ impl GroupCoordinator {
             .unwrap_or_default();
         for (id, g) in self.groups.lock().iter_mut() {
             if partition_for(id, n) == p {
-                g.finish_load(&*image, &assignor, session_timeout, now);
+                // The group's own session timeout, as its heartbeats would set it.
+                let settings = crate::config::group_configs::consumer_settings(
+                    &self.config.consumer,
+                    &image.group_configs(id),
+                );
+                g.finish_load(&*image, &assignor, settings.session_timeout_ms, now);
             }
         }
     }
