@@ -6,7 +6,7 @@
 //! (Tern's) the last mirrored offset written when a partition is stopped.
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
-use tern_protocol::flexible::{get_uvarint, put_uvarint};
+use tern_protocol::flexible::{get_uvarint, put_compact_nullable_str, put_uvarint};
 use uuid::Uuid;
 
 /// Name of the internal compacted topic holding mirror partition states.
@@ -192,13 +192,7 @@ pub fn encode_state(key: &MirrorPartitionKey, rec: &PartitionStateRecord) -> (By
     v.put_i8(rec.state.id());
     v.put_i8(rec.previous_state.id());
     v.put_i16(rec.retry_attempt);
-    match &rec.error_message {
-        None => put_uvarint(&mut v, 0),
-        Some(m) => {
-            put_uvarint(&mut v, m.len() as u32 + 1);
-            v.put_slice(m.as_bytes());
-        }
-    }
+    put_compact_nullable_str(&mut v, rec.error_message.as_deref());
     put_uvarint(&mut v, 0);
     (encode_key(STATE_RECORD, key), v.freeze())
 }

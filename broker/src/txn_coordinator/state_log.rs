@@ -2,7 +2,9 @@
 //! formats (TransactionLogKey v0, TransactionLogValue v1; v0 is read too), so that Kafka's tools can read it.
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
-use tern_protocol::flexible::{get_uvarint, put_uvarint};
+use tern_protocol::flexible::{
+    get_compact_len, get_tagged_fields, put_compact_len, put_compact_str, put_tagged_fields,
+};
 
 use super::metadata::{TxnMetadata, TxnState};
 use crate::group_coordinator::offsets_topic::{get_str, put_str};
@@ -43,21 +45,20 @@ pub fn value(m: &TxnMetadata) -> Bytes {
     b.put_i32(m.timeout_ms);
     b.put_i8(m.state.id());
     if m.state == TxnState::Empty && m.partitions.is_empty() {
-        put_uvarint(&mut b, 0); // null, as Kafka writes an empty transaction's
+        put_compact_len(&mut b, None); // null, as Kafka writes an empty transaction's
     } else {
         let mut by_topic: std::collections::BTreeMap<&str, Vec<i32>> = Default::default();
         for (t, p) in &m.partitions {
             by_topic.entry(t.as_str()).or_default().push(*p);
         }
-        put_uvarint(&mut b, by_topic.len() as u32 + 1);
+        put_compact_len(&mut b, Some(by_topic.len()));
         for (topic, parts) in by_topic {
-            put_uvarint(&mut b, topic.len() as u32 + 1);
-            b.put_slice(topic.as_bytes());
-            put_uvarint(&mut b, parts.len() as u32 + 1);
+            put_compact_str(&mut b, topic);
+            put_compact_len(&mut b, Some(parts.len()));
             for p in parts {
                 b.put_i32(p);
             }
-            put_uvarint(&mut b, 0); // no tagged fields
+            put_tagged_fields(&mut b, &[]);
         }
     }
     b.put_i64(m.last_update_ms);
@@ -73,26 +74,21 @@ pub fn value(m: &TxnMetadata) -> Bytes {
     if m.txn_version != 0 {
         tagged.push((2, i16::from(m.txn_version).to_be_bytes().to_vec()));
     }
-    put_uvarint(&mut b, tagged.len() as u32);
-    for (tag, data) in tagged {
-        put_uvarint(&mut b, tag);
-        put_uvarint(&mut b, data.len() as u32);
-        b.put_slice(&data);
-    }
+    let tagged: Vec<(u32, &[u8])> = tagged.iter().map(|(t, d)| (*t, &d[..])).collect();
+    put_tagged_fields(&mut b, &tagged);
     b.freeze()
 }
 
 /// A length (compact: `n + 1`, 0 for null) checked against the bytes left, each element
 /// taking at least `min_size` bytes.
 fn get_len(b: &mut &[u8], compact: bool, min_size: usize) -> Option<usize> {
-    let n = if compact {
-        get_uvarint(b)?.checked_sub(1)? as usize
-    } else {
-        if b.remaining() < 4 {
-            return None;
-        }
-        usize::try_from(b.get_i32()).ok()?
-    };
+    if compact {
+        return get_compact_len(b, min_size)?;
+    }
+    if b.remaining() < 4 {
+        return None;
+    }
+    let n = usize::try_from(b.get_i32()).ok()?;
     (n.checked_mul(min_size)? <= b.remaining()).then_some(n)
 }
 
@@ -161,37 +157,21 @@ pub fn decode_value(transactional_id: &str, value: &[u8]) -> Option<TxnMetadata>
         txn_version: 0,
     };
     if compact {
-        let count = get_uvarint(&mut b)?;
-        for _ in 0..count {
-            let tag = get_uvarint(&mut b)?;
-            let size = get_uvarint(&mut b)? as usize;
-            if b.remaining() < size {
-                return None;
-            }
-            let mut data = &b[..size];
-            match (tag, size) {
+        for (tag, mut data) in get_tagged_fields(&mut b)? {
+            match (tag, data.len()) {
                 (0, 8) => m.last_producer_id = data.get_i64(),
                 (1, 8) => m.next_producer_id = data.get_i64(),
                 (2, 2) => m.txn_version = i8::try_from(data.get_i16()).ok()?,
                 (0..=2, _) => return None,
                 _ => {} // NextProducerEpoch (never set by Kafka 4.4) and later tags
             }
-            b.advance(size);
         }
     }
     Some(m)
 }
 
 fn skip_tagged_fields(b: &mut &[u8]) -> Option<()> {
-    for _ in 0..get_uvarint(b)? {
-        get_uvarint(b)?;
-        let size = get_uvarint(b)? as usize;
-        if b.remaining() < size {
-            return None;
-        }
-        b.advance(size);
-    }
-    Some(())
+    get_tagged_fields(b).map(|_| ())
 }
 
 #[cfg(test)]
