@@ -478,13 +478,8 @@ mod tests {
 
     fn compact_config() -> LogConfig {
         LogConfig {
-            segment_bytes: 600,
-            cleanup_policy: CleanupPolicy {
-                delete: false,
-                compact: true,
-            },
             delete_retention_ms: 1000,
-            ..LogConfig::default()
+            ..LogConfig::compacted_for_tests(600)
         }
     }
 

@@ -178,6 +178,21 @@ impl LogConfig {
 }
 
 #[cfg(test)]
+impl LogConfig {
+    /// A log that is compacted only, with segments of `segment_bytes`, for tests.
+    pub(crate) fn compacted_for_tests(segment_bytes: u64) -> LogConfig {
+        LogConfig {
+            segment_bytes,
+            cleanup_policy: CleanupPolicy {
+                delete: false,
+                compact: true,
+            },
+            ..LogConfig::default()
+        }
+    }
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
 

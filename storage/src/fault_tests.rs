@@ -9,7 +9,7 @@ use bytes::BytesMut;
 
 use crate::fault::{inject, FaultAction, FaultGuard, FaultOp, FaultPlan};
 use crate::record::{build_batch, BatchSpec, KeyValue};
-use crate::{CleanupPolicy, Log, LogConfig, StorageError};
+use crate::{Log, LogConfig, StorageError};
 
 fn batch(key: &str, value: &str) -> BytesMut {
     let recs: Vec<KeyValue<'_>> = vec![(Some(key.as_bytes()), Some(value.as_bytes()))];
@@ -173,14 +173,7 @@ fn a_failed_checkpoint_at_close_recovers_as_after_a_crash() {
 }
 
 fn compacted() -> LogConfig {
-    LogConfig {
-        segment_bytes: 300,
-        cleanup_policy: CleanupPolicy {
-            delete: false,
-            compact: true,
-        },
-        ..LogConfig::default()
-    }
+    LogConfig::compacted_for_tests(300)
 }
 
 /// A compacted log holding ten keys overwritten five times (plenty for the cleaner to drop),

@@ -329,18 +329,11 @@ impl Shared {
 mod tests {
     use super::*;
     use crate::record::{build_batch, BatchSpec};
-    use crate::{CleanupPolicy, LogConfig};
+    use crate::LogConfig;
     use bytes::BytesMut;
 
     fn compacted() -> LogConfig {
-        LogConfig {
-            segment_bytes: 300,
-            cleanup_policy: CleanupPolicy {
-                delete: false,
-                compact: true,
-            },
-            ..LogConfig::default()
-        }
+        LogConfig::compacted_for_tests(300)
     }
 
     fn write_duplicates(log: &crate::Log, rounds: usize) {
