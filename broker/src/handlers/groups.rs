@@ -263,10 +263,7 @@ pub(crate) async fn sync_group(
     });
     let (reply, store) = match outcome {
         Some(o) => o,
-        None => {
-            broker.groups.store_consumer_changes(&group_id);
-            return error(ResponseError::UnknownMemberId);
-        }
+        None => return error(ResponseError::UnknownMemberId),
     };
     if let Err(e) = broker.groups.store_changes(&group_id, store) {
         return error(e);
@@ -345,7 +342,6 @@ pub(crate) fn leave_group(
         .groups
         .with_group(&group_id, false, |g| g.leave_any(&leaving, &config, now));
     let Some((codes, store)) = outcome else {
-        broker.groups.store_consumer_changes(&group_id);
         return LeaveGroupResponse::default()
             .with_error_code(ResponseError::UnknownMemberId.code());
     };
