@@ -3,8 +3,11 @@
 //! are filtered by copying the retained records' bytes.
 //!
 //! One pass builds a map key -> latest offset over the dirty part of the log (from the cleaner
-//! checkpoint to the end of the last inactive segment), then rewrites every inactive segment
-//! keeping, per key, only the latest record. Offsets never change: a batch keeps its base
+//! checkpoint to the end of the last inactive segment before any open transaction), then
+//! rewrites every inactive segment keeping, per key, only the latest record. As in Kafka,
+//! records of committed transactions are compacted like any others, those of aborted
+//! transactions are removed, and a transaction marker goes once no batch of its transaction
+//! is left and `delete.retention.ms` has passed since it was written (cleaner_txn). Offsets never change: a batch keeps its base
 //! offset and last offset delta, so gaps stay gaps. Batches where nothing is removed are copied
 //! byte for byte. A rewritten segment is written as `.log.cleaned`, fsynced, renamed to
 //! `.log.swap` (the commit point), then renamed over `.log`; recovery finishes a committed swap.
@@ -17,9 +20,11 @@ use tern_protocol::record_batch::{
 
 use tern_protocol::records::{decode_records, Record, RecordBatchBuilder};
 
+use crate::cleaner_txn::{MarkerFate, TxnWalk};
 use crate::error::Result;
 use crate::log::Log;
 use crate::record::{parse_records, RecordView};
+use crate::txn_index::AbortedTxn;
 
 /// What one compaction pass did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -34,6 +39,10 @@ pub struct CompactionStats {
     pub records_removed: u64,
     /// Tombstones removed because their delete horizon passed.
     pub tombstones_removed: u64,
+    /// Records of aborted transactions removed.
+    pub aborted_records_removed: u64,
+    /// Transaction markers removed (their transaction had no batch left).
+    pub markers_removed: u64,
 }
 
 enum Cleaned {
@@ -45,12 +54,10 @@ enum Cleaned {
 /// Upper bound on a decompressed records section read by the cleaner.
 const MAX_DECOMPRESSED_BYTES: usize = 64 << 20;
 
-/// Calls `f(key, offset)` for every keyed record of a non-transactional data batch
-/// (compressed or not). Transactional batches are left out: an aborted or still open
-/// transaction's record must not make an earlier committed one look superseded (they are kept
-/// whole, so nothing they hold is lost either).
+/// Calls `f(key, offset)` for every keyed record of a data batch (compressed or not). The
+/// caller leaves out batches of aborted transactions: their records supersede nothing.
 fn for_each_key(h: &RecordBatchHeader, batch: &[u8], mut f: impl FnMut(&[u8], i64)) {
-    if h.is_control() || h.is_transactional() {
+    if h.is_control() {
         return;
     }
     if h.compression() == Ok(Compression::None) {
@@ -83,8 +90,8 @@ struct OffsetMap {
 }
 
 impl OffsetMap {
-    /// Decides the fate of one batch. Data batches are filtered (compressed ones decompressed
-    /// and recompressed with the same codec through the protocol crate); transactional,
+    /// Decides the fate of one data batch not aborted. Its records are filtered (compressed
+    /// ones decompressed and recompressed with the same codec through the protocol crate);
     /// control and undecodable batches are kept as they are. Base offset and last offset
     /// delta never change.
     fn clean_batch(
@@ -94,7 +101,7 @@ impl OffsetMap {
         keep_whole: bool,
         stats: &mut CompactionStats,
     ) -> Cleaned {
-        if h.is_control() || h.is_transactional() {
+        if h.is_control() {
             return Cleaned::Keep;
         }
         if h.compression() == Ok(Compression::None) {
@@ -105,6 +112,7 @@ impl OffsetMap {
             };
             return self.filter(
                 h,
+                batch,
                 records,
                 keep_whole,
                 stats,
@@ -120,6 +128,7 @@ impl OffsetMap {
         };
         self.filter(
             h,
+            batch,
             records,
             keep_whole,
             stats,
@@ -130,10 +139,13 @@ impl OffsetMap {
 
     /// Drops the records a later one with the same key supersedes and the tombstones past
     /// their horizon; `fields` gives a record's (key, offset, value), `rebuild` makes the
-    /// batch of the records kept (`None`: keep the batch as it is).
+    /// batch of the records kept (`None`: keep the batch as it is). With no record left, the
+    /// producer's last batch (`keep_whole`) stays as an empty header.
+    #[allow(clippy::too_many_arguments)]
     fn filter<R>(
         &self,
         h: &RecordBatchHeader,
+        batch: &[u8],
         records: Vec<R>,
         keep_whole: bool,
         stats: &mut CompactionStats,
@@ -162,11 +174,12 @@ impl OffsetMap {
                 true
             })
             .collect();
-        // The producer's last batch carries its state (sequence, epoch); Kafka keeps it too.
-        if kept.len() == total || (kept.is_empty() && keep_whole) {
+        if kept.len() == total {
             return Cleaned::Keep;
         }
-        let cleaned = if kept.is_empty() {
+        let cleaned = if kept.is_empty() && keep_whole {
+            Cleaned::Rewrite(empty_batch(batch))
+        } else if kept.is_empty() {
             Cleaned::Drop
         } else {
             match rebuild(&kept) {
@@ -178,6 +191,24 @@ impl OffsetMap {
         stats.tombstones_removed += tombstones;
         cleaned
     }
+}
+
+/// `batch` with no records left, as Kafka writes the producer's last batch when all its records
+/// go: the header alone (offsets, producer, sequence and epoch kept), uncompressed, both
+/// timestamps the batch's maximum. The producer state it carries survives a reload.
+fn empty_batch(batch: &[u8]) -> Vec<u8> {
+    let mut out = batch[..RECORD_BATCH_OVERHEAD].to_vec();
+    let batch_length = (out.len() - LOG_OVERHEAD) as i32;
+    out[8..12].copy_from_slice(&batch_length.to_be_bytes());
+    out[22] &= !0x07;
+    let max_timestamp = [
+        out[35], out[36], out[37], out[38], out[39], out[40], out[41], out[42],
+    ];
+    out[27..35].copy_from_slice(&max_timestamp);
+    out[57..61].copy_from_slice(&0i32.to_be_bytes());
+    let crc = compute_crc(&out);
+    out[17..21].copy_from_slice(&crc.to_be_bytes());
+    out
 }
 
 /// An uncompressed batch of the `kept` records of `batch`, their bytes copied as they are.
@@ -281,7 +312,8 @@ impl Log {
 }
 
 /// The part of a log a pass may clean: the inactive segments older than
-/// `min.compaction.lag.ms`, split at the cleaner checkpoint into clean and dirty bytes.
+/// `min.compaction.lag.ms` and before any open transaction, split at the cleaner checkpoint
+/// into clean and dirty bytes.
 struct Section {
     segs: Vec<std::sync::Arc<crate::segment::LogSegment>>,
     /// Segments `segs[..end]` are cleanable.
@@ -303,6 +335,13 @@ impl Section {
                 .iter()
                 .position(|s| s.largest_timestamp() > now_ms - config.min_compaction_lag_ms)
             {
+                end = i;
+            }
+        }
+        // Nothing at or after an open transaction's first offset is cleaned: its batches
+        // are neither committed nor aborted yet.
+        if let Some(unstable) = log.first_unstable_offset() {
+            if let Some(i) = (0..end).find(|&i| segs[i + 1].base_offset() > unstable) {
                 end = i;
             }
         }
@@ -380,6 +419,7 @@ fn compact_pass(log: &Log, now_ms: i64, limits: &PassLimits<'_>) -> Result<Compa
         tombstone_horizon: now_ms.saturating_sub(config.delete_retention_ms),
         end: section.dirty_end - 1,
     };
+    let mut txns = TxnWalk::new(log.aborted_transactions(section.first_dirty, section.dirty_end));
     for (i, s) in cleanable.iter().enumerate() {
         if section.is_clean(i) {
             continue;
@@ -390,9 +430,13 @@ fn compact_pass(log: &Log, now_ms: i64, limits: &PassLimits<'_>) -> Result<Compa
                 return Ok(());
             }
             (limits.throttle)(batch.len() as u64);
-            for_each_key(h, batch, |k, offset| {
-                map.latest.insert(k.to_vec(), offset);
-            });
+            if h.is_control() {
+                txns.marker(h, batch);
+            } else if !txns.is_aborted(h) {
+                for_each_key(h, batch, |k, offset| {
+                    map.latest.insert(k.to_vec(), offset);
+                });
+            }
             // Past the map's capacity the pass covers what it has mapped (at least one batch).
             if map.latest.len() >= limits.map_capacity {
                 full = true;
@@ -413,6 +457,8 @@ fn compact_pass(log: &Log, now_ms: i64, limits: &PassLimits<'_>) -> Result<Compa
         }
     }
 
+    let mut txns =
+        TxnWalk::new(log.aborted_transactions(cleanable[0].base_offset(), section.dirty_end));
     for s in cleanable.iter().filter(|s| s.base_offset() <= map.end) {
         if (limits.stopped)() {
             // Segments already rewritten stay so; the checkpoint stays where it was.
@@ -421,11 +467,33 @@ fn compact_pass(log: &Log, now_ms: i64, limits: &PassLimits<'_>) -> Result<Compa
         let size = s.size();
         let mut out = Vec::with_capacity(size as usize);
         let mut changed = false;
+        // The aborted transactions whose markers stay in this segment.
+        let mut aborts = Vec::new();
         let end = s.scan(0, size, false, |_, h, batch| {
             (limits.throttle)(batch.len() as u64);
             let keep_whole = h.has_producer_id()
                 && log.producer_last_offset(h.producer_id) == Some(h.last_offset());
-            match map.clean_batch(h, batch, keep_whole, &mut stats) {
+            let cleaned = if h.is_control() {
+                clean_marker(
+                    &mut txns,
+                    h,
+                    batch,
+                    keep_whole,
+                    &map,
+                    &mut aborts,
+                    &mut stats,
+                )
+            } else if txns.is_aborted(h) {
+                stats.aborted_records_removed += u64::try_from(h.records_count).unwrap_or(0);
+                match (keep_whole, h.records_count) {
+                    (false, _) => Cleaned::Drop,
+                    (true, 0) => Cleaned::Keep,
+                    (true, _) => Cleaned::Rewrite(empty_batch(batch)),
+                }
+            } else {
+                map.clean_batch(h, batch, keep_whole, &mut stats)
+            };
+            match cleaned {
                 Cleaned::Keep => out.extend_from_slice(batch),
                 Cleaned::Drop => changed = true,
                 Cleaned::Rewrite(b) => {
@@ -443,7 +511,7 @@ fn compact_pass(log: &Log, now_ms: i64, limits: &PassLimits<'_>) -> Result<Compa
             continue;
         }
         (limits.throttle)(out.len() as u64);
-        if log.replace_segment(s, size, &out)? {
+        if log.replace_segment(s, size, &out, &aborts)? {
             stats.segments_cleaned += 1;
             stats.bytes_before += size;
             stats.bytes_after += out.len() as u64;
@@ -451,6 +519,31 @@ fn compact_pass(log: &Log, now_ms: i64, limits: &PassLimits<'_>) -> Result<Compa
     }
     log.advance_cleaner_checkpoint(map.end + 1, truncations)?;
     Ok(stats)
+}
+
+/// A transaction marker goes once no batch of its transaction is left and its delete horizon
+/// (`delete.retention.ms` after it was written) has passed; a kept abort marker whose
+/// transaction still has batches keeps its transaction index entry (`aborts`).
+fn clean_marker(
+    txns: &mut TxnWalk,
+    h: &RecordBatchHeader,
+    batch: &[u8],
+    keep_whole: bool,
+    map: &OffsetMap,
+    aborts: &mut Vec<AbortedTxn>,
+    stats: &mut CompactionStats,
+) -> Cleaned {
+    match txns.marker(h, batch) {
+        MarkerFate::Unneeded if !keep_whole && h.max_timestamp < map.tombstone_horizon => {
+            stats.markers_removed += 1;
+            Cleaned::Drop
+        }
+        MarkerFate::Needed(Some(txn)) => {
+            aborts.push(txn);
+            Cleaned::Keep
+        }
+        _ => Cleaned::Keep,
+    }
 }
 
 /// The end of a pass that met a batch it could not read: quietly when the log was truncated
@@ -628,36 +721,188 @@ mod tests {
         assert_eq!(dump(&stepped).0, expected);
     }
 
+    /// Appends a transactional batch of producer `pid` (epoch 0) with sequence `seq`.
+    fn txn_kv(log: &Log, pid: i64, seq: i32, pairs: &[(&str, Option<&str>)], ts: i64) {
+        let recs: Vec<KeyValue<'_>> = pairs
+            .iter()
+            .map(|(k, v)| (Some(k.as_bytes()), v.map(str::as_bytes)))
+            .collect();
+        let b = build_batch(&txn_spec(pid, seq, ts), &recs);
+        log.append_as_leader(BytesMut::from(&b[..]), 0).unwrap();
+    }
+
+    fn txn_spec(pid: i64, seq: i32, ts: i64) -> BatchSpec {
+        BatchSpec {
+            producer_id: pid,
+            producer_epoch: 0,
+            base_sequence: seq,
+            transactional: true,
+            base_timestamp: ts,
+            ..BatchSpec::default()
+        }
+    }
+
+    /// Ends producer `pid`'s transaction with a commit or abort marker written at `ts`.
+    fn end_txn(log: &Log, pid: i64, commit: bool, ts: i64) {
+        let m = crate::record::build_control_batch(&txn_spec(pid, -1, ts), commit);
+        log.append_as_leader(BytesMut::from(&m[..]), 0).unwrap();
+    }
+
+    fn every_dirty_byte() -> LogConfig {
+        LogConfig {
+            min_cleanable_dirty_ratio: 0.0,
+            ..compact_config()
+        }
+    }
+
+    /// Offsets of the control batches left in the log.
+    fn markers(log: &Log) -> Vec<i64> {
+        let r = log.read(0, 1 << 20, None, true).unwrap();
+        BatchIter::new(&r.records)
+            .map(|b| b.unwrap().0)
+            .filter(|h| h.is_control())
+            .map(|h| h.base_offset)
+            .collect()
+    }
+
     #[test]
-    fn transactional_records_never_supersede_earlier_ones() {
-        use crate::record::build_control_batch;
+    fn aborted_records_go_and_their_marker_follows_once_nothing_needs_it() {
         let dir = tempfile::tempdir().unwrap();
-        let log = Log::open(dir.path(), compact_config()).unwrap();
+        let log = Log::open(dir.path(), every_dirty_byte()).unwrap();
         kv(&log, &[("k", Some("committed"))], 1000);
         // An aborted transaction writes the same key again (as a TxnOffsetCommit does).
-        let txn = BatchSpec {
-            producer_id: 5,
-            producer_epoch: 0,
-            base_sequence: 0,
-            transactional: true,
-            base_timestamp: 1000,
-            ..BatchSpec::default()
-        };
-        let b = build_batch(&txn, &[(Some(b"k"), Some(b"aborted"))]);
-        log.append_as_leader(BytesMut::from(&b[..]), 0).unwrap();
-        let abort = build_control_batch(&txn, false);
-        log.append_as_leader(BytesMut::from(&abort[..]), 0).unwrap();
-        for i in 0..12 {
-            kv(&log, &[(&format!("other{i}"), Some("x"))], 1000);
-        }
+        txn_kv(&log, 5, 0, &[("k", Some("aborted"))], 1000);
+        end_txn(&log, 5, false, 1000);
+        // The producer goes on, so the aborted batch is not its last (which Kafka keeps).
+        txn_kv(&log, 5, 1, &[("j", Some("later"))], 1000);
+        end_txn(&log, 5, true, 1000);
+        kv(&log, &[("other", Some("x"))], 1000);
         log.roll().unwrap();
-        log.compact(2000).unwrap();
+        let abort = AbortedTxn {
+            producer_id: 5,
+            first_offset: 1,
+            last_offset: 2,
+            last_stable_offset: 3,
+        };
+        assert_eq!(log.aborted_transactions(0, 10), vec![abort]);
+
+        // Within delete.retention.ms of the markers: the aborted record goes, the markers stay
+        // (a read_committed consumer may be between them) and so does the index entry.
+        let stats = log.compact(1500).unwrap();
+        assert_eq!(stats.aborted_records_removed, 1);
         let (after, _) = dump(&log);
+        let data: Vec<_> = after.iter().filter(|r| r.1.len() > 1 || r.0 == 0).collect();
         assert!(
             after.contains(&(0, "k".to_string(), Some("committed".to_string()))),
             "{after:?}"
         );
-        assert!(after.contains(&(1, "k".to_string(), Some("aborted".to_string()))));
+        assert!(!after.iter().any(|r| r.0 == 1), "{data:?}");
+        assert_eq!(markers(&log), vec![2, 4]);
+        assert_eq!(log.aborted_transactions(0, 10), vec![abort]);
+
+        // Past the horizon, with no batch of its transaction left, the abort marker goes and
+        // its index entry with it; the commit marker stays while its record does.
+        kv(&log, &[("more", Some("x"))], 5000);
+        log.roll().unwrap();
+        let stats = log.compact(5000).unwrap();
+        assert_eq!(stats.markers_removed, 1);
+        assert_eq!(markers(&log), vec![4]);
+        assert_eq!(log.aborted_transactions(0, 10), vec![]);
+        drop(log);
+        let log = Log::open(dir.path(), every_dirty_byte()).unwrap();
+        assert_eq!(log.aborted_transactions(0, 10), vec![]);
+        assert_eq!(markers(&log), vec![4]);
+        let (after, _) = dump(&log);
+        assert_eq!(
+            after
+                .iter()
+                .filter(|r| r.0 != 4)
+                .map(|r| (r.0, r.1.as_str()))
+                .collect::<Vec<_>>(),
+            vec![(0, "k"), (3, "j"), (5, "other"), (6, "more")]
+        );
+    }
+
+    #[test]
+    fn a_committed_transactional_record_does_not_outlive_a_later_tombstone() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = Log::open(dir.path(), every_dirty_byte()).unwrap();
+        // An offset committed in a transaction, then deleted (a tombstone).
+        txn_kv(&log, 5, 0, &[("k", Some("txn"))], 1000);
+        end_txn(&log, 5, true, 1000);
+        kv(&log, &[("k", None)], 1000);
+        txn_kv(&log, 5, 1, &[("j", Some("later"))], 1000);
+        end_txn(&log, 5, true, 1000);
+        kv(&log, &[("other", Some("x"))], 1000);
+        log.roll().unwrap();
+        let stats = log.compact(5000).unwrap();
+        assert_eq!((stats.records_removed, stats.tombstones_removed), (1, 1));
+        let keys = |log: &Log| -> Vec<String> {
+            dump(log)
+                .0
+                .into_iter()
+                .filter(|r| !markers(log).contains(&r.0))
+                .map(|r| r.1)
+                .collect()
+        };
+        // Kafka's behaviour: the transactional value does not come back once the tombstone goes.
+        assert_eq!(keys(&log), vec!["j", "other"]);
+        // Its commit marker stayed for this pass (its batch was there when the pass began);
+        // the next one finds no batch of that transaction and removes it.
+        assert_eq!(markers(&log), vec![1, 4]);
+        kv(&log, &[("more", Some("x"))], 5000);
+        log.roll().unwrap();
+        assert_eq!(log.compact(5000).unwrap().markers_removed, 1);
+        assert_eq!(markers(&log), vec![4]);
+        assert_eq!(keys(&log), vec!["j", "other", "more"]);
+    }
+
+    #[test]
+    fn nothing_from_an_open_transaction_on_is_cleaned() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = Log::open(dir.path(), every_dirty_byte()).unwrap();
+        kv(&log, &[("k", Some("v0"))], 1000);
+        kv(&log, &[("k", Some("v1"))], 1000);
+        log.roll().unwrap();
+        txn_kv(&log, 5, 0, &[("k", Some("open"))], 1000);
+        log.roll().unwrap();
+        kv(&log, &[("k", Some("v3"))], 1000);
+        log.roll().unwrap();
+        kv(&log, &[("tail", Some("x"))], 1000);
+        log.compact(2000).unwrap();
+        let values = |log: &Log| -> Vec<(i64, Option<String>)> {
+            dump(log)
+                .0
+                .into_iter()
+                .filter(|r| r.1 == "k")
+                .map(|r| (r.0, r.2))
+                .collect()
+        };
+        // Only the segment before the open transaction was cleaned, and only with what it
+        // holds itself: neither the open record nor v3 after it superseded v1.
+        assert_eq!(
+            values(&log),
+            vec![
+                (1, Some("v1".into())),
+                (2, Some("open".into())),
+                (3, Some("v3".into()))
+            ]
+        );
+        end_txn(&log, 5, true, 1000);
+        log.roll().unwrap();
+        kv(&log, &[("tail", Some("y"))], 1000);
+        log.compact(2000).unwrap();
+        assert_eq!(values(&log), vec![(3, Some("v3".into()))]);
+        // The committed record was the producer's last batch: as in Kafka, its header stays,
+        // empty and uncompressed, so the producer's sequence survives a reload.
+        let r = log.read(2, 1 << 20, None, true).unwrap();
+        let (h, b) = BatchIter::new(&r.records).next().unwrap().unwrap();
+        validate_batch(b).unwrap();
+        assert_eq!((h.base_offset, h.records_count, h.producer_id), (2, 0, 5));
+        assert_eq!(log.producer_last_offset(5), Some(2));
+        drop(log);
+        let log = Log::open(dir.path(), every_dirty_byte()).unwrap();
+        assert_eq!(log.producer_state(5).map(|e| e.last_sequence()), Some(0));
     }
 
     #[test]

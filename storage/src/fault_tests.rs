@@ -262,3 +262,136 @@ fn batches(bytes: &[u8]) -> Vec<Vec<u8>> {
         .map(|b| b.unwrap().1.to_vec())
         .collect()
 }
+
+/// A compacted log where producer 7 aborted a transaction (keys a0, a1) between plain records,
+/// then committed one (c0), and a first pass removed the aborted records but kept the abort
+/// marker (within the pass that met its batches).
+fn aborted_and_cleaned_once(dir: &Path) -> Log {
+    use crate::record::build_control_batch;
+    let config = LogConfig {
+        min_cleanable_dirty_ratio: 0.0,
+        ..compacted()
+    };
+    let log = Log::open(dir, config).unwrap();
+    let txn = |seq: i32| BatchSpec {
+        producer_id: 7,
+        producer_epoch: 0,
+        base_sequence: seq,
+        transactional: true,
+        ..BatchSpec::default()
+    };
+    let append = |b: Vec<u8>| {
+        log.append_as_leader(BytesMut::from(&b[..]), 0).unwrap();
+    };
+    for k in 0..4 {
+        log.append_as_leader(batch(&format!("k{k}"), "v"), 0)
+            .unwrap();
+    }
+    append(build_batch(&txn(0), &[(Some(b"a0"), Some(b"x"))]).to_vec());
+    append(build_batch(&txn(1), &[(Some(b"a1"), Some(b"x"))]).to_vec());
+    append(build_control_batch(&txn(-1), false));
+    append(build_batch(&txn(2), &[(Some(b"c0"), Some(b"v"))]).to_vec());
+    append(build_control_batch(&txn(-1), true));
+    for k in 4..8 {
+        log.append_as_leader(batch(&format!("k{k}"), "v"), 0)
+            .unwrap();
+    }
+    log.roll().unwrap();
+    assert_eq!(log.aborted_transactions(0, 100).len(), 1);
+    let stats = log.compact(i64::MAX).unwrap();
+    assert_eq!(
+        (stats.aborted_records_removed, stats.markers_removed),
+        (2, 0)
+    );
+    assert_eq!(log.aborted_transactions(0, 100).len(), 1);
+    for k in 8..12 {
+        log.append_as_leader(batch(&format!("k{k}"), "v"), 0)
+            .unwrap();
+    }
+    log.roll().unwrap();
+    log
+}
+
+/// What a read_committed consumer sees, keys in offset order, after checking that every
+/// aborted transaction the index lists still has its abort marker (a consumer that meets an
+/// entry without its marker would skip the producer's later transactions).
+fn read_committed_keys(log: &Log) -> Vec<String> {
+    let bytes = all_bytes(log);
+    let aborted = log.aborted_transactions(0, log.log_end_offset());
+    let mut markers = Vec::new();
+    let mut keys = Vec::new();
+    for item in tern_protocol::record_batch::BatchIter::new(&bytes) {
+        let (h, b) = item.unwrap();
+        if h.is_control() {
+            markers.push(h.base_offset);
+            continue;
+        }
+        let hidden = h.is_transactional()
+            && aborted.iter().any(|t| {
+                t.producer_id == h.producer_id
+                    && (t.first_offset..=t.last_offset).contains(&h.base_offset)
+            });
+        if hidden {
+            continue;
+        }
+        let body = &b[tern_protocol::record_batch::RECORD_BATCH_OVERHEAD..];
+        for r in crate::record::parse_records(body, h.records_count as usize).unwrap() {
+            keys.push(String::from_utf8(r.key.unwrap().to_vec()).unwrap());
+        }
+    }
+    for t in &aborted {
+        assert!(markers.contains(&t.last_offset), "{t:?} lost its marker");
+    }
+    keys
+}
+
+#[test]
+fn a_crash_while_a_marker_and_its_index_entry_go_leaves_both_or_neither() {
+    let expected: Vec<String> = (0..4)
+        .map(|k| format!("k{k}"))
+        .chain(["c0".to_string()])
+        .chain((4..12).map(|k| format!("k{k}")))
+        .collect();
+    let mut failed = 0;
+    for (op, skip) in (0..8)
+        .map(|s| (FaultOp::Rename, s))
+        .chain((0..4).map(|s| (FaultOp::Sync, s)))
+    {
+        let dir = tempfile::tempdir().unwrap();
+        let log = aborted_and_cleaned_once(dir.path());
+        assert_eq!(read_committed_keys(&log), expected);
+        let guard = inject(fail_after(dir.path(), op, skip));
+        let result = log.compact(i64::MAX);
+        let hit = guard.hits() > 0;
+        drop(guard);
+        drop(log);
+        if result.is_ok() {
+            assert!(!hit, "{op:?} after {skip}");
+            continue;
+        }
+        failed += 1;
+        let log = Log::open(dir.path(), compacted()).unwrap();
+        assert_eq!(read_committed_keys(&log), expected, "{op:?} after {skip}");
+        assert!(std::fs::read_dir(dir.path()).unwrap().all(|e| {
+            let name = e.unwrap().file_name().to_string_lossy().into_owned();
+            !name.ends_with(".swap") && !name.ends_with(".cleaned")
+        }));
+        // The cleaner finishes the job after the restart.
+        log.update_config(LogConfig {
+            min_cleanable_dirty_ratio: 0.0,
+            ..compacted()
+        });
+        log.append_as_leader(batch("k12", "v"), 0).unwrap();
+        log.roll().unwrap();
+        log.compact(i64::MAX).unwrap();
+        assert_eq!(
+            log.aborted_transactions(0, 100),
+            vec![],
+            "{op:?} after {skip}"
+        );
+        let mut all = expected.clone();
+        all.push("k12".into());
+        assert_eq!(read_committed_keys(&log), all, "{op:?} after {skip}");
+    }
+    assert!(failed >= 6, "the faults hit the pass: {failed}");
+}

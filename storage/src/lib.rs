@@ -4,6 +4,7 @@
 
 mod checkpoint;
 mod cleaner;
+mod cleaner_txn;
 mod config;
 mod epoch;
 mod error;

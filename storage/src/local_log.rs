@@ -12,7 +12,7 @@ use crate::error::{IoContext, Result, StorageError};
 use crate::loader::open_segment;
 use crate::segment::{
     file_name, LogSegment, SegmentRead, CLEANED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX,
-    TIME_INDEX_SUFFIX,
+    TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX,
 };
 use crate::segments::LogSegments;
 
@@ -29,6 +29,14 @@ pub(crate) struct LocalLog {
     /// Reads refused too: an I/O error other than a full disk, after which the bytes on disk
     /// cannot be trusted (Kafka takes such a log dir wholly offline).
     unreadable: AtomicBool,
+}
+
+/// The cleaner's output for one segment, written and fsynced beside it.
+pub(crate) struct CleanedSegment<'a> {
+    /// The new log file.
+    pub log: &'a Path,
+    /// The new transaction index, when it changes.
+    pub txn_index: Option<&'a Path>,
 }
 
 impl LocalLog {
@@ -237,7 +245,7 @@ impl LocalLog {
         &self,
         old: &Arc<LogSegment>,
         size: u64,
-        cleaned: Option<&Path>,
+        cleaned: Option<CleanedSegment<'_>>,
         config: &LogConfig,
     ) -> Result<bool> {
         let dir = &self.dir;
@@ -247,19 +255,40 @@ impl LocalLog {
         if !unchanged || self.segments.is_active(base) {
             // Truncated, deleted or became active meanwhile: drop the work.
             if let Some(cleaned) = cleaned {
-                let _ = std::fs::remove_file(cleaned);
+                let _ = std::fs::remove_file(cleaned.log);
+                if let Some(txn) = cleaned.txn_index {
+                    let _ = std::fs::remove_file(txn);
+                }
             }
             return Ok(false);
         }
-        let Some(cleaned) = cleaned else {
+        let Some(CleanedSegment {
+            log: cleaned,
+            txn_index,
+        }) = cleaned
+        else {
             self.segments.remove(base);
             old.delete_files()?;
             return Ok(true);
         };
         let log_name = file_name(base, LOG_SUFFIX);
         let swap = dir.join(format!("{log_name}.{SWAP_SUFFIX}"));
+        // The transaction index's swap file goes first: recovery finishes it with the log's
+        // (or removes it when the log's swap never came).
+        let txn_swap = match txn_index {
+            Some(txn) => {
+                let name = file_name(base, TXN_INDEX_SUFFIX);
+                let txn_swap = dir.join(format!("{name}.{SWAP_SUFFIX}"));
+                crate::fault::rename(txn, &txn_swap).ctx(txn)?;
+                Some((txn_swap, dir.join(name)))
+            }
+            None => None,
+        };
         crate::fault::rename(cleaned, &swap).ctx(cleaned)?;
         fsync_dir(dir)?;
+        if let Some((txn_swap, txn_index)) = txn_swap {
+            crate::fault::rename(&txn_swap, &txn_index).ctx(&txn_swap)?;
+        }
         // Stale indexes go before the new log takes the name, so a crash cannot pair them.
         for suffix in [INDEX_SUFFIX, TIME_INDEX_SUFFIX] {
             let p = dir.join(file_name(base, suffix));
@@ -278,9 +307,9 @@ impl LocalLog {
         Ok(true)
     }
 
-    /// Path the cleaner writes its output for the segment at `base` to.
-    pub(crate) fn cleaned_path(&self, base: i64) -> PathBuf {
-        let log_name = file_name(base, LOG_SUFFIX);
-        self.dir.join(format!("{log_name}.{CLEANED_SUFFIX}"))
+    /// Path the cleaner writes its output for the `suffix` file of the segment at `base` to.
+    pub(crate) fn cleaned_path(&self, base: i64, suffix: &str) -> PathBuf {
+        let name = file_name(base, suffix);
+        self.dir.join(format!("{name}.{CLEANED_SUFFIX}"))
     }
 }

@@ -22,10 +22,10 @@ use crate::epoch::LeaderEpochFileCache;
 use crate::error::{IoContext, Result, StorageError};
 use crate::file_slice::FileSlice;
 use crate::loader::{load, load_producer_state};
-use crate::local_log::LocalLog;
+use crate::local_log::{CleanedSegment, LocalLog};
 use crate::producer_state::{CompletedTxn, ProducerStateEntry, ProducerStateManager, Staged};
-use crate::segment::{control_of, now_ms, LogSegment, SegmentRead};
-use crate::txn_index::AbortedTxn;
+use crate::segment::{control_of, now_ms, LogSegment, SegmentRead, LOG_SUFFIX, TXN_INDEX_SUFFIX};
+use crate::txn_index::{self, AbortedTxn};
 
 /// Producer snapshots kept on disk (the newest ones).
 const SNAPSHOTS_TO_KEEP: usize = 3;
@@ -945,16 +945,33 @@ impl Log {
         old: &Arc<LogSegment>,
         size: u64,
         data: &[u8],
+        aborts: &[AbortedTxn],
     ) -> Result<bool> {
-        let cleaned = self.local.cleaned_path(old.base_offset());
+        let base = old.base_offset();
+        let cleaned = self.local.cleaned_path(base, LOG_SUFFIX);
+        let cleaned_txn = self.local.cleaned_path(base, TXN_INDEX_SUFFIX);
+        let mut current = Vec::new();
+        old.collect_aborted(i64::MIN, i64::MAX, &mut current);
+        let txn_changed = !data.is_empty() && current != aborts;
         if !data.is_empty() {
             self.io_guard(write_synced(&cleaned, data))?;
+        }
+        if txn_changed {
+            self.io_guard(write_synced(&cleaned_txn, &txn_index::encode(aborts)))?;
         }
         let _w = self.writer.lock();
         self.local.check_online()?;
         let config = self.config.read().clone();
-        let cleaned = (!data.is_empty()).then_some(cleaned.as_path());
+        let cleaned = (!data.is_empty()).then(|| CleanedSegment {
+            log: cleaned.as_path(),
+            txn_index: txn_changed.then_some(cleaned_txn.as_path()),
+        });
         self.io_guard(self.local.replace_segment(old, size, cleaned, &config))
+    }
+
+    /// The first offset of the earliest transaction not yet committed or aborted.
+    pub(crate) fn first_unstable_offset(&self) -> Option<i64> {
+        self.producers.lock().first_unstable_offset()
     }
 
     pub(crate) fn producer_last_offset(&self, producer_id: i64) -> Option<i64> {

@@ -36,6 +36,19 @@ fn i64_at(b: &[u8], at: usize) -> i64 {
     i64::from_be_bytes(x)
 }
 
+/// The file's bytes for `entries`.
+pub(crate) fn encode(entries: &[AbortedTxn]) -> Vec<u8> {
+    let mut bytes = Vec::with_capacity(entries.len() * ENTRY_SIZE);
+    for e in entries {
+        bytes.extend_from_slice(&0i16.to_be_bytes());
+        bytes.extend_from_slice(&e.producer_id.to_be_bytes());
+        bytes.extend_from_slice(&e.first_offset.to_be_bytes());
+        bytes.extend_from_slice(&e.last_offset.to_be_bytes());
+        bytes.extend_from_slice(&e.last_stable_offset.to_be_bytes());
+    }
+    bytes
+}
+
 impl TransactionIndex {
     /// Loads the index if the file exists; a torn last entry is dropped.
     pub(crate) fn open(path: &Path) -> Result<Self> {
@@ -69,14 +82,7 @@ impl TransactionIndex {
     }
 
     fn rewrite(&mut self) -> Result<()> {
-        let mut bytes = Vec::with_capacity(self.entries.len() * ENTRY_SIZE);
-        for e in &self.entries {
-            bytes.extend_from_slice(&0i16.to_be_bytes());
-            bytes.extend_from_slice(&e.producer_id.to_be_bytes());
-            bytes.extend_from_slice(&e.first_offset.to_be_bytes());
-            bytes.extend_from_slice(&e.last_offset.to_be_bytes());
-            bytes.extend_from_slice(&e.last_stable_offset.to_be_bytes());
-        }
+        let bytes = encode(&self.entries);
         let current = std::fs::metadata(&self.path).map(|m| m.len()).unwrap_or(0);
         if current != bytes.len() as u64 {
             std::fs::write(&self.path, &bytes).ctx(&self.path)?;
@@ -95,12 +101,7 @@ impl TransactionIndex {
                 .ctx(&self.path)?;
             self.file = Some(f);
         }
-        let mut e = Vec::with_capacity(ENTRY_SIZE);
-        e.extend_from_slice(&0i16.to_be_bytes());
-        e.extend_from_slice(&txn.producer_id.to_be_bytes());
-        e.extend_from_slice(&txn.first_offset.to_be_bytes());
-        e.extend_from_slice(&txn.last_offset.to_be_bytes());
-        e.extend_from_slice(&txn.last_stable_offset.to_be_bytes());
+        let e = encode(std::slice::from_ref(&txn));
         if let Some(f) = &mut self.file {
             crate::fault::write_all(f, &self.path, &e).ctx(&self.path)?;
         }
