@@ -22,6 +22,7 @@ pub(crate) fn storage_error_code(e: &StorageError) -> ResponseError {
         StorageError::CoordinatorFenced { .. } => ResponseError::TransactionCoordinatorFenced,
         StorageError::InvalidConfig { .. } => ResponseError::InvalidConfig,
         StorageError::InvalidOffsets { .. } => ResponseError::InvalidRecord,
+        StorageError::InvalidTxnState { .. } => ResponseError::InvalidTxnState,
         _ => ResponseError::KafkaStorageError,
     }
 }

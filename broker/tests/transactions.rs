@@ -20,7 +20,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::ResponseError;
 use support::txn::{add_partition, end, find_coordinator, init, s, txn_batch, txn_id};
-use support::{create_topic, name, produce, start_in};
+use support::{create_topic, name, produce, start_in, wait_until};
 use tern_protocol::client::KafkaConnection;
 
 async fn describe(c: &mut KafkaConnection, id: &str) -> (String, i16, usize) {
@@ -375,6 +375,17 @@ async fn an_open_transaction_survives_a_restart_and_the_next_init_aborts_it() {
 
 /// Produce v12+ (transaction version 2) of a transactional batch: the error code.
 async fn produce_v2(c: &mut KafkaConnection, id: &str, topic: &str, batch: bytes::Bytes) -> i16 {
+    produce_as(c, id, topic, batch, 12).await.0
+}
+
+/// A transactional Produce of `version` to partition 0: (error code, error message).
+async fn produce_as(
+    c: &mut KafkaConnection,
+    id: &str,
+    topic: &str,
+    batch: bytes::Bytes,
+    version: i16,
+) -> (i16, Option<String>) {
     use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
     let r = c
         .send(
@@ -387,11 +398,15 @@ async fn produce_v2(c: &mut KafkaConnection, id: &str, topic: &str, batch: bytes
                     .with_partition_data(vec![PartitionProduceData::default()
                         .with_index(0)
                         .with_records(Some(batch))])]),
-            12,
+            version,
         )
         .await
         .unwrap();
-    r.responses[0].partition_responses[0].error_code
+    let p = &r.responses[0].partition_responses[0];
+    (
+        p.error_code,
+        p.error_message.as_ref().map(|m| m.to_string()),
+    )
 }
 
 /// EndTxn v5: (error code, producer id, epoch) the producer goes on with.
@@ -613,4 +628,91 @@ async fn transaction_version_2_adds_partitions_on_write_and_bumps_the_epoch_per_
     wait_for_state(&mut c, "v2", "CompleteCommit").await;
     assert_eq!(read_committed(&mut c, "out").await.2.len(), 5);
     server.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn an_older_producer_writes_only_to_partitions_its_transaction_holds() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start_in(dir.path(), &[]).await;
+    let mut c = KafkaConnection::connect(server.local_addrs[0], "t")
+        .await
+        .unwrap();
+    create_topic(&mut c, "vt", 1, &[]).await;
+    init(&mut c, "v1", 60_000).await;
+    assert_eq!(find_coordinator(&mut c, "v1").await, 0);
+    let (code, pid, epoch) = init(&mut c, "v1", 60_000).await;
+    assert_eq!(code, 0);
+    let end_offset = async |c: &mut KafkaConnection| read_committed(c, "vt").await.0;
+
+    // No AddPartitionsToTxn first: the leader asks the coordinator and refuses, with the
+    // error each version knows (Kafka's: TRANSACTION_ABORTABLE from v11).
+    let not_added = Some("Partition was not added to the transaction".to_string());
+    let batch = |seq| txn_batch(pid, epoch, seq, &["x"]);
+    assert_eq!(
+        produce_as(&mut c, "v1", "vt", batch(0), 11).await,
+        (ResponseError::TransactionAbortable.code(), None)
+    );
+    assert_eq!(
+        produce_as(&mut c, "v1", "vt", batch(0), 10).await,
+        (ResponseError::InvalidTxnState.code(), not_added.clone())
+    );
+    assert_eq!(end_offset(&mut c).await, 0, "nothing was appended");
+
+    // Added: the first batch is verified and appended, the next needs no verification.
+    assert_eq!(add_partition(&mut c, "v1", pid, epoch, "vt", 0).await, 0);
+    assert_eq!(
+        produce_as(&mut c, "v1", "vt", batch(0), 11).await,
+        (0, None)
+    );
+    assert_eq!(produce_as(&mut c, "v1", "vt", batch(1), 9).await, (0, None));
+    assert_eq!(end(&mut c, "v1", pid, epoch, false).await, 0);
+    wait_for_state(&mut c, "v1", "CompleteAbort").await;
+    // The transaction is over: a late batch of it would open one nobody ends.
+    assert_eq!(
+        produce_as(&mut c, "v1", "vt", batch(2), 10).await,
+        (ResponseError::InvalidTxnState.code(), not_added)
+    );
+    let (end_before, lso_before, _) = read_committed(&mut c, "vt").await;
+    assert_eq!(lso_before, end_before, "no transaction is open");
+
+    // A stale epoch is the coordinator's answer, as the producer knows it.
+    assert_eq!(
+        produce_as(&mut c, "v1", "vt", txn_batch(pid, epoch + 1, 0, &["x"]), 11)
+            .await
+            .0,
+        ResponseError::InvalidProducerEpoch.code()
+    );
+
+    // Turned off (a dynamic broker config, as in Kafka), the leader appends without asking.
+    let off = c
+        .send(
+            &kafka_protocol::messages::IncrementalAlterConfigsRequest::default().with_resources(
+                vec![
+                    kafka_protocol::messages::incremental_alter_configs_request::AlterConfigsResource::default()
+                        .with_resource_type(4)
+                        .with_resource_name(s(""))
+                        .with_configs(vec![
+                            kafka_protocol::messages::incremental_alter_configs_request::AlterableConfig::default()
+                                .with_name(s("transaction.partition.verification.enable"))
+                                .with_config_operation(0)
+                                .with_value(Some(s("false"))),
+                        ]),
+                ],
+            ),
+            1,
+        )
+        .await
+        .unwrap();
+    assert_eq!(off.responses[0].error_code, 0);
+    wait_until("verification off", async || {
+        match produce_as(&mut c, "v1", "vt", batch(2), 11).await {
+            (0, _) => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await;
+    // What verification prevents: the late batch opened a transaction that no marker will
+    // end, and read_committed consumers stop before it.
+    let (end_after, lso_after, _) = read_committed(&mut c, "vt").await;
+    assert_eq!((end_after, lso_after), (end_before + 1, end_before));
 }

@@ -19,6 +19,12 @@ pub enum StorageError {
     /// A batch in an append request is malformed (bad length, magic or CRC).
     #[error("invalid record batch: {0}")]
     InvalidBatch(#[from] BatchError),
+    /// A transactional batch would begin a transaction whose verification no longer holds.
+    #[error("Record was not part of an ongoing transaction (producer {producer_id})")]
+    InvalidTxnState {
+        /// The producer.
+        producer_id: i64,
+    },
     /// An append request carried no batch.
     #[error("append request holds no record batch")]
     EmptyAppend,

@@ -36,7 +36,9 @@ pub use file_slice::FileSlice;
 pub use log::{FetchDataInfo, Log, LogAppendInfo, TimestampAndOffset};
 pub use log_cleaner::{CleanerConfig, LogCleaner};
 pub use manager::{BackgroundHandle, LogManager};
-pub use producer_state::{BatchMetadata, ProducerStateEntry, ProducerStateManager};
+pub use producer_state::{
+    BatchMetadata, ProducerStateEntry, ProducerStateManager, VerificationGuard,
+};
 pub use segment::LogSegment;
 pub use txn_index::AbortedTxn;
 

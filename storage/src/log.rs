@@ -23,7 +23,9 @@ use crate::error::{IoContext, Result, StorageError};
 use crate::file_slice::FileSlice;
 use crate::loader::{load, load_producer_state};
 use crate::local_log::{CleanedSegment, LocalLog};
-use crate::producer_state::{CompletedTxn, ProducerStateEntry, ProducerStateManager, Staged};
+use crate::producer_state::{
+    CompletedTxn, ProducerStateEntry, ProducerStateManager, Staged, VerificationGuard,
+};
 use crate::segment::{control_of, now_ms, LogSegment, SegmentRead, LOG_SUFFIX, TXN_INDEX_SUFFIX};
 use crate::txn_index::{self, AbortedTxn};
 
@@ -122,9 +124,11 @@ impl std::ops::Deref for Incoming {
 #[derive(Debug, Clone, Copy)]
 enum Origin {
     /// `bumped_marker`: a transaction version 2 marker (its epoch must exceed the data's).
+    /// `guard`: the append's transaction verification, if it went through one.
     Leader {
         epoch: i32,
         bumped_marker: bool,
+        guard: Option<VerificationGuard>,
     },
     Replicated {
         rewrite_epoch: Option<i32>,
@@ -208,13 +212,37 @@ impl Log {
 
     /// Appends batches from a producer: validates all, assigns offsets and the leader epoch.
     pub fn append_as_leader(&self, records: BytesMut, leader_epoch: i32) -> Result<LogAppendInfo> {
+        self.append_verified(records, leader_epoch, None)
+    }
+
+    /// As [`Log::append_as_leader`], for batches whose transaction the leader verified with
+    /// the coordinator (`guard` from [`Log::start_transaction_verification`]): a batch that
+    /// would begin its producer's transaction here is refused with
+    /// [`StorageError::InvalidTxnState`] if a marker of that producer landed since.
+    pub fn append_verified(
+        &self,
+        records: BytesMut,
+        leader_epoch: i32,
+        guard: Option<VerificationGuard>,
+    ) -> Result<LogAppendInfo> {
         self.append(
             Incoming::owned(records),
             Origin::Leader {
                 epoch: leader_epoch,
                 bumped_marker: false,
+                guard,
             },
         )
+    }
+
+    /// Begins verifying that `producer_id` at `epoch` may write its transaction here: None when
+    /// the transaction is already open in this log, else the guard to append with.
+    pub fn start_transaction_verification(
+        &self,
+        producer_id: i64,
+        epoch: i16,
+    ) -> Option<VerificationGuard> {
+        self.producers.lock().start_verification(producer_id, epoch)
     }
 
     /// Appends a transaction marker from a coordinator, as [`Log::append_as_leader`].
@@ -232,6 +260,7 @@ impl Log {
             Origin::Leader {
                 epoch: leader_epoch,
                 bumped_marker: bumped_epoch,
+                guard: None,
             },
         )
     }
@@ -297,6 +326,9 @@ impl Log {
         {
             let mut producers = self.producers.lock();
             producers.commit(staged);
+            for (_, h) in batches.iter().filter(|(_, h)| h.is_transactional()) {
+                producers.end_verification(h.producer_id);
+            }
             for done in completed.iter().filter(|d| d.aborted) {
                 self.io_guard(active.append_aborted_txn(producers.aborted_entry(done)))?;
             }
@@ -343,6 +375,7 @@ impl Log {
                 Origin::Leader {
                     epoch,
                     bumped_marker,
+                    guard,
                 } => {
                     let batch = &mut records.patchable()[range.clone()];
                     set_base_offset(batch, next);
@@ -354,6 +387,7 @@ impl Log {
                     if let Some((_, coordinator_epoch)) = control_of(h, batch) {
                         producers.check_marker(h, coordinator_epoch, bumped_marker)?;
                     }
+                    producers.check_verified(h, guard)?;
                     if let Some(dup) = producers.check_leader(&mut staged, h)? {
                         return Ok(Err(LogAppendInfo {
                             first_offset: dup.first_offset,
@@ -821,8 +855,7 @@ impl Log {
     pub fn in_transaction(&self, producer_id: i64, epoch: i16) -> bool {
         self.producers
             .lock()
-            .get(producer_id)
-            .is_some_and(|e| e.producer_epoch == epoch && e.current_txn_first_offset.is_some())
+            .has_ongoing_transaction(producer_id, epoch)
     }
 
     /// Every producer with state in this log (DescribeProducers).

@@ -820,3 +820,53 @@ fn recovery_from_the_middle_of_an_epoch_keeps_its_start() {
     let log = Log::open(dir.path(), small_segments()).unwrap();
     assert_eq!(log.epoch_entries(), expected);
 }
+
+#[test]
+fn a_verified_batch_is_refused_once_a_marker_of_its_producer_lands_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = Log::open(dir.path(), LogConfig::default()).unwrap();
+    let txn = |seq: i32| BatchSpec {
+        producer_id: 9,
+        producer_epoch: 0,
+        base_sequence: seq,
+        transactional: true,
+        ..BatchSpec::default()
+    };
+    // Verified, then the coordinator aborts (its marker lands here first): the late batch
+    // would open a transaction nobody ends, so it is refused.
+    let guard = log.start_transaction_verification(9, 0).unwrap();
+    let abort = build_control_batch(&txn(-1), false);
+    log.append_marker_as_leader(BytesMut::from(&abort[..]), 0, false)
+        .unwrap();
+    let late = log.append_verified(spec_batch(txn(0), 1), 0, Some(guard));
+    assert!(
+        matches!(late, Err(StorageError::InvalidTxnState { producer_id: 9 })),
+        "{late:?}"
+    );
+    assert_eq!(log.log_end_offset(), 1);
+    assert!(!log.in_transaction(9, 0));
+
+    // A fresh verification holds: the batch opens the transaction, after which no further
+    // verification is needed and the used guard no longer matters.
+    let guard = log.start_transaction_verification(9, 0).unwrap();
+    log.append_verified(spec_batch(txn(0), 1), 0, Some(guard))
+        .unwrap();
+    assert!(log.in_transaction(9, 0));
+    assert_eq!(log.start_transaction_verification(9, 0), None);
+    log.append_verified(spec_batch(txn(1), 1), 0, Some(guard))
+        .unwrap();
+    // A later verification replaces an earlier one.
+    let commit = build_control_batch(&txn(-1), true);
+    log.append_marker_as_leader(BytesMut::from(&commit[..]), 0, false)
+        .unwrap();
+    let first = log.start_transaction_verification(9, 0).unwrap();
+    let second = log.start_transaction_verification(9, 0).unwrap();
+    assert!(matches!(
+        log.append_verified(spec_batch(txn(2), 1), 0, Some(first)),
+        Err(StorageError::InvalidTxnState { .. })
+    ));
+    log.append_verified(spec_batch(txn(2), 1), 0, Some(second))
+        .unwrap();
+    // Appends that went through no verification are not checked.
+    log.append_as_leader(spec_batch(txn(3), 1), 0).unwrap();
+}

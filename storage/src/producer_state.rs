@@ -93,12 +93,22 @@ pub(crate) struct CompletedTxn {
 /// Producer state changes of one append, applied only once the append is written.
 pub(crate) type Staged = HashMap<i64, ProducerStateEntry>;
 
+/// Proof that a partition leader verified, with the transaction coordinator, that a producer's
+/// transaction includes this partition (KIP-890 part 1, Kafka's `VerificationGuard`). It holds
+/// only while no marker of that producer lands here: a transaction aborted meanwhile must not
+/// be restarted by the late batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct VerificationGuard(u64);
+
 /// Producer id -> state, plus the ongoing transactions ordered by first offset.
 #[derive(Debug)]
 pub struct ProducerStateManager {
     dir: PathBuf,
     producers: HashMap<i64, ProducerStateEntry>,
     ongoing: BTreeMap<i64, i64>,
+    /// Verifications under way, by producer id (in memory only, as Kafka's).
+    verifying: HashMap<i64, VerificationGuard>,
+    next_guard: u64,
 }
 
 fn next_seq(seq: i32) -> i32 {
@@ -116,7 +126,61 @@ impl ProducerStateManager {
             dir: dir.to_path_buf(),
             producers: HashMap::new(),
             ongoing: BTreeMap::new(),
+            verifying: HashMap::new(),
+            next_guard: 0,
         }
+    }
+
+    /// Whether producer `producer_id` at `epoch` has a transaction open in this log.
+    pub fn has_ongoing_transaction(&self, producer_id: i64, epoch: i16) -> bool {
+        self.producers
+            .get(&producer_id)
+            .is_some_and(|e| e.producer_epoch == epoch && e.current_txn_first_offset.is_some())
+    }
+
+    /// Starts verifying a transactional producer's first batch here: None when its transaction
+    /// is already open in this log (nothing to verify), else the guard the append must carry.
+    pub(crate) fn start_verification(
+        &mut self,
+        producer_id: i64,
+        epoch: i16,
+    ) -> Option<VerificationGuard> {
+        if self.has_ongoing_transaction(producer_id, epoch) {
+            return None;
+        }
+        self.next_guard += 1;
+        let guard = VerificationGuard(self.next_guard);
+        self.verifying.insert(producer_id, guard);
+        Some(guard)
+    }
+
+    /// A batch that would begin a transaction here, appended with `guard`, must carry the
+    /// guard of the producer's verification still under way (Kafka's "Record was not part of
+    /// an ongoing transaction").
+    pub(crate) fn check_verified(
+        &self,
+        h: &RecordBatchHeader,
+        guard: Option<VerificationGuard>,
+    ) -> Result<()> {
+        let Some(guard) = guard else {
+            return Ok(());
+        };
+        if !h.is_transactional()
+            || h.is_control()
+            || self.has_ongoing_transaction(h.producer_id, h.producer_epoch)
+            || self.verifying.get(&h.producer_id) == Some(&guard)
+        {
+            return Ok(());
+        }
+        Err(StorageError::InvalidTxnState {
+            producer_id: h.producer_id,
+        })
+    }
+
+    /// A producer's transactional batch or marker was appended: its verification is used up
+    /// (its transaction is open) or void (the transaction ended).
+    pub(crate) fn end_verification(&mut self, producer_id: i64) {
+        self.verifying.remove(&producer_id);
     }
 
     /// The state of one producer.

@@ -322,6 +322,12 @@ pub(crate) const BROKER_CONFIGS: &[BrokerConfigDef] = &[
     ),
     def("transaction.max.timeout.ms", Some("900000"), Int, RO),
     def(
+        "transaction.partition.verification.enable",
+        Some("true"),
+        Boolean,
+        DYN,
+    ),
+    def(
         "transaction.remove.expired.transaction.cleanup.interval.ms",
         Some("3600000"),
         Int,

@@ -6,7 +6,8 @@
 //! partition picks up from the next metadata image, `unclean.leader.election.enable` (which the
 //! active controller reads at each election), `num.replica.fetchers`, listeners' TLS stores
 //! (`[listener.name.<l>.]ssl.keystore.location` and the like), the log cleaner's settings
-//! (`log.cleaner.threads` and the rest, see `cleaner`) and `max.connections`; a
+//! (`log.cleaner.threads` and the rest, see `cleaner`), `max.connections` and
+//! `transaction.partition.verification.enable`; a
 //! setting Kafka can change but Tern reads only at start is refused with the reason rather than
 //! stored and silently not applied (Kafka would take listeners and their TLS files and the
 //! like).
@@ -60,6 +61,10 @@ const APPLIED_AT_RUNTIME: &[(&str, i64)] = &[
     ("leader.replication.throttled.rate", 0),
     ("follower.replication.throttled.rate", 0),
 ];
+
+/// Boolean broker settings read at each use, so a dynamic value applies at once:
+/// `transaction.partition.verification.enable` at each transactional produce.
+const BOOLEANS_APPLIED_AT_RUNTIME: &[&str] = &["transaction.partition.verification.enable"];
 
 /// An INT, LONG or DOUBLE setting (as the catalog types it) with Kafka's `atLeast(min)`: its
 /// messages for a bad value.
@@ -154,6 +159,18 @@ pub(crate) fn validate_change(key: &str, value: &str) -> Result<(), ApiError> {
             ResponseError::InvalidRequest,
             format!("Cannot update these configs dynamically: [{key}]"),
         ));
+    }
+    if BOOLEANS_APPLIED_AT_RUNTIME.contains(&key) {
+        return match value.trim().to_ascii_lowercase().as_str() {
+            "true" | "false" => Ok(()),
+            _ => Err(ApiError::new(
+                ResponseError::InvalidRequest,
+                format!(
+                    "Invalid value {value} for configuration {key}: Expected value to be \
+                     either true or false"
+                ),
+            )),
+        };
     }
     if let Some((_, min)) = APPLIED_AT_RUNTIME.iter().find(|(k, _)| *k == key) {
         return validate_number_at_least(key, value, *min);

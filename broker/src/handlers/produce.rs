@@ -18,6 +18,7 @@ use crate::errors::{storage_error_code, READ_ONLY_TOPIC};
 use crate::produce_validation::{prepare, TopicWritePolicy};
 use crate::replication::delayed_produce::{wait_for_isr, PendingAck};
 use crate::txn_coordinator::leader_add;
+use tern_storage::VerificationGuard;
 
 /// Bound on one batch's records when they must be decompressed (recompression, compaction).
 const MAX_UNCOMPRESSED_BATCH: usize = 64 * 1024 * 1024;
@@ -64,25 +65,34 @@ fn refuse_topic(
         .with_partition_responses(partitions)
 }
 
-/// Transaction version 2 (Produce v12+): the partitions here that a transactional producer
-/// writes to for the first time in its transaction join it at the coordinator before anything
-/// is appended, as Kafka's leaders add them. Returns the partitions refused, with the error
-/// to answer.
-async fn join_transaction(
+/// What the transaction coordinator said about the partitions where a transactional
+/// producer's batch would open its transaction: the ones refused (with the error and message
+/// to answer) and the verification guards to append the others with.
+#[derive(Default)]
+struct TransactionGate {
+    refused: HashMap<(String, i32), (ResponseError, Option<String>)>,
+    guards: HashMap<(String, i32), VerificationGuard>,
+}
+
+/// Before anything is appended, the partitions here where a transactional producer writes for
+/// the first time in its transaction go to the coordinator, as Kafka's leaders send them:
+/// from Produce v12 (transaction version 2) they join the transaction; before it, with
+/// `transaction.partition.verification.enable`, the coordinator must confirm that the
+/// producer added them itself (KIP-890 part 1).
+async fn transaction_gate(
     broker: &Broker,
     authz: &super::Authz<'_>,
     req: &ProduceRequest,
     version: i16,
-) -> HashMap<(String, i32), ResponseError> {
-    let mut refused = HashMap::new();
+) -> TransactionGate {
+    let mut gate = TransactionGate::default();
     let Some(txn_id) = req.transactional_id.as_ref().filter(|t| !t.is_empty()) else {
-        return refused;
+        return gate;
     };
-    if version < 12 {
-        return refused;
-    }
     let image = broker.controller.image();
-    let mut joining: Vec<(String, i32)> = Vec::new();
+    if version < 12 && !verification_enabled(broker, &image) {
+        return gate;
+    }
     let mut producers = HashSet::new();
     for topic in &req.topic_data {
         let name = if version >= 13 {
@@ -112,32 +122,73 @@ async fn join_transaction(
             else {
                 continue;
             };
-            if partition
+            // None: the transaction is open here already.
+            let Some(guard) = partition
                 .log
-                .in_transaction(header.producer_id, header.producer_epoch)
-            {
+                .start_transaction_verification(header.producer_id, header.producer_epoch)
+            else {
                 continue;
-            }
+            };
             producers.insert((header.producer_id, header.producer_epoch));
-            joining.push((name.clone(), pd.index));
+            gate.guards.insert((name.clone(), pd.index), guard);
         }
     }
-    let outcome = match producers.len() {
-        0 => return refused,
+    let partitions: Vec<(String, i32)> = gate.guards.keys().cloned().collect();
+    let producer = match producers.len() {
+        0 => return gate,
+        1 => producers.into_iter().next().unwrap_or((-1, -1)),
         // One transactional producer per request, as Kafka requires.
-        1 => {
-            let producer = producers.into_iter().next().unwrap_or((-1, -1));
-            broker.txns.add_for_leader(txn_id, producer, &joining).await
+        _ => {
+            let e = (ResponseError::InvalidProducerIdMapping, None);
+            gate.refused
+                .extend(partitions.into_iter().map(|tp| (tp, e.clone())));
+            return gate;
         }
-        _ => Err(ResponseError::InvalidProducerIdMapping),
     };
-    if let Err(e) = outcome {
-        tracing::debug!(transactional_id = %txn_id.as_str(), error = ?e, "partitions not added to the transaction");
-        let e = leader_add::for_produce(e);
-        refused.extend(joining.into_iter().map(|tp| (tp, e)));
+    if version >= 12 {
+        if let Err(e) = broker
+            .txns
+            .add_for_leader(txn_id, producer, &partitions)
+            .await
+        {
+            tracing::debug!(transactional_id = %txn_id.as_str(), error = ?e, "partitions not added to the transaction");
+            let e = (leader_add::for_produce(e), None);
+            gate.refused
+                .extend(partitions.into_iter().map(|tp| (tp, e.clone())));
+        }
+        return gate;
     }
-    refused
+    let verified = broker
+        .txns
+        .verify_for_leader(txn_id, producer, &partitions)
+        .await;
+    let outcomes: Vec<Option<ResponseError>> = match verified {
+        Ok(per_partition) => per_partition,
+        Err(e) => vec![Some(e); partitions.len()],
+    };
+    for (tp, outcome) in partitions.into_iter().zip(outcomes) {
+        if let Some(e) = outcome {
+            tracing::debug!(transactional_id = %txn_id.as_str(), topic = %tp.0, partition = tp.1, error = ?e, "transaction not verified");
+            gate.refused
+                .insert(tp, leader_add::for_verified_produce(e, version));
+        }
+    }
+    gate
 }
+
+/// `transaction.partition.verification.enable` in force (Kafka's default: true).
+fn verification_enabled(broker: &Broker, image: &tern_controller::MetadataImage) -> bool {
+    crate::config::dynamic::effective(
+        image,
+        broker.config.node_id,
+        &broker.config.properties,
+        VERIFICATION_ENABLE,
+    )
+    .is_none_or(|(v, _)| !v.trim().eq_ignore_ascii_case("false"))
+}
+
+/// The broker setting that turns KIP-890 part 1's verification on or off.
+pub(crate) const VERIFICATION_ENABLE: &str = "transaction.partition.verification.enable";
 
 /// Answers Produce: WRITE on each topic (TOPIC_AUTHORIZATION_FAILED on its partitions
 /// otherwise), and WRITE on the transactional id of a transactional producer.
@@ -153,7 +204,7 @@ pub(crate) async fn handle(
             return refuse_all(req, ResponseError::TransactionalIdAuthorizationFailed);
         }
     }
-    let not_joined = join_transaction(broker, &authz, &req, version).await;
+    let gate = transaction_gate(broker, &authz, &req, version).await;
     let image = broker.controller.image();
     let mut responses = Vec::with_capacity(req.topic_data.len());
     // acks=all partitions waiting for their ISR, and their (topic, partition) response slots.
@@ -254,10 +305,12 @@ pub(crate) async fn handle(
                 ));
                 continue;
             }
-            if let Some(e) = not_joined.get(&(name.clone(), pd.index)) {
-                partitions.push(error_partition(pd.index, e.code(), None));
+            let tp = (name.clone(), pd.index);
+            if let Some((e, message)) = gate.refused.get(&tp) {
+                partitions.push(error_partition(pd.index, e.code(), message.clone()));
                 continue;
             }
+            let guard = gate.guards.get(&tp).copied();
             // acks=all promises min.insync.replicas copies: with fewer in sync, refuse before
             // appending, as Kafka does.
             let isr_size = partition.assignment().isr.len();
@@ -313,7 +366,7 @@ pub(crate) async fn handle(
             };
             let epoch = partition.leader_epoch();
             let bytes = records.len() as u64;
-            match disk_io(|| partition.log.append_as_leader(records, epoch)) {
+            match disk_io(|| partition.log.append_verified(records, epoch, guard)) {
                 Ok(info) => {
                     partition.on_local_append();
                     let appended = (info.last_offset - info.first_offset + 1).max(0) as u64;

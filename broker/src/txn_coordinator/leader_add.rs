@@ -1,8 +1,12 @@
-//! Transaction version 2's implicit add (KIP-890 part 2): a producer no longer sends
-//! AddPartitionsToTxn; the leader of each partition it writes to (and the group coordinator of
-//! its TxnOffsetCommit) adds the partition to the transaction before appending, at the
-//! coordinator on this broker or with AddPartitionsToTxn v5 (`VerifyOnly` false) to the one
-//! elsewhere, as Kafka's AddPartitionsToTxnManager does.
+//! A partition leader and the transaction coordinator, as Kafka's AddPartitionsToTxnManager
+//! has them talk. Transaction version 2's implicit add (KIP-890 part 2): a producer no longer
+//! sends AddPartitionsToTxn; the leader of each partition it writes to (and the group
+//! coordinator of its TxnOffsetCommit) adds the partition to the transaction before appending.
+//! Verification (KIP-890 part 1, `transaction.partition.verification.enable`): for an older
+//! producer, which adds its partitions itself, the leader checks that the transaction holds
+//! the partition before its first batch there, so that a late batch cannot open a transaction
+//! nobody will end. Both go to the coordinator on this broker, or with AddPartitionsToTxn v5
+//! (`VerifyOnly` false or true) to the one elsewhere.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -78,11 +82,74 @@ impl TransactionCoordinator {
     }
 }
 
+impl TransactionCoordinator {
+    /// Whether the transaction of `producer` (id, epoch) holds each of `partitions` (None) or
+    /// not (the coordinator's error for it); an error for all of them when the coordinator
+    /// cannot answer (NETWORK_EXCEPTION when it could not be reached).
+    pub(crate) async fn verify_for_leader(
+        self: &Arc<Self>,
+        transactional_id: &str,
+        producer: (i64, i16),
+        partitions: &[(String, i32)],
+    ) -> Result<Vec<Option<ResponseError>>, ResponseError> {
+        let image = self.controller.image();
+        let coordinator = self
+            .coordinator_in(&image, transactional_id)
+            .filter(|&node| node >= 0)
+            .ok_or(ResponseError::CoordinatorNotAvailable)?;
+        if coordinator == self.node_id {
+            return self.verify_partitions(transactional_id, producer.0, producer.1, partitions);
+        }
+        let request = txn_request(transactional_id, producer, partitions, true);
+        let response = self
+            .coordinators
+            .send(&image, coordinator, &request, ADD_PARTITIONS_VERSION)
+            .await?;
+        if response.error_code != 0 {
+            return Err(code_error(response.error_code));
+        }
+        let codes: BTreeMap<(&str, i32), i16> = response
+            .results_by_transaction
+            .iter()
+            .flat_map(|t| &t.topic_results)
+            .flat_map(|t| {
+                t.results_by_partition.iter().map(move |p| {
+                    (
+                        (t.name.0.as_str(), p.partition_index),
+                        p.partition_error_code,
+                    )
+                })
+            })
+            .collect();
+        Ok(partitions
+            .iter()
+            .map(
+                |(topic, index)| match codes.get(&(topic.as_str(), *index)) {
+                    Some(0) => None,
+                    Some(&code) => Some(code_error(code)),
+                    None => Some(ResponseError::UnknownServerError),
+                },
+            )
+            .collect())
+    }
+}
+
 /// AddPartitionsToTxn v5 for one producer, not verify-only: the partitions join.
 fn add_request(
     transactional_id: &str,
     producer: (i64, i16),
     partitions: &[(String, i32)],
+) -> AddPartitionsToTxnRequest {
+    txn_request(transactional_id, producer, partitions, false)
+}
+
+/// AddPartitionsToTxn v5 for one producer's `partitions`, adding them or (`verify_only`)
+/// asking whether its transaction holds them.
+fn txn_request(
+    transactional_id: &str,
+    producer: (i64, i16),
+    partitions: &[(String, i32)],
+    verify_only: bool,
 ) -> AddPartitionsToTxnRequest {
     let mut by_topic: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
     for (topic, index) in partitions {
@@ -103,7 +170,7 @@ fn add_request(
             )))
             .with_producer_id(ProducerId(producer.0))
             .with_producer_epoch(producer.1)
-            .with_verify_only(false)
+            .with_verify_only(verify_only)
             .with_topics(topics),
     ])
 }
@@ -150,6 +217,47 @@ pub(crate) fn for_produce(e: ResponseError) -> ResponseError {
         ResponseError::ProducerFenced => ResponseError::InvalidProducerEpoch,
         ResponseError::ClusterAuthorizationFailed => ResponseError::InvalidTxnState,
         other => other,
+    }
+}
+
+/// A coordinator's answer to a verification as the producer of a Produce v11 or older sees
+/// it, with the message Kafka gives (Kafka's AddPartitionsToTxnManager and ReplicaManager): a
+/// partition missing from the transaction is INVALID_TXN_STATE through v10 and
+/// TRANSACTION_ABORTABLE from v11; a coordinator that cannot answer now (or a transaction
+/// still ending) is NOT_ENOUGH_REPLICAS, which such producers retry.
+pub(crate) fn for_verified_produce(
+    e: ResponseError,
+    version: i16,
+) -> (ResponseError, Option<String>) {
+    let underlying = match e {
+        ResponseError::NetworkException => Some("NETWORK_EXCEPTION"),
+        ResponseError::CoordinatorLoadInProgress => Some("COORDINATOR_LOAD_IN_PROGRESS"),
+        ResponseError::CoordinatorNotAvailable => Some("COORDINATOR_NOT_AVAILABLE"),
+        ResponseError::NotCoordinator => Some("NOT_COORDINATOR"),
+        ResponseError::ConcurrentTransactions => Some("CONCURRENT_TRANSACTIONS"),
+        _ => None,
+    };
+    if let Some(underlying) = underlying {
+        return (
+            ResponseError::NotEnoughReplicas,
+            Some(format!(
+                "Unable to verify the partition has been added to the transaction. \
+                 Underlying error: {underlying}"
+            )),
+        );
+    }
+    match e {
+        ResponseError::InvalidTxnState | ResponseError::TransactionAbortable if version >= 11 => {
+            (ResponseError::TransactionAbortable, None)
+        }
+        ResponseError::InvalidTxnState
+        | ResponseError::TransactionAbortable
+        | ResponseError::ClusterAuthorizationFailed => (
+            ResponseError::InvalidTxnState,
+            Some("Partition was not added to the transaction".into()),
+        ),
+        ResponseError::ProducerFenced => (ResponseError::InvalidProducerEpoch, None),
+        other => (other, None),
     }
 }
 
