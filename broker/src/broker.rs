@@ -59,6 +59,15 @@ pub struct Broker {
 /// (and write the cluster id) at startup.
 const QUORUM_STARTUP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(120);
 
+/// A LONG setting from server.properties, or `otherwise`.
+fn long_setting(config: &BrokerConfig, key: &str, otherwise: i64) -> i64 {
+    config
+        .properties
+        .get(key)
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(otherwise)
+}
+
 /// Starts this node's controller and returns it with the cluster id. A single voter formats
 /// its log dirs on first start; a node of a larger cluster takes the id the quorum's first
 /// active controller wrote, and refuses to start if its data belongs to another cluster.
@@ -68,6 +77,10 @@ pub fn start_controller(config: &BrokerConfig) -> Result<(Arc<Controller>, Strin
         default_replication_factor: config.default_replication_factor,
         leader_rebalance: config.leader_rebalance.clone(),
         unclean_leader_election: config.unclean_leader_election,
+        compaction_lag_defaults: (
+            long_setting(config, "log.cleaner.min.compaction.lag.ms", 0),
+            long_setting(config, "log.cleaner.max.compaction.lag.ms", i64::MAX),
+        ),
     };
     for dir in &config.log_dirs {
         std::fs::create_dir_all(dir)

@@ -128,6 +128,7 @@ pub fn format(
                 default_replication_factor: config.default_replication_factor,
                 leader_rebalance: Default::default(),
                 unclean_leader_election: false,
+                compaction_lag_defaults: (0, i64::MAX),
             },
         )
         .map_err(|source| StartError::Controller {

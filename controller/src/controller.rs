@@ -81,6 +81,9 @@ pub struct ControllerConfig {
     pub leader_rebalance: LeaderRebalance,
     /// `unclean.leader.election.enable`, the default of the topic config.
     pub unclean_leader_election: bool,
+    /// `log.cleaner.min.compaction.lag.ms` and `log.cleaner.max.compaction.lag.ms`, the
+    /// defaults a topic's compaction lags are checked against.
+    pub compaction_lag_defaults: (i64, i64),
 }
 
 /// How long a broker may go without a heartbeat before it is fenced
@@ -236,13 +239,34 @@ impl Controller {
     /// controller resolves it: its own node's dynamic value, else the cluster-wide dynamic
     /// default, else its static setting. A dynamic change applies at the next election.
     pub(crate) fn unclean_default(&self, image: &MetadataImage) -> bool {
-        let key = crate::topic_configs::UNCLEAN_ELECTION;
-        self.active_controller_id()
-            .and_then(|id| image.broker_configs(&id.to_string()).get(key).cloned())
-            .or_else(|| image.broker_configs("").get(key).cloned())
+        self.dynamic_setting(image, crate::topic_configs::UNCLEAN_ELECTION)
             .map_or(self.config.unclean_leader_election, |v| {
                 v.trim().eq_ignore_ascii_case("true")
             })
+    }
+
+    /// A broker setting's dynamic value on the active controller's node, else the
+    /// cluster-wide one.
+    fn dynamic_setting(&self, image: &MetadataImage, key: &str) -> Option<String> {
+        self.active_controller_id()
+            .and_then(|id| image.broker_configs(&id.to_string()).get(key).cloned())
+            .or_else(|| image.broker_configs("").get(key).cloned())
+    }
+
+    /// The compaction lags a topic that does not set them has, resolved as
+    /// [`Controller::unclean_default`] resolves its setting (Kafka checks a topic's lags
+    /// against its controller's configuration).
+    fn compaction_lag_defaults(&self, image: &MetadataImage) -> (i64, i64) {
+        let (min, max) = self.config.compaction_lag_defaults;
+        let value = |key: &str, otherwise: i64| {
+            self.dynamic_setting(image, key)
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or(otherwise)
+        };
+        (
+            value("log.cleaner.min.compaction.lag.ms", min),
+            value("log.cleaner.max.compaction.lag.ms", max),
+        )
     }
 
     /// The node id of the active controller, if known.
@@ -675,6 +699,7 @@ impl Controller {
         }
         crate::topic_configs::validate_topic_config_set(
             req.configs.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+            self.compaction_lag_defaults(&image),
         )
         .map_err(|m| ApiError::new(ResponseError::InvalidConfig, m))?;
         let brokers = image.live_brokers();
@@ -853,6 +878,7 @@ impl Controller {
         }
         crate::topic_configs::validate_topic_config_set(
             after.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+            self.compaction_lag_defaults(&image),
         )
         .map_err(|m| ApiError::new(ResponseError::InvalidConfig, m))?;
         if validate_only {
@@ -1178,6 +1204,7 @@ mod acl_tests {
             default_replication_factor: 1,
             leader_rebalance: Default::default(),
             unclean_leader_election: false,
+            compaction_lag_defaults: (0, i64::MAX),
         };
         crate::open_single_voter(dir, 0, config).unwrap()
     }

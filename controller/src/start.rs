@@ -378,6 +378,7 @@ mod tests {
             default_replication_factor: 1,
             leader_rebalance: Default::default(),
             unclean_leader_election: false,
+            compaction_lag_defaults: (0, i64::MAX),
         }
     }
 

@@ -343,12 +343,14 @@ pub fn validate_topic_config(name: &str, value: &str) -> Result<(), String> {
 }
 
 /// Checks rules between a topic's configs, as Kafka's `LogConfig.validateValues` does (a
-/// config not set counts at its default): `min.compaction.lag.ms` may not exceed
-/// `max.compaction.lag.ms`. The error is Kafka's INVALID_CONFIG message.
+/// config not set counts at the broker's default, `lag_defaults` (min, max)):
+/// `min.compaction.lag.ms` may not exceed `max.compaction.lag.ms`. The error is Kafka's
+/// INVALID_CONFIG message.
 pub fn validate_topic_config_set<'a>(
     configs: impl IntoIterator<Item = (&'a str, &'a str)>,
+    lag_defaults: (i64, i64),
 ) -> Result<(), String> {
-    let (mut min_lag, mut max_lag) = (0i64, i64::MAX);
+    let (mut min_lag, mut max_lag) = lag_defaults;
     for (name, value) in configs {
         match name {
             "min.compaction.lag.ms" => min_lag = value.trim().parse().unwrap_or(min_lag),
@@ -404,17 +406,32 @@ mod tests {
         assert!(validate_topic_config("preallocate", "maybe").is_err());
         validate_topic_config("cleanup.policy", "compact,delete").unwrap();
         assert_eq!(
-            validate_topic_config_set([
-                ("min.compaction.lag.ms", "5000"),
-                ("max.compaction.lag.ms", "1000")
-            ]),
+            validate_topic_config_set(
+                [
+                    ("min.compaction.lag.ms", "5000"),
+                    ("max.compaction.lag.ms", "1000")
+                ],
+                (0, i64::MAX)
+            ),
             Err(
                 "conflict topic config setting min.compaction.lag.ms (5000) > \
                  max.compaction.lag.ms (1000)"
                     .to_string()
             )
         );
-        assert!(validate_topic_config_set([("min.compaction.lag.ms", "5000")]).is_ok());
+        assert!(
+            validate_topic_config_set([("min.compaction.lag.ms", "5000")], (0, i64::MAX)).is_ok()
+        );
+        // A lag the topic does not set counts at the broker's default.
+        assert_eq!(
+            validate_topic_config_set([("min.compaction.lag.ms", "5000")], (0, 2000)),
+            Err(
+                "conflict topic config setting min.compaction.lag.ms (5000) > \
+                 max.compaction.lag.ms (2000)"
+                    .to_string()
+            )
+        );
+        assert!(validate_topic_config_set([("max.compaction.lag.ms", "1000")], (500, 9)).is_ok());
         validate_topic_config("retention.ms", "-1").unwrap();
     }
 }

@@ -157,6 +157,7 @@ fn controller_config() -> ControllerConfig {
         default_replication_factor: 1,
         leader_rebalance: Default::default(),
         unclean_leader_election: false,
+        compaction_lag_defaults: (0, i64::MAX),
     }
 }
 

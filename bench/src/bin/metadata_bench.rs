@@ -55,6 +55,7 @@ fn main() {
             default_replication_factor: 1,
             leader_rebalance: Default::default(),
             unclean_leader_election: false,
+            compaction_lag_defaults: (0, i64::MAX),
         };
         let open = || tern_controller::start(&quorum, config.clone()).expect("open controller");
         let mut controller = open();
