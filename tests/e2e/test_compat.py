@@ -403,6 +403,77 @@ def test_log_cleaner_settings_change_as_in_kafka(brokers):
         difflib.unified_diff(seen["kafka"], seen["tern"], "kafka", "tern", lineterm=""))
 
 
+def _transactions_on_a_compacted_topic(bootstrap, topic):
+    """A committed transaction (k0..k4), an aborted one rewriting k0..k4, a committed one (k5)
+    and a plain record overwriting k1; then, once segment.ms has passed, a plain "tail" record
+    rolls the segment so that all the rest becomes cleanable."""
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 1, config={
+        "cleanup.policy": "compact", "segment.ms": "100", "min.cleanable.dirty.ratio": "0.01",
+        "delete.retention.ms": "0"})])[topic].result(30)
+    tx = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"{topic}-tx", "linger.ms": 0})
+    tx.init_transactions(30)
+    for value, commit, keys in ((b"committed", True, range(5)), (b"aborted", False, range(5)),
+                                (b"c3", True, [5])):
+        tx.begin_transaction()
+        for k in keys:
+            tx.produce(topic, key=f"k{k}".encode(), value=value)
+        tx.flush(30)
+        (tx.commit_transaction if commit else tx.abort_transaction)(30)
+    plain = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, "acks": "all"})
+    plain.produce(topic, key=b"k1", value=b"plain")
+    plain.flush(30)
+    time.sleep(1.0)
+    plain.produce(topic, key=b"tail", value=b"t")
+    plain.flush(30)
+
+
+def _read_uncommitted(bootstrap, topic):
+    """Every data record of partition 0 from the start, as (offset, key, value), aborted ones
+    included if they are still there."""
+    from confluent_kafka import Consumer, TopicPartition
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"read-{time.time_ns()}",
+                  "isolation.level": "read_uncommitted", "enable.auto.commit": False})
+    try:
+        c.assign([TopicPartition(topic, 0, 0)])
+        out, deadline = [], time.time() + 20
+        while time.time() < deadline:
+            m = c.poll(0.5)
+            if m is None or m.error():
+                continue
+            out.append((m.offset(), m.key().decode(), m.value().decode()))
+            if m.key() == b"tail":
+                return out
+        raise AssertionError(f"{topic} on {bootstrap}: no tail record after {out}")
+    finally:
+        c.close()
+
+
+def test_transactions_are_compacted_as_in_kafka(brokers):
+    """On a compacted topic the cleaner removes an aborted transaction's records and compacts a
+    committed one's like any others, on Tern as on Kafka 4.4: read from the start (with
+    read_uncommitted, which would show aborted records if they were still there), both give the
+    same records at the same offsets."""
+    topic = "txn-compacted"
+    for b in brokers.values():
+        _transactions_on_a_compacted_topic(b.bootstrap, topic)
+    # Offsets: committed k0..k4 0-4 (marker 5), aborted 6-10 (marker 11), k5 12 (marker 13),
+    # plain k1 14, tail 15.
+    expected = [(0, "k0", "committed"), (2, "k2", "committed"), (3, "k3", "committed"),
+                (4, "k4", "committed"), (12, "k5", "c3"), (14, "k1", "plain"), (15, "tail", "t")]
+    seen = {}
+    deadline = time.time() + 90  # Kafka's cleaner looks every log.cleaner.backoff.ms (15 s)
+    while time.time() < deadline:
+        seen = {name: _read_uncommitted(b.bootstrap, topic) for name, b in brokers.items()}
+        if all(records == expected for records in seen.values()):
+            break
+        time.sleep(2)
+    assert seen["kafka"] == expected, seen["kafka"]
+    assert seen["tern"] == seen["kafka"], seen
+
+
 def test_compaction_lags_in_conflict_are_refused_as_in_kafka(brokers):
     """min.compaction.lag.ms above max.compaction.lag.ms: refused at creation and at a change,
     with Kafka's message, on both brokers."""
