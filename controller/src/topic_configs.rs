@@ -293,6 +293,28 @@ pub const THROTTLED_REPLICAS_FOLLOWER: &str = "follower.replication.throttled.re
 /// `unclean.leader.election.enable`: elect an out-of-sync replica when no in-sync one is live.
 pub const UNCLEAN_ELECTION: &str = "unclean.leader.election.enable";
 
+/// A DOUBLE as Java's `Double.valueOf` reads it (Kafka's ConfigDef): a decimal with an
+/// optional exponent and `d`/`f` suffix, or `NaN`/`Infinity` spelled so; Rust's spellings
+/// (`inf`, `nan`, `infinity`) are not numbers to Kafka. Hexadecimal floats are refused.
+pub fn parse_java_double(value: &str) -> Option<f64> {
+    let v = value.trim();
+    let v = v
+        .strip_suffix(['d', 'D', 'f', 'F'])
+        .filter(|rest| rest.ends_with(|c: char| c.is_ascii_digit() || c == '.'))
+        .unwrap_or(v);
+    let unsigned = v.strip_prefix(['+', '-']).unwrap_or(v);
+    if unsigned == "NaN" || unsigned == "Infinity" {
+        return v.replace("Infinity", "inf").parse().ok();
+    }
+    if unsigned
+        .chars()
+        .any(|c| c.is_ascii_alphabetic() && c != 'e' && c != 'E')
+    {
+        return None;
+    }
+    v.parse().ok()
+}
+
 /// Checks a value against its definition; the error is Kafka's INVALID_CONFIG message.
 pub fn validate_topic_config(name: &str, value: &str) -> Result<(), String> {
     let Some(d) = topic_config(name) else {
@@ -313,7 +335,7 @@ pub fn validate_topic_config(name: &str, value: &str) -> Result<(), String> {
         Int => value.trim().parse::<i32>().map(f64::from).ok(),
         ConfigType::Short => value.trim().parse::<i16>().map(f64::from).ok(),
         Long => value.trim().parse::<i64>().map(|v| v as f64).ok(),
-        Double => value.trim().parse::<f64>().ok(),
+        Double => parse_java_double(value),
         ConfigType::String | ConfigType::Password => {
             return if d.choices.is_empty() || d.choices.contains(&value.trim()) {
                 Ok(())
@@ -432,6 +454,19 @@ mod tests {
             )
         );
         assert!(validate_topic_config_set([("max.compaction.lag.ms", "1000")], (500, 9)).is_ok());
+    }
+
+    #[test]
+    fn doubles_read_as_java_reads_them() {
+        assert_eq!(parse_java_double(" 0.5 "), Some(0.5));
+        assert_eq!(parse_java_double("1e-2"), Some(0.01));
+        assert_eq!(parse_java_double("2d"), Some(2.0));
+        assert_eq!(parse_java_double("-Infinity"), Some(f64::NEG_INFINITY));
+        assert!(parse_java_double("NaN").is_some_and(f64::is_nan));
+        for rust_only in ["inf", "nan", "infinity", "INF", "1.5x", "0x1p3", "d"] {
+            assert_eq!(parse_java_double(rust_only), None, "{rust_only}");
+        }
+        assert!(validate_topic_config("min.cleanable.dirty.ratio", "inf").is_err());
         validate_topic_config("retention.ms", "-1").unwrap();
     }
 }

@@ -77,10 +77,8 @@ fn validate_number_at_least(key: &str, value: &str, min: i64) -> Result<(), ApiE
     };
     let kind = broker_config(key).map(|d| d.kind);
     if kind == Some(ConfigType::Double) {
-        let n: f64 = value
-            .trim()
-            .parse()
-            .map_err(|_| bad("Not a number of type DOUBLE"))?;
+        let n = tern_controller::topic_configs::parse_java_double(value)
+            .ok_or_else(|| bad("Not a number of type DOUBLE"))?;
         if n < min as f64 {
             return Err(bad(&format!("Value must be at least {min}")));
         }
