@@ -170,6 +170,18 @@ pub fn prepare(
     partition: &str,
     now: i64,
 ) -> Result<BytesMut, Refused> {
+    // Markers come from transaction coordinators only (Kafka's LogValidator).
+    let control = tern_protocol::record_batch::BatchIter::new(records)
+        .any(|b| b.is_ok_and(|(h, _)| h.is_control()));
+    if control {
+        return Err(ApiError::new(
+            ResponseError::InvalidRecord,
+            format!(
+                "Clients are not allowed to write control records in topic partition {partition}."
+            ),
+        )
+        .into());
+    }
     if let Some(window) = policy.timestamp_window {
         check_timestamps(records, window, now, max_uncompressed)?;
     }
@@ -287,6 +299,27 @@ mod tests {
         // Same codec: untouched.
         let z = batch(Compression::Zstd, &[Some(b"a")]);
         assert_eq!(&prepare(&z, policy, 1 << 20, "t-0", 0).unwrap()[..], &z[..]);
+    }
+
+    #[test]
+    fn clients_may_not_write_markers() {
+        use tern_storage::record::{build_control_batch, BatchSpec};
+        let marker = Bytes::from(build_control_batch(
+            &BatchSpec {
+                producer_id: 3,
+                producer_epoch: 0,
+                transactional: true,
+                ..BatchSpec::default()
+            },
+            false,
+        ));
+        let policy = TopicWritePolicy::from_configs("producer", "delete");
+        let err = prepare(&marker, policy, 1 << 20, "t-0", 0).unwrap_err();
+        assert_eq!(err.error.error, ResponseError::InvalidRecord);
+        assert_eq!(
+            err.error.message,
+            "Clients are not allowed to write control records in topic partition t-0."
+        );
     }
 
     #[test]

@@ -237,7 +237,8 @@ fn rebuild_compressed(
         .base_offset(h.base_offset)
         .partition_leader_epoch(h.partition_leader_epoch)
         .timestamp_type(h.timestamp_type())
-        .producer(h.producer_id, h.producer_epoch, h.base_sequence);
+        .producer(h.producer_id, h.producer_epoch, h.base_sequence)
+        .transactional(h.is_transactional());
     for r in kept {
         builder
             .push_with_offset(
@@ -855,6 +856,38 @@ mod tests {
         assert_eq!(log.compact(5000).unwrap().markers_removed, 1);
         assert_eq!(markers(&log), vec![4]);
         assert_eq!(keys(&log), vec!["j", "other", "more"]);
+    }
+
+    #[test]
+    fn a_compressed_transactional_batch_stays_transactional_when_compacted() {
+        use tern_protocol::records::RecordBatchBuilder;
+        let dir = tempfile::tempdir().unwrap();
+        let log = Log::open(dir.path(), every_dirty_byte()).unwrap();
+        let mut b = RecordBatchBuilder::new(Compression::Lz4)
+            .producer(5, 0, 0)
+            .transactional(true);
+        b.push(1000, Some(&b"k"[..]), Some(&b"old"[..]), &[])
+            .unwrap();
+        b.push(1000, Some(&b"j"[..]), Some(&b"kept"[..]), &[])
+            .unwrap();
+        log.append_as_leader(BytesMut::from(&b.build().unwrap()[..]), 0)
+            .unwrap();
+        end_txn(&log, 5, true, 1000);
+        txn_kv(&log, 5, 2, &[("later", Some("x"))], 1000);
+        end_txn(&log, 5, true, 1000);
+        kv(&log, &[("k", Some("new"))], 1000);
+        log.roll().unwrap();
+        assert_eq!(log.compact(5000).unwrap().records_removed, 1);
+        let r = log.read(0, 1 << 20, None, true).unwrap();
+        let (h, _) = BatchIter::new(&r.records).next().unwrap().unwrap();
+        assert_eq!(h.base_offset, 0);
+        assert!(h.is_transactional(), "the rewritten batch keeps its flag");
+        assert_eq!(h.compression().unwrap(), Compression::Lz4);
+        // The next pass still sees the transaction's batch: its commit marker stays.
+        kv(&log, &[("more", Some("x"))], 5000);
+        log.roll().unwrap();
+        log.compact(5000).unwrap();
+        assert!(markers(&log).contains(&2), "{:?}", markers(&log));
     }
 
     #[test]

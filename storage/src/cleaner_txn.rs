@@ -47,14 +47,20 @@ impl TxnWalk {
         }
     }
 
-    /// Aborted transactions that have begun by `offset` become ongoing.
+    /// Aborted transactions that have begun by `offset` become ongoing; one whose marker lies
+    /// before `offset` (its marker is gone) stops counting, so that the producer's later
+    /// transactions are not taken for aborted.
     fn reach(&mut self, offset: i64) {
+        self.aborting.retain(|_, a| a.txn.last_offset >= offset);
         while self
             .pending
             .front()
             .is_some_and(|t| t.first_offset <= offset)
         {
-            if let Some(txn) = self.pending.pop_front() {
+            let Some(txn) = self.pending.pop_front() else {
+                break;
+            };
+            if txn.last_offset >= offset {
                 self.aborting
                     .entry(txn.producer_id)
                     .or_insert(OngoingAbort {

@@ -236,13 +236,18 @@ impl Log {
     }
 
     /// Begins verifying that `producer_id` at `epoch` may write its transaction here: None when
-    /// the transaction is already open in this log, else the guard to append with.
+    /// the transaction is already open in this log (append with
+    /// [`VerificationGuard::SENTINEL`]), else the guard to append with. `bumps`: a transaction
+    /// version 2 producer, whose markers carry the next transaction's epoch.
     pub fn start_transaction_verification(
         &self,
         producer_id: i64,
         epoch: i16,
+        bumps: bool,
     ) -> Option<VerificationGuard> {
-        self.producers.lock().start_verification(producer_id, epoch)
+        self.producers
+            .lock()
+            .start_verification(producer_id, epoch, bumps)
     }
 
     /// Appends a transaction marker from a coordinator, as [`Log::append_as_leader`].
@@ -327,7 +332,7 @@ impl Log {
             let mut producers = self.producers.lock();
             producers.commit(staged);
             for (_, h) in batches.iter().filter(|(_, h)| h.is_transactional()) {
-                producers.end_verification(h.producer_id);
+                producers.end_verification(h);
             }
             for done in completed.iter().filter(|d| d.aborted) {
                 self.io_guard(active.append_aborted_txn(producers.aborted_entry(done)))?;

@@ -834,7 +834,7 @@ fn a_verified_batch_is_refused_once_a_marker_of_its_producer_lands_first() {
     };
     // Verified, then the coordinator aborts (its marker lands here first): the late batch
     // would open a transaction nobody ends, so it is refused.
-    let guard = log.start_transaction_verification(9, 0).unwrap();
+    let guard = log.start_transaction_verification(9, 0, false).unwrap();
     let abort = build_control_batch(&txn(-1), false);
     log.append_marker_as_leader(BytesMut::from(&abort[..]), 0, false)
         .unwrap();
@@ -848,25 +848,72 @@ fn a_verified_batch_is_refused_once_a_marker_of_its_producer_lands_first() {
 
     // A fresh verification holds: the batch opens the transaction, after which no further
     // verification is needed and the used guard no longer matters.
-    let guard = log.start_transaction_verification(9, 0).unwrap();
+    let guard = log.start_transaction_verification(9, 0, false).unwrap();
     log.append_verified(spec_batch(txn(0), 1), 0, Some(guard))
         .unwrap();
     assert!(log.in_transaction(9, 0));
-    assert_eq!(log.start_transaction_verification(9, 0), None);
+    assert_eq!(log.start_transaction_verification(9, 0, false), None);
     log.append_verified(spec_batch(txn(1), 1), 0, Some(guard))
         .unwrap();
-    // A later verification replaces an earlier one.
+    // Two requests of one producer share the verification under way.
     let commit = build_control_batch(&txn(-1), true);
     log.append_marker_as_leader(BytesMut::from(&commit[..]), 0, false)
         .unwrap();
-    let first = log.start_transaction_verification(9, 0).unwrap();
-    let second = log.start_transaction_verification(9, 0).unwrap();
+    let first = log.start_transaction_verification(9, 0, false).unwrap();
+    let second = log.start_transaction_verification(9, 0, false).unwrap();
+    assert_eq!(first, second);
+    // A batch appended as part of a transaction already open (the SENTINEL) is refused once
+    // that transaction has ended.
+    let sentinel = Some(tern_storage_guard_sentinel());
     assert!(matches!(
-        log.append_verified(spec_batch(txn(2), 1), 0, Some(first)),
+        log.append_verified(spec_batch(txn(2), 1), 0, sentinel),
         Err(StorageError::InvalidTxnState { .. })
     ));
     log.append_verified(spec_batch(txn(2), 1), 0, Some(second))
         .unwrap();
+    log.append_verified(spec_batch(txn(3), 1), 0, sentinel)
+        .unwrap();
     // Appends that went through no verification are not checked.
-    log.append_as_leader(spec_batch(txn(3), 1), 0).unwrap();
+    let abort = build_control_batch(&txn(-1), false);
+    log.append_marker_as_leader(BytesMut::from(&abort[..]), 0, false)
+        .unwrap();
+    log.append_as_leader(spec_batch(txn(4), 1), 0).unwrap();
+}
+
+fn tern_storage_guard_sentinel() -> crate::VerificationGuard {
+    crate::VerificationGuard::SENTINEL
+}
+
+#[test]
+fn a_version_2_marker_of_the_verified_epoch_leaves_the_verification_be() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = Log::open(dir.path(), LogConfig::default()).unwrap();
+    let at = |epoch: i16, seq: i32| BatchSpec {
+        producer_id: 9,
+        producer_epoch: epoch,
+        base_sequence: seq,
+        transactional: true,
+        ..BatchSpec::default()
+    };
+    log.append_as_leader(spec_batch(at(0, 0), 1), 0).unwrap();
+    // The next transaction (epoch 1) is being verified when the previous one's commit marker,
+    // which carries epoch 1, lands: the verification still holds.
+    let guard = log.start_transaction_verification(9, 1, true).unwrap();
+    let commit = build_control_batch(&at(1, -1), true);
+    log.append_marker_as_leader(BytesMut::from(&commit[..]), 0, true)
+        .unwrap();
+    log.append_verified(spec_batch(at(1, 0), 1), 0, Some(guard))
+        .unwrap();
+    // An abort that bumps past the verified epoch voids it.
+    let abort = build_control_batch(&at(2, -1), false);
+    log.append_marker_as_leader(BytesMut::from(&abort[..]), 0, true)
+        .unwrap();
+    let guard = log.start_transaction_verification(9, 2, true).unwrap();
+    let abort = build_control_batch(&at(3, -1), false);
+    log.append_marker_as_leader(BytesMut::from(&abort[..]), 0, true)
+        .unwrap();
+    assert!(matches!(
+        log.append_verified(spec_batch(at(2, 0), 1), 0, Some(guard)),
+        Err(StorageError::InvalidTxnState { .. }) | Err(StorageError::InvalidProducerEpoch { .. })
+    ));
 }

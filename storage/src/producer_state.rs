@@ -100,6 +100,32 @@ pub(crate) type Staged = HashMap<i64, ProducerStateEntry>;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct VerificationGuard(u64);
 
+impl VerificationGuard {
+    /// What an append carries for a partition whose transaction was already open when the
+    /// leader looked: it matches no verification, so the batch is refused if the transaction
+    /// ended meanwhile (Kafka's `VerificationGuard.SENTINEL`).
+    pub const SENTINEL: VerificationGuard = VerificationGuard(0);
+}
+
+/// Guards are unique across logs and truncations (a truncation replaces the producer state).
+static NEXT_GUARD: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
+/// Verifications kept before old ones are pruned, and how old they must be for that.
+const MAX_VERIFYING: usize = 1024;
+const STALE_VERIFICATION: std::time::Duration = std::time::Duration::from_secs(3600);
+
+/// A verification under way for one producer.
+#[derive(Debug, Clone, Copy)]
+struct Verifying {
+    guard: VerificationGuard,
+    /// The epoch of the batch being verified.
+    epoch: i16,
+    /// A transaction version 2 producer: the markers ending its previous transaction carry
+    /// the epoch of the next one, so they leave this verification be.
+    bumps: bool,
+    since: std::time::Instant,
+}
+
 /// Producer id -> state, plus the ongoing transactions ordered by first offset.
 #[derive(Debug)]
 pub struct ProducerStateManager {
@@ -107,8 +133,7 @@ pub struct ProducerStateManager {
     producers: HashMap<i64, ProducerStateEntry>,
     ongoing: BTreeMap<i64, i64>,
     /// Verifications under way, by producer id (in memory only, as Kafka's).
-    verifying: HashMap<i64, VerificationGuard>,
-    next_guard: u64,
+    verifying: HashMap<i64, Verifying>,
 }
 
 fn next_seq(seq: i32) -> i32 {
@@ -127,7 +152,6 @@ impl ProducerStateManager {
             producers: HashMap::new(),
             ongoing: BTreeMap::new(),
             verifying: HashMap::new(),
-            next_guard: 0,
         }
     }
 
@@ -140,23 +164,49 @@ impl ProducerStateManager {
 
     /// Starts verifying a transactional producer's first batch here: None when its transaction
     /// is already open in this log (nothing to verify), else the guard the append must carry.
+    /// A verification already under way for the same epoch is shared (Kafka's), so that two
+    /// requests of one producer do not void each other's. `bumps`: a transaction version 2
+    /// producer.
     pub(crate) fn start_verification(
         &mut self,
         producer_id: i64,
         epoch: i16,
+        bumps: bool,
     ) -> Option<VerificationGuard> {
         if self.has_ongoing_transaction(producer_id, epoch) {
             return None;
         }
-        self.next_guard += 1;
-        let guard = VerificationGuard(self.next_guard);
-        self.verifying.insert(producer_id, guard);
+        if let Some(v) = self
+            .verifying
+            .get(&producer_id)
+            .filter(|v| v.epoch == epoch)
+        {
+            return Some(v.guard);
+        }
+        if self.verifying.len() >= MAX_VERIFYING {
+            // Producers that went away mid-verification; a verification this old has no
+            // request waiting on it.
+            self.verifying
+                .retain(|_, v| v.since.elapsed() < STALE_VERIFICATION);
+        }
+        let guard =
+            VerificationGuard(NEXT_GUARD.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
+        self.verifying.insert(
+            producer_id,
+            Verifying {
+                guard,
+                epoch,
+                bumps,
+                since: std::time::Instant::now(),
+            },
+        );
         Some(guard)
     }
 
-    /// A batch that would begin a transaction here, appended with `guard`, must carry the
-    /// guard of the producer's verification still under way (Kafka's "Record was not part of
-    /// an ongoing transaction").
+    /// A batch that would begin a transaction here, appended under verification (`guard`),
+    /// must carry the guard of the producer's verification still under way: the SENTINEL of a
+    /// transaction that was open when the leader looked matches none (Kafka's "Record was not
+    /// part of an ongoing transaction").
     pub(crate) fn check_verified(
         &self,
         h: &RecordBatchHeader,
@@ -165,10 +215,15 @@ impl ProducerStateManager {
         let Some(guard) = guard else {
             return Ok(());
         };
+        let verified = guard != VerificationGuard::SENTINEL
+            && self
+                .verifying
+                .get(&h.producer_id)
+                .is_some_and(|v| v.guard == guard);
         if !h.is_transactional()
             || h.is_control()
             || self.has_ongoing_transaction(h.producer_id, h.producer_epoch)
-            || self.verifying.get(&h.producer_id) == Some(&guard)
+            || verified
         {
             return Ok(());
         }
@@ -177,10 +232,19 @@ impl ProducerStateManager {
         })
     }
 
-    /// A producer's transactional batch or marker was appended: its verification is used up
-    /// (its transaction is open) or void (the transaction ended).
-    pub(crate) fn end_verification(&mut self, producer_id: i64) {
-        self.verifying.remove(&producer_id);
+    /// A producer's transactional batch or marker was appended. A data batch uses its
+    /// verification up (the transaction is open); a marker voids it (the transaction ended),
+    /// unless it is a transaction version 2 marker carrying the verified epoch, which ends the
+    /// transaction before the one being verified.
+    pub(crate) fn end_verification(&mut self, h: &RecordBatchHeader) {
+        let keep = h.is_control()
+            && self
+                .verifying
+                .get(&h.producer_id)
+                .is_some_and(|v| v.bumps && v.epoch == h.producer_epoch);
+        if !keep {
+            self.verifying.remove(&h.producer_id);
+        }
     }
 
     /// The state of one producer.

@@ -94,6 +94,7 @@ async fn transaction_gate(
         return gate;
     }
     let mut producers = HashSet::new();
+    let mut open_already = HashMap::new();
     for topic in &req.topic_data {
         let name = if version >= 13 {
             match image.topic_by_id(&topic.topic_id) {
@@ -122,18 +123,22 @@ async fn transaction_gate(
             else {
                 continue;
             };
-            // None: the transaction is open here already.
-            let Some(guard) = partition
-                .log
-                .start_transaction_verification(header.producer_id, header.producer_epoch)
-            else {
+            let tp = (name.clone(), pd.index);
+            let Some(guard) = partition.log.start_transaction_verification(
+                header.producer_id,
+                header.producer_epoch,
+                version >= 12,
+            ) else {
+                // Open here already: nothing to ask, but the append still checks that it is.
+                open_already.insert(tp, VerificationGuard::SENTINEL);
                 continue;
             };
             producers.insert((header.producer_id, header.producer_epoch));
-            gate.guards.insert((name.clone(), pd.index), guard);
+            gate.guards.insert(tp, guard);
         }
     }
     let partitions: Vec<(String, i32)> = gate.guards.keys().cloned().collect();
+    gate.guards.extend(open_already);
     let producer = match producers.len() {
         0 => return gate,
         1 => producers.into_iter().next().unwrap_or((-1, -1)),

@@ -230,7 +230,10 @@ pub(crate) fn for_verified_produce(
     version: i16,
 ) -> (ResponseError, Option<String>) {
     let underlying = match e {
-        ResponseError::NetworkException => Some("NETWORK_EXCEPTION"),
+        // Tern's inter-broker client times out where Kafka's sees the connection fail.
+        ResponseError::NetworkException | ResponseError::RequestTimedOut => {
+            Some("NETWORK_EXCEPTION")
+        }
         ResponseError::CoordinatorLoadInProgress => Some("COORDINATOR_LOAD_IN_PROGRESS"),
         ResponseError::CoordinatorNotAvailable => Some("COORDINATOR_NOT_AVAILABLE"),
         ResponseError::NotCoordinator => Some("NOT_COORDINATOR"),

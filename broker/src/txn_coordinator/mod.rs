@@ -344,6 +344,10 @@ impl TransactionCoordinator {
             .get(transactional_id)
             .ok_or(ResponseError::InvalidProducerIdMapping)?;
         m.check_producer(producer_id, epoch)?;
+        // A transaction still ending: the producer retries (Kafka's coordinator).
+        if matches!(m.state, TxnState::PrepareCommit | TxnState::PrepareAbort) {
+            return Err(ResponseError::ConcurrentTransactions);
+        }
         Ok(partitions
             .iter()
             .map(|tp| {
