@@ -470,12 +470,13 @@ fn compact_pass(log: &Log, now_ms: i64, limits: &PassLimits<'_>) -> Result<Compa
         let mut changed = false;
         // The aborted transactions whose markers stay in this segment.
         let mut aborts = Vec::new();
+        let mut last_marker_removed = None;
         let end = s.scan(0, size, false, |_, h, batch| {
             (limits.throttle)(batch.len() as u64);
             let keep_whole = h.has_producer_id()
                 && log.producer_last_offset(h.producer_id) == Some(h.last_offset());
             let cleaned = if h.is_control() {
-                clean_marker(
+                let cleaned = clean_marker(
                     &mut txns,
                     h,
                     batch,
@@ -483,7 +484,11 @@ fn compact_pass(log: &Log, now_ms: i64, limits: &PassLimits<'_>) -> Result<Compa
                     &map,
                     &mut aborts,
                     &mut stats,
-                )
+                );
+                if matches!(cleaned, Cleaned::Drop) {
+                    last_marker_removed = Some(h.last_offset());
+                }
+                cleaned
             } else if txns.is_aborted(h) {
                 stats.aborted_records_removed += u64::try_from(h.records_count).unwrap_or(0);
                 match (keep_whole, h.records_count) {
@@ -512,6 +517,11 @@ fn compact_pass(log: &Log, now_ms: i64, limits: &PassLimits<'_>) -> Result<Compa
             continue;
         }
         (limits.throttle)(out.len() as u64);
+        if let Some(marker) = last_marker_removed {
+            // A producer snapshot from before the marker may hold its transaction open; replayed
+            // after a crash without the marker, it would stay open for ever.
+            log.drop_snapshots_through(marker)?;
+        }
         if log.replace_segment(s, size, &out, &aborts)? {
             stats.segments_cleaned += 1;
             stats.bytes_before += size;
@@ -856,6 +866,43 @@ mod tests {
         assert_eq!(log.compact(5000).unwrap().markers_removed, 1);
         assert_eq!(markers(&log), vec![4]);
         assert_eq!(keys(&log), vec!["j", "other", "more"]);
+    }
+
+    #[test]
+    fn removing_a_marker_drops_the_snapshots_that_hold_its_transaction_open() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = Log::open(dir.path(), every_dirty_byte()).unwrap();
+        txn_kv(&log, 5, 0, &[("k", Some("txn"))], 1000);
+        // A roll snapshots producer state with the transaction open.
+        log.roll().unwrap();
+        let snapshots = || {
+            crate::ProducerStateManager::list_snapshots(dir.path())
+                .unwrap()
+                .into_iter()
+                .map(|(at, _)| at)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(snapshots(), vec![1]);
+        end_txn(&log, 5, true, 1000);
+        kv(&log, &[("k", Some("plain"))], 1000);
+        txn_kv(&log, 5, 1, &[("j", Some("later"))], 1000);
+        end_txn(&log, 5, true, 1000);
+        log.roll().unwrap();
+        // The first pass removes the transaction's record, the second its marker (offset 1).
+        log.compact(5000).unwrap();
+        assert_eq!(markers(&log), vec![1, 4]);
+        kv(&log, &[("more", Some("x"))], 5000);
+        log.roll().unwrap();
+        assert_eq!(log.compact(5000).unwrap().markers_removed, 1);
+        assert_eq!(markers(&log), vec![4]);
+        assert!(
+            snapshots().iter().all(|&at| at > 1),
+            "a snapshot from before the removed marker is left: {:?}",
+            snapshots()
+        );
+        drop(log);
+        let log = Log::open(dir.path(), every_dirty_byte()).unwrap();
+        assert_eq!(log.first_unstable_offset(), None);
     }
 
     #[test]

@@ -462,6 +462,24 @@ impl Log {
         Ok(seg)
     }
 
+    /// Deletes the producer-state snapshots taken at or before `offset`, before the cleaner
+    /// swaps in a segment without the marker at `offset`: recovery then replays from a later
+    /// snapshot or from the start, never from one that still has the marker's transaction
+    /// open. (The swap's directory fsync makes the deletions durable first.)
+    pub(crate) fn drop_snapshots_through(&self, offset: i64) -> Result<()> {
+        let _w = self.writer.lock();
+        for (at, path) in ProducerStateManager::list_snapshots(self.dir())? {
+            if at > offset {
+                continue;
+            }
+            match std::fs::remove_file(&path) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e).ctx(&path),
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
     fn prune_snapshots(&self) -> Result<()> {
         let snapshots = ProducerStateManager::list_snapshots(self.dir())?;
         let keep_from = snapshots.len().saturating_sub(SNAPSHOTS_TO_KEEP);
