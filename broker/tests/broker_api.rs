@@ -144,7 +144,7 @@ async fn garbage_and_oversized_frames_close_only_their_connection() {
 }
 
 #[tokio::test]
-async fn corrupt_batch_is_rejected_and_nothing_is_appended() {
+async fn corrupt_or_extra_batches_are_rejected_and_nothing_is_appended() {
     let s = TestServer::start().await;
     let mut c = s.connect().await;
     create_topic(&mut c, "t", 1, &[]).await;
@@ -152,12 +152,16 @@ async fn corrupt_batch_is_rejected_and_nothing_is_appended() {
     let mut bad = good.to_vec();
     let last = bad.len() - 1;
     bad[last] ^= 0x40;
-    // A request with one good and one corrupt batch must append neither.
-    let mut both = good.to_vec();
-    both.extend_from_slice(&bad);
-    let resp = produce(&mut c, "t", 0, both.into()).await;
+    let resp = produce(&mut c, "t", 0, bad.clone().into()).await;
     let p = &resp.responses[0].partition_responses[0];
     assert_eq!(p.error_code, ResponseError::CorruptMessage.code());
+    // Two batches for one partition: Produce v3+ takes exactly one (Kafka's INVALID_RECORD),
+    // so neither is appended.
+    let mut both = good.to_vec();
+    both.extend_from_slice(&good);
+    let resp = produce(&mut c, "t", 0, both.into()).await;
+    let p = &resp.responses[0].partition_responses[0];
+    assert_eq!(p.error_code, ResponseError::InvalidRecord.code());
     assert_eq!(latest_offset(&mut c, "t").await, 0);
     let resp = produce(&mut c, "t", 0, good).await;
     assert_eq!(resp.responses[0].partition_responses[0].error_code, 0);

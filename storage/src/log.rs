@@ -331,8 +331,15 @@ impl Log {
         {
             let mut producers = self.producers.lock();
             producers.commit(staged);
+            let bumped_marker = matches!(
+                origin,
+                Origin::Leader {
+                    bumped_marker: true,
+                    ..
+                }
+            );
             for (_, h) in batches.iter().filter(|(_, h)| h.is_transactional()) {
-                producers.end_verification(h);
+                producers.end_verification(h, bumped_marker);
             }
             for done in completed.iter().filter(|d| d.aborted) {
                 self.io_guard(active.append_aborted_txn(producers.aborted_entry(done)))?;
@@ -392,7 +399,8 @@ impl Log {
                     if let Some((_, coordinator_epoch)) = control_of(h, batch) {
                         producers.check_marker(h, coordinator_epoch, bumped_marker)?;
                     }
-                    producers.check_verified(h, guard)?;
+                    // A duplicate is answered as one before the verification is looked at
+                    // (Kafka's order): a retry of a batch already written is no new start.
                     if let Some(dup) = producers.check_leader(&mut staged, h)? {
                         return Ok(Err(LogAppendInfo {
                             first_offset: dup.first_offset,
@@ -406,6 +414,7 @@ impl Log {
                             duplicate: true,
                         }));
                     }
+                    producers.check_verified(h, guard)?;
                 }
                 Origin::Replicated { rewrite_epoch } => {
                     if h.base_offset < next {
@@ -465,7 +474,7 @@ impl Log {
     /// Deletes the producer-state snapshots taken at or before `offset`, before the cleaner
     /// swaps in a segment without the marker at `offset`: recovery then replays from a later
     /// snapshot or from the start, never from one that still has the marker's transaction
-    /// open. (The swap's directory fsync makes the deletions durable first.)
+    /// open.
     pub(crate) fn drop_snapshots_through(&self, offset: i64) -> Result<()> {
         let _w = self.writer.lock();
         for (at, path) in ProducerStateManager::list_snapshots(self.dir())? {
@@ -477,7 +486,8 @@ impl Log {
                 _ => {}
             }
         }
-        Ok(())
+        // Durable before the swap's commit point, which a separate fsync does not order.
+        fsync_dir(self.dir())
     }
 
     fn prune_snapshots(&self) -> Result<()> {

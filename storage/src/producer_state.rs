@@ -176,11 +176,11 @@ impl ProducerStateManager {
         if self.has_ongoing_transaction(producer_id, epoch) {
             return None;
         }
-        if let Some(v) = self
-            .verifying
-            .get(&producer_id)
-            .filter(|v| v.epoch == epoch)
-        {
+        if let Some(v) = self.verifying.get_mut(&producer_id) {
+            // Kafka's: one guard per producer, its epoch only ever raised, so a stale request
+            // cannot void a newer one's verification.
+            v.epoch = v.epoch.max(epoch);
+            v.bumps |= bumps;
             return Some(v.guard);
         }
         if self.verifying.len() >= MAX_VERIFYING {
@@ -234,10 +234,11 @@ impl ProducerStateManager {
 
     /// A producer's transactional batch or marker was appended. A data batch uses its
     /// verification up (the transaction is open); a marker voids it (the transaction ended),
-    /// unless it is a transaction version 2 marker carrying the verified epoch, which ends the
-    /// transaction before the one being verified.
-    pub(crate) fn end_verification(&mut self, h: &RecordBatchHeader) {
+    /// unless it is a transaction version 2 marker (`bumped_marker`) carrying the verified
+    /// epoch, which ends the transaction before the one being verified.
+    pub(crate) fn end_verification(&mut self, h: &RecordBatchHeader, bumped_marker: bool) {
         let keep = h.is_control()
+            && bumped_marker
             && self
                 .verifying
                 .get(&h.producer_id)

@@ -339,6 +339,16 @@ pub(crate) async fn handle(
                 ));
                 continue;
             };
+            // From v3 a partition takes exactly one batch (Kafka's
+            // ProduceRequest.validateRecords): the transaction check reads that batch.
+            if version >= 3 && tern_protocol::record_batch::BatchIter::new(&records).count() != 1 {
+                partitions.push(error_partition(
+                    pd.index,
+                    ResponseError::InvalidRecord.code(),
+                    None,
+                ));
+                continue;
+            }
             let partition_name = format!("{name}-{}", pd.index);
             let records = match prepare(
                 &records,
