@@ -64,25 +64,32 @@ impl TransactionCoordinator {
         producer: (i64, i16),
         partitions: &[(String, i32)],
     ) -> Result<(), ResponseError> {
-        let image = self.controller.image();
-        let coordinator = self
-            .coordinator_in(&image, transactional_id)
-            .filter(|&node| node >= 0)
-            .ok_or(ResponseError::CoordinatorNotAvailable)?;
+        let (image, coordinator) = self.coordinator_of(transactional_id)?;
         if coordinator == self.node_id {
             let ack = self.add_partitions(transactional_id, producer, partitions, TXN_VERSION_2)?;
             return crate::internal_topic::replicated(ack).await;
         }
-        let request = add_request(transactional_id, producer, partitions);
+        let request = txn_request(transactional_id, producer, partitions, false);
         let response = self
             .coordinators
             .send(&image, coordinator, &request, ADD_PARTITIONS_VERSION)
             .await?;
         response_error(&response).map_or(Ok(()), Err)
     }
-}
 
-impl TransactionCoordinator {
+    /// The metadata image and the node coordinating `transactional_id` in it.
+    fn coordinator_of(
+        &self,
+        transactional_id: &str,
+    ) -> Result<(Arc<tern_controller::MetadataImage>, i32), ResponseError> {
+        let image = self.controller.image();
+        let coordinator = self
+            .coordinator_in(&image, transactional_id)
+            .filter(|&node| node >= 0)
+            .ok_or(ResponseError::CoordinatorNotAvailable)?;
+        Ok((image, coordinator))
+    }
+
     /// Whether the transaction of `producer` (id, epoch) holds each of `partitions` (None) or
     /// not (the coordinator's error for it); an error for all of them when the coordinator
     /// cannot answer (NETWORK_EXCEPTION when it could not be reached).
@@ -92,11 +99,7 @@ impl TransactionCoordinator {
         producer: (i64, i16),
         partitions: &[(String, i32)],
     ) -> Result<Vec<Option<ResponseError>>, ResponseError> {
-        let image = self.controller.image();
-        let coordinator = self
-            .coordinator_in(&image, transactional_id)
-            .filter(|&node| node >= 0)
-            .ok_or(ResponseError::CoordinatorNotAvailable)?;
+        let (image, coordinator) = self.coordinator_of(transactional_id)?;
         if coordinator == self.node_id {
             return self.verify_partitions(transactional_id, producer.0, producer.1, partitions);
         }
@@ -132,15 +135,6 @@ impl TransactionCoordinator {
             )
             .collect())
     }
-}
-
-/// AddPartitionsToTxn v5 for one producer, not verify-only: the partitions join.
-fn add_request(
-    transactional_id: &str,
-    producer: (i64, i16),
-    partitions: &[(String, i32)],
-) -> AddPartitionsToTxnRequest {
-    txn_request(transactional_id, producer, partitions, false)
 }
 
 /// AddPartitionsToTxn v5 for one producer's `partitions`, adding them or (`verify_only`)
@@ -320,10 +314,11 @@ mod tests {
 
     #[test]
     fn the_request_groups_partitions_by_topic() {
-        let r = add_request(
+        let r = txn_request(
             "t",
             (7, 3),
             &[("b".into(), 1), ("a".into(), 0), ("b".into(), 0)],
+            false,
         );
         let txn = &r.transactions[0];
         assert_eq!(
