@@ -315,6 +315,18 @@ pub fn parse_java_double(value: &str) -> Option<f64> {
     v.parse().ok()
 }
 
+/// A BOOLEAN setting's value as Kafka's ConfigDef takes it (`true` or `false`, any case); the
+/// error is Kafka's message.
+pub fn validate_boolean(name: &str, value: &str) -> Result<(), String> {
+    match value.trim().to_ascii_lowercase().as_str() {
+        "true" | "false" => Ok(()),
+        _ => Err(format!(
+            "Invalid value {value} for configuration {name}: Expected value to be either true \
+             or false"
+        )),
+    }
+}
+
 /// Checks a value against its definition; the error is Kafka's INVALID_CONFIG message.
 pub fn validate_topic_config(name: &str, value: &str) -> Result<(), String> {
     let Some(d) = topic_config(name) else {
@@ -326,12 +338,7 @@ pub fn validate_topic_config(name: &str, value: &str) -> Result<(), String> {
         ))
     };
     let number = match d.kind {
-        Boolean => {
-            return match value.trim().to_ascii_lowercase().as_str() {
-                "true" | "false" => Ok(()),
-                _ => bad("Expected value to be either true or false"),
-            }
-        }
+        Boolean => return validate_boolean(name, value),
         Int => value.trim().parse::<i32>().map(f64::from).ok(),
         ConfigType::Short => value.trim().parse::<i16>().map(f64::from).ok(),
         Long => value.trim().parse::<i64>().map(|v| v as f64).ok(),
@@ -454,6 +461,20 @@ mod tests {
             )
         );
         assert!(validate_topic_config_set([("max.compaction.lag.ms", "1000")], (500, 9)).is_ok());
+    }
+
+    #[test]
+    fn booleans_read_as_kafka_reads_them() {
+        assert!(validate_boolean("x", " TRUE ").is_ok());
+        assert_eq!(
+            validate_boolean("x", "maybe"),
+            Err(
+                "Invalid value maybe for configuration x: Expected value to be either true or \
+                 false"
+                    .to_string()
+            )
+        );
+        assert!(validate_topic_config("preallocate", "yes").is_err());
     }
 
     #[test]

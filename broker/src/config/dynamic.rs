@@ -159,16 +159,8 @@ pub(crate) fn validate_change(key: &str, value: &str) -> Result<(), ApiError> {
         ));
     }
     if BOOLEANS_APPLIED_AT_RUNTIME.contains(&key) {
-        return match value.trim().to_ascii_lowercase().as_str() {
-            "true" | "false" => Ok(()),
-            _ => Err(ApiError::new(
-                ResponseError::InvalidRequest,
-                format!(
-                    "Invalid value {value} for configuration {key}: Expected value to be \
-                     either true or false"
-                ),
-            )),
-        };
+        return tern_controller::topic_configs::validate_boolean(key, value)
+            .map_err(|m| ApiError::new(ResponseError::InvalidRequest, m));
     }
     if let Some((_, min)) = APPLIED_AT_RUNTIME.iter().find(|(k, _)| *k == key) {
         return validate_number_at_least(key, value, *min);
