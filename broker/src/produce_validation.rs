@@ -305,12 +305,7 @@ mod tests {
     fn clients_may_not_write_markers() {
         use tern_storage::record::{build_control_batch, BatchSpec};
         let marker = Bytes::from(build_control_batch(
-            &BatchSpec {
-                producer_id: 3,
-                producer_epoch: 0,
-                transactional: true,
-                ..BatchSpec::default()
-            },
+            &BatchSpec::transactional(3, 0, -1),
             false,
         ));
         let policy = TopicWritePolicy::from_configs("producer", "delete");

@@ -5,10 +5,7 @@
 mod support;
 
 use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
-use kafka_protocol::messages::incremental_alter_configs_request::{
-    AlterConfigsResource, AlterableConfig,
-};
-use kafka_protocol::messages::{DescribeConfigsRequest, IncrementalAlterConfigsRequest};
+use kafka_protocol::messages::DescribeConfigsRequest;
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 use support::*;
@@ -23,27 +20,7 @@ async fn alter(
     name: &str,
     ops: &[(&str, i8, Option<&str>)],
 ) -> (i16, Option<String>) {
-    let req = IncrementalAlterConfigsRequest::default().with_resources(vec![
-        AlterConfigsResource::default()
-            .with_resource_type(BROKER)
-            .with_resource_name(StrBytes::from_string(name.to_string()))
-            .with_configs(
-                ops.iter()
-                    .map(|(k, op, v)| {
-                        AlterableConfig::default()
-                            .with_name(StrBytes::from_string(k.to_string()))
-                            .with_config_operation(*op)
-                            .with_value(v.map(|v| StrBytes::from_string(v.to_string())))
-                    })
-                    .collect(),
-            ),
-    ]);
-    let r = c.send(&req, 1).await.unwrap();
-    let res = &r.responses[0];
-    (
-        res.error_code,
-        res.error_message.as_ref().map(|m| m.to_string()),
-    )
+    incremental_alter(c, BROKER, name, ops).await
 }
 
 /// (value, source) of `key` on a resource.

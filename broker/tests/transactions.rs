@@ -20,7 +20,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::ResponseError;
 use support::txn::{add_partition, end, find_coordinator, init, s, txn_batch, txn_id};
-use support::{create_topic, name, produce, start_in, wait_until};
+use support::{create_topic, incremental_alter, name, produce, start_in, wait_until};
 use tern_protocol::client::KafkaConnection;
 
 async fn describe(c: &mut KafkaConnection, id: &str) -> (String, i16, usize) {
@@ -684,26 +684,18 @@ async fn an_older_producer_writes_only_to_partitions_its_transaction_holds() {
     );
 
     // Turned off (a dynamic broker config, as in Kafka), the leader appends without asking.
-    let off = c
-        .send(
-            &kafka_protocol::messages::IncrementalAlterConfigsRequest::default().with_resources(
-                vec![
-                    kafka_protocol::messages::incremental_alter_configs_request::AlterConfigsResource::default()
-                        .with_resource_type(4)
-                        .with_resource_name(s(""))
-                        .with_configs(vec![
-                            kafka_protocol::messages::incremental_alter_configs_request::AlterableConfig::default()
-                                .with_name(s("transaction.partition.verification.enable"))
-                                .with_config_operation(0)
-                                .with_value(Some(s("false"))),
-                        ]),
-                ],
-            ),
-            1,
-        )
-        .await
-        .unwrap();
-    assert_eq!(off.responses[0].error_code, 0);
+    let off = incremental_alter(
+        &mut c,
+        4,
+        "",
+        &[(
+            "transaction.partition.verification.enable",
+            0,
+            Some("false"),
+        )],
+    )
+    .await;
+    assert_eq!(off.0, 0);
     wait_until("verification off", async || {
         match produce_as(&mut c, "v1", "vt", batch(2), 11).await {
             (0, _) => Ok(()),

@@ -744,12 +744,8 @@ mod tests {
 
     fn txn_spec(pid: i64, seq: i32, ts: i64) -> BatchSpec {
         BatchSpec {
-            producer_id: pid,
-            producer_epoch: 0,
-            base_sequence: seq,
-            transactional: true,
             base_timestamp: ts,
-            ..BatchSpec::default()
+            ..BatchSpec::transactional(pid, 0, seq)
         }
     }
 

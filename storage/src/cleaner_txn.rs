@@ -118,11 +118,7 @@ mod tests {
     fn txn_spec(pid: i64, offset: i64) -> BatchSpec {
         BatchSpec {
             base_offset: offset,
-            producer_id: pid,
-            producer_epoch: 0,
-            base_sequence: 0,
-            transactional: true,
-            ..BatchSpec::default()
+            ..BatchSpec::transactional(pid, 0, 0)
         }
     }
 

@@ -273,13 +273,7 @@ fn aborted_and_cleaned_once(dir: &Path) -> Log {
         ..compacted()
     };
     let log = Log::open(dir, config).unwrap();
-    let txn = |seq: i32| BatchSpec {
-        producer_id: 7,
-        producer_epoch: 0,
-        base_sequence: seq,
-        transactional: true,
-        ..BatchSpec::default()
-    };
+    let txn = |seq: i32| BatchSpec::transactional(7, 0, seq);
     let append = |b: Vec<u8>| {
         log.append_as_leader(BytesMut::from(&b[..]), 0).unwrap();
     };

@@ -523,18 +523,7 @@ fn timestamp_lookups() {
 fn aborted_transactions_and_last_stable_offset() {
     let dir = tempfile::tempdir().unwrap();
     let log = Log::open(dir.path(), LogConfig::default()).unwrap();
-    let txn = |pid, seq| {
-        spec_batch(
-            BatchSpec {
-                producer_id: pid,
-                producer_epoch: 0,
-                base_sequence: seq,
-                transactional: true,
-                ..BatchSpec::default()
-            },
-            2,
-        )
-    };
+    let txn = |pid, seq| spec_batch(BatchSpec::transactional(pid, 0, seq), 2);
     let marker = |pid, commit| {
         BytesMut::from(
             &build_control_batch(
@@ -579,13 +568,7 @@ fn aborted_transactions_and_last_stable_offset() {
 fn a_marker_from_an_older_coordinator_is_fenced() {
     let dir = tempfile::tempdir().unwrap();
     let log = Log::open(dir.path(), LogConfig::default()).unwrap();
-    let spec = BatchSpec {
-        producer_id: 1,
-        producer_epoch: 0,
-        base_sequence: -1,
-        transactional: true,
-        ..BatchSpec::default()
-    };
+    let spec = BatchSpec::transactional(1, 0, -1);
     let marker = |coordinator_epoch: i32| {
         let key = [0u8, 0, 0, 1];
         let mut value = vec![0u8, 0];
@@ -620,13 +603,7 @@ fn a_marker_from_an_older_coordinator_is_fenced() {
 fn a_transaction_version_2_marker_must_raise_the_epoch() {
     let dir = tempfile::tempdir().unwrap();
     let log = Log::open(dir.path(), LogConfig::default()).unwrap();
-    let data = |epoch: i16, seq: i32| BatchSpec {
-        producer_id: 1,
-        producer_epoch: epoch,
-        base_sequence: seq,
-        transactional: true,
-        ..BatchSpec::default()
-    };
+    let data = |epoch: i16, seq: i32| BatchSpec::transactional(1, epoch, seq);
     let marker = |epoch: i16| {
         let key = [0u8, 0, 0, 1];
         let value = [0u8, 0, 0, 0, 0, 0];
@@ -825,13 +802,7 @@ fn recovery_from_the_middle_of_an_epoch_keeps_its_start() {
 fn a_verified_batch_is_refused_once_a_marker_of_its_producer_lands_first() {
     let dir = tempfile::tempdir().unwrap();
     let log = Log::open(dir.path(), LogConfig::default()).unwrap();
-    let txn = |seq: i32| BatchSpec {
-        producer_id: 9,
-        producer_epoch: 0,
-        base_sequence: seq,
-        transactional: true,
-        ..BatchSpec::default()
-    };
+    let txn = |seq: i32| BatchSpec::transactional(9, 0, seq);
     // Verified, then the coordinator aborts (its marker lands here first): the late batch
     // would open a transaction nobody ends, so it is refused.
     let guard = log.start_transaction_verification(9, 0, false).unwrap();
@@ -864,7 +835,7 @@ fn a_verified_batch_is_refused_once_a_marker_of_its_producer_lands_first() {
     assert_eq!(first, second);
     // A batch appended as part of a transaction already open (the SENTINEL) is refused once
     // that transaction has ended.
-    let sentinel = Some(tern_storage_guard_sentinel());
+    let sentinel = Some(crate::VerificationGuard::SENTINEL);
     assert!(matches!(
         log.append_verified(spec_batch(txn(2), 1), 0, sentinel),
         Err(StorageError::InvalidTxnState { .. })
@@ -880,21 +851,11 @@ fn a_verified_batch_is_refused_once_a_marker_of_its_producer_lands_first() {
     log.append_as_leader(spec_batch(txn(4), 1), 0).unwrap();
 }
 
-fn tern_storage_guard_sentinel() -> crate::VerificationGuard {
-    crate::VerificationGuard::SENTINEL
-}
-
 #[test]
 fn a_version_2_marker_of_the_verified_epoch_leaves_the_verification_be() {
     let dir = tempfile::tempdir().unwrap();
     let log = Log::open(dir.path(), LogConfig::default()).unwrap();
-    let at = |epoch: i16, seq: i32| BatchSpec {
-        producer_id: 9,
-        producer_epoch: epoch,
-        base_sequence: seq,
-        transactional: true,
-        ..BatchSpec::default()
-    };
+    let at = |epoch: i16, seq: i32| BatchSpec::transactional(9, epoch, seq);
     log.append_as_leader(spec_batch(at(0, 0), 1), 0).unwrap();
     // The next transaction (epoch 1) is being verified when the previous one's commit marker,
     // which carries epoch 1, lands: the verification still holds.

@@ -193,6 +193,20 @@ impl Default for BatchSpec {
     }
 }
 
+impl BatchSpec {
+    /// A transactional batch of `producer_id` at `producer_epoch`, first sequence
+    /// `base_sequence` (-1 for a marker).
+    pub fn transactional(producer_id: i64, producer_epoch: i16, base_sequence: i32) -> BatchSpec {
+        BatchSpec {
+            producer_id,
+            producer_epoch,
+            base_sequence,
+            transactional: true,
+            ..BatchSpec::default()
+        }
+    }
+}
+
 /// Builds a valid uncompressed v2 batch from (key, value) pairs; record i has offset delta i.
 pub fn build_batch(spec: &BatchSpec, records: &[KeyValue<'_>]) -> Vec<u8> {
     let mut body = Vec::new();

@@ -216,21 +216,41 @@ pub async fn set_group_configs(
     group: &str,
     pairs: &[(&str, &str)],
 ) -> i16 {
-    let req = kafka_protocol::messages::IncrementalAlterConfigsRequest::default().with_resources(vec![
-        kafka_protocol::messages::incremental_alter_configs_request::AlterConfigsResource::default()
-            .with_resource_type(32)
-            .with_resource_name(str_bytes(group))
-            .with_configs(
-                pairs
-                    .iter()
-                    .map(|(k, v)| {
-                        kafka_protocol::messages::incremental_alter_configs_request::AlterableConfig::default()
-                            .with_name(str_bytes(k))
-                            .with_config_operation(0)
-                            .with_value(Some(str_bytes(v)))
-                    })
-                    .collect(),
-            ),
-    ]);
-    c.send(&req, 1).await.unwrap().responses[0].error_code
+    let ops: Vec<(&str, i8, Option<&str>)> = pairs.iter().map(|(k, v)| (*k, 0, Some(*v))).collect();
+    incremental_alter(c, 32, group, &ops).await.0
+}
+
+/// One IncrementalAlterConfigs (v1) on the resource `resource_type` `name`, with (key,
+/// operation, value) changes; the resource's (error code, error message).
+pub async fn incremental_alter(
+    c: &mut KafkaConnection,
+    resource_type: i8,
+    name: &str,
+    ops: &[(&str, i8, Option<&str>)],
+) -> (i16, Option<String>) {
+    use kafka_protocol::messages::incremental_alter_configs_request::{
+        AlterConfigsResource, AlterableConfig,
+    };
+    let req =
+        kafka_protocol::messages::IncrementalAlterConfigsRequest::default().with_resources(vec![
+            AlterConfigsResource::default()
+                .with_resource_type(resource_type)
+                .with_resource_name(str_bytes(name))
+                .with_configs(
+                    ops.iter()
+                        .map(|(k, op, v)| {
+                            AlterableConfig::default()
+                                .with_name(str_bytes(k))
+                                .with_config_operation(*op)
+                                .with_value(v.map(str_bytes))
+                        })
+                        .collect(),
+                ),
+        ]);
+    let r = c.send(&req, 1).await.unwrap();
+    let res = &r.responses[0];
+    (
+        res.error_code,
+        res.error_message.as_ref().map(|m| m.to_string()),
+    )
 }
