@@ -198,16 +198,12 @@ impl OffsetMap {
 /// timestamps the batch's maximum. The producer state it carries survives a reload.
 fn empty_batch(batch: &[u8]) -> Vec<u8> {
     let mut out = batch[..RECORD_BATCH_OVERHEAD].to_vec();
-    let batch_length = (out.len() - LOG_OVERHEAD) as i32;
-    out[8..12].copy_from_slice(&batch_length.to_be_bytes());
     out[22] &= !0x07;
     let max_timestamp = [
         out[35], out[36], out[37], out[38], out[39], out[40], out[41], out[42],
     ];
     out[27..35].copy_from_slice(&max_timestamp);
-    out[57..61].copy_from_slice(&0i32.to_be_bytes());
-    let crc = compute_crc(&out);
-    out[17..21].copy_from_slice(&crc.to_be_bytes());
+    seal(&mut out, 0);
     out
 }
 
@@ -219,12 +215,17 @@ fn rebuild_uncompressed(batch: &[u8], kept: &[RecordView<'_>]) -> Vec<u8> {
     for r in kept {
         out.extend_from_slice(r.raw);
     }
+    seal(&mut out, kept.len() as i32);
+    out
+}
+
+/// Writes the batch length and `records` count of the uncompressed batch `out`, then its CRC.
+fn seal(out: &mut [u8], records: i32) {
     let batch_length = (out.len() - LOG_OVERHEAD) as i32;
     out[8..12].copy_from_slice(&batch_length.to_be_bytes());
-    out[57..61].copy_from_slice(&(kept.len() as i32).to_be_bytes());
-    let crc = compute_crc(&out);
+    out[57..61].copy_from_slice(&records.to_be_bytes());
+    let crc = compute_crc(out);
     out[17..21].copy_from_slice(&crc.to_be_bytes());
-    out
 }
 
 /// The `kept` records recompressed with `codec` under `h`'s base offset, epoch and producer.
@@ -481,7 +482,7 @@ fn compact_pass(log: &Log, now_ms: i64, limits: &PassLimits<'_>) -> Result<Compa
                     h,
                     batch,
                     keep_whole,
-                    &map,
+                    map.tombstone_horizon,
                     &mut aborts,
                     &mut stats,
                 );
@@ -540,12 +541,12 @@ fn clean_marker(
     h: &RecordBatchHeader,
     batch: &[u8],
     keep_whole: bool,
-    map: &OffsetMap,
+    horizon: i64,
     aborts: &mut Vec<AbortedTxn>,
     stats: &mut CompactionStats,
 ) -> Cleaned {
     match txns.marker(h, batch) {
-        MarkerFate::Unneeded if !keep_whole && h.max_timestamp < map.tombstone_horizon => {
+        MarkerFate::Unneeded if !keep_whole && h.max_timestamp < horizon => {
             stats.markers_removed += 1;
             Cleaned::Drop
         }
@@ -588,17 +589,20 @@ mod tests {
     }
 
     fn kv(log: &Log, pairs: &[(&str, Option<&str>)], ts: i64) {
+        let spec = BatchSpec {
+            base_timestamp: ts,
+            ..BatchSpec::default()
+        };
+        append(log, &spec, pairs);
+    }
+
+    /// Appends one batch of `spec` holding the (key, value) `pairs`.
+    fn append(log: &Log, spec: &BatchSpec, pairs: &[(&str, Option<&str>)]) {
         let recs: Vec<KeyValue<'_>> = pairs
             .iter()
             .map(|(k, v)| (Some(k.as_bytes()), v.map(str::as_bytes)))
             .collect();
-        let b = build_batch(
-            &BatchSpec {
-                base_timestamp: ts,
-                ..BatchSpec::default()
-            },
-            &recs,
-        );
+        let b = build_batch(spec, &recs);
         log.append_as_leader(BytesMut::from(&b[..]), 0).unwrap();
     }
 
@@ -734,12 +738,7 @@ mod tests {
 
     /// Appends a transactional batch of producer `pid` (epoch 0) with sequence `seq`.
     fn txn_kv(log: &Log, pid: i64, seq: i32, pairs: &[(&str, Option<&str>)], ts: i64) {
-        let recs: Vec<KeyValue<'_>> = pairs
-            .iter()
-            .map(|(k, v)| (Some(k.as_bytes()), v.map(str::as_bytes)))
-            .collect();
-        let b = build_batch(&txn_spec(pid, seq, ts), &recs);
-        log.append_as_leader(BytesMut::from(&b[..]), 0).unwrap();
+        append(log, &txn_spec(pid, seq, ts), pairs);
     }
 
     fn txn_spec(pid: i64, seq: i32, ts: i64) -> BatchSpec {
