@@ -98,12 +98,36 @@ pub const TOPIC_CONFIGS: &[TopicConfigDef] = &[
         &["compact", "delete"],
     ),
     def(
+        COMPRESSION_GZIP_LEVEL,
+        "-1",
+        Int,
+        Some(COMPRESSION_GZIP_LEVEL),
+        None,
+        &[],
+    ),
+    def(
+        COMPRESSION_LZ4_LEVEL,
+        "9",
+        Int,
+        Some(COMPRESSION_LZ4_LEVEL),
+        None,
+        &[],
+    ),
+    def(
         "compression.type",
         "producer",
         ConfigType::String,
         Some("compression.type"),
         None,
         &["uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"],
+    ),
+    def(
+        COMPRESSION_ZSTD_LEVEL,
+        "3",
+        Int,
+        Some(COMPRESSION_ZSTD_LEVEL),
+        None,
+        &[],
     ),
     def(
         "delete.retention.ms",
@@ -290,6 +314,42 @@ pub const THROTTLED_REPLICAS_LEADER: &str = "leader.replication.throttled.replic
 /// Kafka's follower-side replication throttle of a topic.
 pub const THROTTLED_REPLICAS_FOLLOWER: &str = "follower.replication.throttled.replicas";
 
+/// KIP-390: the gzip level a topic's `compression.type=gzip` recompresses at (-1: zlib's default).
+pub const COMPRESSION_GZIP_LEVEL: &str = "compression.gzip.level";
+/// KIP-390: the lz4 level (accepted and described; Tern's lz4 encoder has one level).
+pub const COMPRESSION_LZ4_LEVEL: &str = "compression.lz4.level";
+/// KIP-390: the zstd level a topic's `compression.type=zstd` recompresses at.
+pub const COMPRESSION_ZSTD_LEVEL: &str = "compression.zstd.level";
+
+/// The range Kafka's `CompressionType` validator accepts for a level config, and the one value
+/// outside it that it also takes (gzip's -1, zlib's default); None for other configs.
+fn level_bounds(name: &str) -> Option<(i32, i32, Option<i32>)> {
+    match name {
+        COMPRESSION_GZIP_LEVEL => Some((1, 9, Some(-1))),
+        COMPRESSION_LZ4_LEVEL => Some((1, 17, None)),
+        COMPRESSION_ZSTD_LEVEL => Some((-131_072, 22, None)),
+        _ => None,
+    }
+}
+
+/// The level to recompress at under codec `compression_type`, from the topic's effective level
+/// configs (`level_of(config)`); None is the codec's default (gzip's -1, or a value that does not
+/// read as a level).
+pub fn compression_level(
+    compression_type: &str,
+    level_of: impl Fn(&str) -> Option<String>,
+) -> Option<i32> {
+    let config = match compression_type.trim() {
+        "gzip" => COMPRESSION_GZIP_LEVEL,
+        "lz4" => COMPRESSION_LZ4_LEVEL,
+        "zstd" => COMPRESSION_ZSTD_LEVEL,
+        _ => return None,
+    };
+    let (min, max, also) = level_bounds(config)?;
+    let level: i32 = level_of(config)?.trim().parse().ok()?;
+    ((min..=max).contains(&level) && Some(level) != also).then_some(level)
+}
+
 /// `unclean.leader.election.enable`: elect an out-of-sync replica when no in-sync one is live.
 pub const UNCLEAN_ELECTION: &str = "unclean.leader.election.enable";
 
@@ -362,6 +422,19 @@ pub fn validate_topic_config(name: &str, value: &str) -> Result<(), String> {
             };
         }
     };
+    if let (Some(n), Some((min, max, also))) = (number, level_bounds(name)) {
+        let (min, max) = (f64::from(min), f64::from(max));
+        if (min..=max).contains(&n) || also.is_some_and(|also| n == f64::from(also)) {
+            return Ok(());
+        }
+        return match also {
+            Some(also) => bad(&format!(
+                "Value must be between {min} and {max} or equal to {also}"
+            )),
+            None if n < min => bad(&format!("Value must be at least {min}")),
+            None => bad(&format!("Value must be no more than {max}")),
+        };
+    }
     match number {
         None => bad("Not a number of the expected type"),
         Some(n) => match d.min {
@@ -461,6 +534,58 @@ mod tests {
             )
         );
         assert!(validate_topic_config_set([("max.compaction.lag.ms", "1000")], (500, 9)).is_ok());
+    }
+
+    #[test]
+    fn compression_levels_are_checked_and_read_as_kafka_does() {
+        validate_topic_config(COMPRESSION_GZIP_LEVEL, "-1").unwrap();
+        validate_topic_config(COMPRESSION_GZIP_LEVEL, "9").unwrap();
+        assert_eq!(
+            validate_topic_config(COMPRESSION_GZIP_LEVEL, "0"),
+            Err(
+                "Invalid value 0 for configuration compression.gzip.level: Value must be \
+                 between 1 and 9 or equal to -1"
+                    .to_string()
+            )
+        );
+        assert_eq!(
+            validate_topic_config(COMPRESSION_LZ4_LEVEL, "18"),
+            Err(
+                "Invalid value 18 for configuration compression.lz4.level: Value must be no \
+                 more than 17"
+                    .to_string()
+            )
+        );
+        validate_topic_config(COMPRESSION_ZSTD_LEVEL, "-131072").unwrap();
+        assert!(validate_topic_config(COMPRESSION_ZSTD_LEVEL, "-131073").is_err());
+        assert!(validate_topic_config(COMPRESSION_ZSTD_LEVEL, "23").is_err());
+        assert!(validate_topic_config(COMPRESSION_ZSTD_LEVEL, "high").is_err());
+
+        let set = |config: &str, value: &'static str| {
+            let config = config.to_string();
+            move |c: &str| (c == config).then(|| value.to_string())
+        };
+        assert_eq!(
+            compression_level("zstd", set(COMPRESSION_ZSTD_LEVEL, "19")),
+            Some(19)
+        );
+        assert_eq!(
+            compression_level("gzip", set(COMPRESSION_GZIP_LEVEL, "1")),
+            Some(1)
+        );
+        // gzip's -1 is zlib's own default; another codec's level does not apply.
+        assert_eq!(
+            compression_level("gzip", set(COMPRESSION_GZIP_LEVEL, "-1")),
+            None
+        );
+        assert_eq!(
+            compression_level("gzip", set(COMPRESSION_ZSTD_LEVEL, "5")),
+            None
+        );
+        assert_eq!(
+            compression_level("producer", set(COMPRESSION_ZSTD_LEVEL, "5")),
+            None
+        );
     }
 
     #[test]

@@ -251,8 +251,6 @@ TOPIC_CONFIGS_NOT_LISTED = {
     **dict.fromkeys(["local.retention.bytes", "local.retention.ms", "remote.storage.enable",
                      "remote.log.copy.disable", "remote.log.delete.on.disable",
                      "remote.copy.lag.bytes", "remote.copy.lag.ms"], "tiered storage"),
-    **dict.fromkeys(["compression.gzip.level", "compression.lz4.level", "compression.zstd.level"],
-                    "KIP-390 levels: Tern recompresses at each codec's default level"),
     "errors.deadletterqueue.group.enable": "KIP-1034 dead-letter queues (Kafka Streams)",
     "max.decompressed.message.bytes": "Tern bounds decompression with its own fixed limit",
 }
@@ -534,3 +532,113 @@ def test_group_configs_match_kafka(brokers):
     assert not problems, "\n".join(problems)
     assert "OK" not in seen["kafka"][2], seen["kafka"][2]
     assert seen["tern"][1]["share.auto.offset.reset"]["config_source"] == "DYNAMIC_GROUP_CONFIG"
+
+
+def _log_sizes(bootstrap, topics):
+    """Bytes on disk of partition 0 of each topic, from kafka-log-dirs.sh --describe."""
+    import json
+
+    proc = _jars(PEER_VERSION, clients_only=False).run(
+        "kafka-log-dirs", "--bootstrap-server", bootstrap, "--describe", "--topic-list", ",".join(topics))
+    doc = next(json.loads(l) for l in proc.stdout.splitlines() if l.startswith("{"))
+    sizes = {}
+    for broker in doc["brokers"]:
+        for log_dir in broker["logDirs"]:
+            for p in log_dir["partitions"]:
+                sizes[p["partition"].rsplit("-", 1)[0]] = p["size"]
+    return sizes
+
+
+def test_compression_levels_as_in_kafka(brokers):
+    """KIP-390: a topic's compression.gzip.level decides how the broker recompresses: the same
+    uncompressed records take fewer bytes on disk at level 9 than at level 1, on both brokers;
+    out-of-range levels are refused with Kafka's message at creation and at a change."""
+    from confluent_kafka import Consumer, Producer
+
+    jars = _jars(PEER_VERSION, clients_only=False)
+    values = [f"record {i} of a run of text, {i * 7919 % 1000} again and {i % 13}".encode() for i in range(5000)]
+    seen = {}
+    for name, b in brokers.items():
+        for level in (1, 9):
+            jars.run("kafka-topics", "--bootstrap-server", b.bootstrap, "--create", "--topic", f"gzip-{level}",
+                     "--config", "compression.type=gzip", "--config", f"compression.gzip.level={level}",
+                     check=True)
+        refused = jars.run("kafka-topics", "--bootstrap-server", b.bootstrap, "--create", "--topic",
+                           "gzip-bad", "--config", "compression.gzip.level=0")
+        seen[name] = [
+            [l for l in refused.stdout.splitlines() if l.startswith("Error")],
+            _kafka_configs_of(b.bootstrap, "topics", "--entity-name", "gzip-1", "--alter",
+                              "--add-config", "compression.lz4.level=18"),
+            _kafka_configs_of(b.bootstrap, "topics", "--entity-name", "gzip-1", "--alter",
+                              "--add-config", "compression.zstd.level=23"),
+        ]
+        p = Producer({"bootstrap.servers": b.bootstrap, "compression.type": "none", "linger.ms": 50,
+                      "batch.size": 1 << 20})
+        for topic in ("gzip-1", "gzip-9"):
+            for v in values:
+                p.produce(topic, value=v, partition=0)
+        assert p.flush(30) == 0
+        sizes = _log_sizes(b.bootstrap, ["gzip-1", "gzip-9"])
+        assert sizes["gzip-9"] < sizes["gzip-1"], f"{name}: {sizes}"
+        c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": "levels", "auto.offset.reset": "earliest"})
+        c.subscribe(["gzip-9"])
+        got, deadline = [], time.time() + 30
+        while len(got) < len(values) and time.time() < deadline:
+            m = c.poll(0.5)
+            if m is not None and m.error() is None:
+                got.append(m.value())
+        c.close()
+        assert got == values, f"{name}: read back {len(got)} of {len(values)}"
+    assert "Value must be between 1 and 9 or equal to -1" in " ".join(seen["kafka"][0]), seen["kafka"]
+    assert seen["tern"] == seen["kafka"]
+
+
+def _range_members(bootstrap, group, topics):
+    """Three KIP-848 members of `group` with group.remote.assignor=range (two static, one
+    dynamic) once the group is stable: [(instance id or None, member id, sorted partitions)]."""
+    from confluent_kafka import Consumer
+    from confluent_kafka.admin import AdminClient
+
+    consumers = []
+    for instance in ("static-b", None, "static-a"):
+        conf = {"bootstrap.servers": bootstrap, "group.id": group, "group.protocol": "consumer",
+                "group.remote.assignor": "range", "auto.offset.reset": "earliest"}
+        if instance:
+            conf["group.instance.id"] = instance
+        c = Consumer(conf)
+        c.subscribe(topics)
+        consumers.append((instance, c))
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    try:
+        deadline = time.time() + 90
+        while time.time() < deadline:
+            for _, c in consumers:
+                c.poll(0.1)
+            desc = admin.describe_consumer_groups([group])[group].result(timeout=10)
+            owned = sum(len(c.assignment()) for _, c in consumers)
+            if owned == 14 and len(desc.members) == 3 and str(desc.state).endswith("STABLE"):
+                break
+        return [(instance, c.memberid(), sorted((tp.topic, tp.partition) for tp in c.assignment()))
+                for instance, c in consumers]
+    finally:
+        for _, c in consumers:
+            c.close()
+
+
+def test_range_assignor_same_as_kafka(brokers):
+    """KIP-848's server-side range assignor on tern and on Kafka 4.4: static members first by
+    instance id, then dynamic ones by member id, take contiguous ranges of each of two
+    co-partitioned topics, the first of them one partition more (7 = 3 + 2 + 2)."""
+    from group_util import create_topic
+
+    topics = ["ranged-a", "ranged-b"]
+    seen = {}
+    for name, b in brokers.items():
+        for t in topics:
+            create_topic(b.bootstrap, t, 7)
+        members = _range_members(b.bootstrap, "g-range", topics)
+        by_instance = {instance: parts for instance, _, parts in members}
+        seen[name] = by_instance
+    expected = {"static-a": [0, 1, 2], "static-b": [3, 4], None: [5, 6]}
+    assert seen["kafka"] == {i: sorted((t, p) for t in topics for p in ps) for i, ps in expected.items()}, seen
+    assert seen["tern"] == seen["kafka"]

@@ -264,10 +264,9 @@ segment.index.bytes segment.jitter.ms segment.ms unclean.leader.election.enable
 """.split()
 
 
-# Kafka 4.4's topic configs that tern leaves out, as the README says (tiered storage, KIP-390
-# compression levels, Kafka Streams' dead-letter queues, Kafka's decompression bound).
+# Kafka 4.4's topic configs that tern leaves out, as the README says (tiered storage, Kafka
+# Streams' dead-letter queues, Kafka's decompression bound).
 NOT_LISTED_BY_TERN = """
-compression.gzip.level compression.lz4.level compression.zstd.level
 errors.deadletterqueue.group.enable local.retention.bytes local.retention.ms
 max.decompressed.message.bytes remote.copy.lag.bytes remote.copy.lag.ms remote.log.copy.disable
 remote.log.delete.on.disable remote.storage.enable

@@ -55,7 +55,10 @@ pub(crate) const BROKER_CONFIGS: &[BrokerConfigDef] = &[
     def("broker.id", None, Int, RO),
     def("broker.rack", None, STR, RO),
     def("broker.session.timeout.ms", Some("9000"), Int, RO),
+    def("compression.gzip.level", Some("-1"), Int, DYN),
+    def("compression.lz4.level", Some("9"), Int, DYN),
     def("compression.type", Some("producer"), STR, DYN),
+    def("compression.zstd.level", Some("3"), Int, DYN),
     def("connections.max.idle.ms", Some("600000"), Long, RO),
     def("connections.max.reauth.ms", Some("0"), Long, RO),
     def("controller.listener.names", Some("CONTROLLER"), List, RO), // Kafka: null

@@ -26,6 +26,8 @@ pub(crate) fn short_name(name: &str) -> Option<&'static str> {
 pub(crate) struct MemberSpec<'a> {
     /// Member id.
     pub id: &'a str,
+    /// `group.instance.id` of a static member.
+    pub instance_id: Option<&'a str>,
     /// Topics it subscribes to that exist.
     pub topics: BTreeSet<&'a str>,
     /// Its previous target assignment.
@@ -52,27 +54,28 @@ fn nothing_for(members: &[MemberSpec<'_>]) -> BTreeMap<String, Assignment> {
         .collect()
 }
 
-/// Per topic, the subscribed members sorted by id take contiguous ranges; the first
-/// `count % members` take one more.
+/// Per topic, the subscribed members in Kafka's order (static members first by instance id, then
+/// the others by member id) take contiguous ranges; the first `count % members` take one more.
+/// As Kafka's server-side range assignor, it does not look at previous assignments.
 fn range(
     members: &[MemberSpec<'_>],
     partitions: &BTreeMap<String, i32>,
 ) -> BTreeMap<String, Assignment> {
     let mut out = nothing_for(members);
     for (topic, &count) in partitions {
-        let mut subscribers: Vec<&str> = members
+        let mut subscribers: Vec<&MemberSpec<'_>> = members
             .iter()
             .filter(|m| m.topics.contains(topic.as_str()))
-            .map(|m| m.id)
             .collect();
         if subscribers.is_empty() || count <= 0 {
             continue;
         }
-        subscribers.sort_unstable();
+        // (None, id) sorts after every (Some(instance), _).
+        subscribers.sort_unstable_by_key(|m| (m.instance_id.is_none(), m.instance_id, m.id));
         let n = subscribers.len() as i32;
         let (each, extra) = (count / n, count % n);
         let mut next = 0;
-        for (i, id) in subscribers.iter().enumerate() {
+        for (i, id) in subscribers.iter().map(|m| m.id).enumerate() {
             let take = each + i32::from((i as i32) < extra);
             if take > 0 {
                 let set = out
@@ -176,6 +179,7 @@ mod tests {
     ) -> MemberSpec<'a> {
         MemberSpec {
             id,
+            instance_id: None,
             topics: topics.iter().copied().collect(),
             previous,
         }
@@ -261,6 +265,24 @@ mod tests {
         );
         assert_eq!(out["m1"]["a"], [0, 1, 2].into());
         assert_eq!(out["m2"]["a"], [3, 4].into());
+    }
+
+    /// Kafka's order: static members first, by instance id, whatever their member ids; then
+    /// dynamic ones by member id. Co-partitioned topics give each member the same ranges.
+    #[test]
+    fn range_puts_static_members_first_by_instance_id() {
+        let partitions: BTreeMap<String, i32> = [("a".to_string(), 7), ("b".to_string(), 7)].into();
+        let b = spec("a-dynamic", &["a", "b"], None);
+        let mut z = spec("z-static", &["a", "b"], None);
+        z.instance_id = Some("i1");
+        let mut y = spec("b-static", &["a", "b"], None);
+        y.instance_id = Some("i2");
+        let out = assign("range", &[b, y, z], &partitions);
+        for topic in ["a", "b"] {
+            assert_eq!(out["z-static"][topic], [0, 1, 2].into());
+            assert_eq!(out["b-static"][topic], [3, 4].into());
+            assert_eq!(out["a-dynamic"][topic], [5, 6].into());
+        }
     }
 
     #[test]

@@ -723,6 +723,7 @@ impl ConsumerGroup {
             .values()
             .map(|m| MemberSpec {
                 id: &m.member_id,
+                instance_id: m.instance_id.as_deref(),
                 topics: self.member_topics(m),
                 previous: self.target.get(&m.member_id),
             })

@@ -10,6 +10,7 @@ use kafka_protocol::ResponseError;
 use tern_protocol::record_batch::RecordBatchHeader;
 
 use tern_controller::acls::{AclOperation, AclResourceType};
+use tern_controller::topic_configs::compression_level;
 
 use super::{sb, RequestContext};
 use crate::blocking::disk_io;
@@ -258,10 +259,14 @@ pub(crate) async fn handle(
         let millis = |key: &str, broker_key: &str, default: i64| -> i64 {
             effective(key, broker_key, "").parse().unwrap_or(default)
         };
+        let compression_type = effective("compression.type", "compression.type", "producer");
         let policy = TopicWritePolicy::from_configs(
-            &effective("compression.type", "compression.type", "producer"),
+            &compression_type,
             &effective("cleanup.policy", "log.cleanup.policy", "delete"),
         )
+        .with_compression_level(compression_level(&compression_type, |config| {
+            Some(effective(config, config, "")).filter(|v| !v.is_empty())
+        }))
         .with_timestamps(
             &effective(
                 "message.timestamp.type",
