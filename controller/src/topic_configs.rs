@@ -35,6 +35,20 @@ pub enum ConfigType {
 }
 
 impl ConfigType {
+    /// Kafka's `ConfigDef.Type` name, as its "Not a number of type" message gives it.
+    pub fn java_name(self) -> &'static str {
+        match self {
+            ConfigType::Boolean => "BOOLEAN",
+            ConfigType::Int => "INT",
+            ConfigType::Short => "SHORT",
+            ConfigType::Long => "LONG",
+            ConfigType::Double => "DOUBLE",
+            ConfigType::String => "STRING",
+            ConfigType::List => "LIST",
+            ConfigType::Password => "PASSWORD",
+        }
+    }
+
     /// Kafka's DescribeConfigs config_type code.
     pub fn code(self) -> i8 {
         match self {
@@ -436,7 +450,7 @@ pub fn validate_topic_config(name: &str, value: &str) -> Result<(), String> {
         };
     }
     match number {
-        None => bad("Not a number of the expected type"),
+        None => bad(&format!("Not a number of type {}", d.kind.java_name())),
         Some(n) => match d.min {
             Some(min) if n < min => bad(&format!("Value must be at least {min}")),
             _ => Ok(()),
@@ -559,7 +573,14 @@ mod tests {
         validate_topic_config(COMPRESSION_ZSTD_LEVEL, "-131072").unwrap();
         assert!(validate_topic_config(COMPRESSION_ZSTD_LEVEL, "-131073").is_err());
         assert!(validate_topic_config(COMPRESSION_ZSTD_LEVEL, "23").is_err());
-        assert!(validate_topic_config(COMPRESSION_ZSTD_LEVEL, "high").is_err());
+        assert_eq!(
+            validate_topic_config(COMPRESSION_ZSTD_LEVEL, "high"),
+            Err(
+                "Invalid value high for configuration compression.zstd.level: Not a number of \
+                 type INT"
+                    .to_string()
+            )
+        );
 
         let set = |config: &str, value: &'static str| {
             let config = config.to_string();

@@ -50,7 +50,7 @@ pub(crate) const ATTR_TIMESTAMP_TYPE: i16 = 0x08;
 pub(crate) const ATTR_TRANSACTIONAL: i16 = 0x10;
 /// Attributes bit: the batch holds control records (transaction markers).
 pub(crate) const ATTR_CONTROL: i16 = 0x20;
-const ATTR_DELETE_HORIZON: i16 = 0x40;
+pub(crate) const ATTR_DELETE_HORIZON: i16 = 0x40;
 
 /// Why bytes are not a valid record batch.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -289,6 +289,12 @@ impl RecordBatchHeader {
     /// The base timestamp holds the delete horizon (set by compaction).
     pub fn has_delete_horizon(&self) -> bool {
         self.attributes & ATTR_DELETE_HORIZON != 0
+    }
+
+    /// KIP-534: the time from which compaction may remove the batch's tombstones (or the
+    /// marker), once a pass has set it; None before.
+    pub fn delete_horizon_ms(&self) -> Option<i64> {
+        self.has_delete_horizon().then_some(self.base_timestamp)
     }
 
     /// Written by an idempotent or transactional producer.

@@ -14,8 +14,9 @@ use bytes::{BufMut, Bytes, BytesMut};
 use crate::compression::{self, CompressionError};
 use crate::record_batch::{
     self, BatchError, Compression, RecordBatchHeader, TimestampType, ATTR_CONTROL,
-    ATTR_TIMESTAMP_TYPE, ATTR_TRANSACTIONAL, LOG_OVERHEAD, MAGIC_V2, NO_PARTITION_LEADER_EPOCH,
-    NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE, RECORD_BATCH_OVERHEAD,
+    ATTR_DELETE_HORIZON, ATTR_TIMESTAMP_TYPE, ATTR_TRANSACTIONAL, LOG_OVERHEAD, MAGIC_V2,
+    NO_PARTITION_LEADER_EPOCH, NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE,
+    RECORD_BATCH_OVERHEAD,
 };
 
 /// Timestamp of a batch without records ("no timestamp" in Kafka).
@@ -343,6 +344,7 @@ pub struct RecordBatchBuilder {
     last_offset_delta: i32,
     base_timestamp: i64,
     max_timestamp: i64,
+    delete_horizon: Option<i64>,
     scratch: BytesMut,
 }
 
@@ -365,6 +367,7 @@ impl RecordBatchBuilder {
             last_offset_delta: 0,
             base_timestamp: NO_TIMESTAMP,
             max_timestamp: NO_TIMESTAMP,
+            delete_horizon: None,
             scratch: BytesMut::new(),
         }
     }
@@ -373,6 +376,14 @@ impl RecordBatchBuilder {
     /// pushing records.
     pub fn base_offset(mut self, base_offset: i64) -> Self {
         self.base_offset = base_offset;
+        self
+    }
+
+    /// KIP-534: the batch carries `horizon` as its delete horizon (attribute bit 6), in the base
+    /// timestamp that record timestamps are deltas from. Set it before pushing records.
+    pub fn delete_horizon(mut self, horizon: i64) -> Self {
+        self.delete_horizon = Some(horizon);
+        self.base_timestamp = horizon;
         self
     }
 
@@ -477,7 +488,7 @@ impl RecordBatchBuilder {
         if self.count == i32::MAX {
             return Err(RecordsError::TooLarge("more than i32::MAX records"));
         }
-        let base_timestamp = if self.count == 0 {
+        let base_timestamp = if self.count == 0 && self.delete_horizon.is_none() {
             timestamp
         } else {
             self.base_timestamp
@@ -499,7 +510,7 @@ impl RecordBatchBuilder {
         put_varint(&mut self.records, body_len);
         self.records.put_slice(&self.scratch);
         if self.count == 0 {
-            self.base_timestamp = timestamp;
+            self.base_timestamp = base_timestamp;
             self.max_timestamp = timestamp;
         }
         self.max_timestamp = self.max_timestamp.max(timestamp);
@@ -529,6 +540,9 @@ impl RecordBatchBuilder {
         }
         if self.control {
             attributes |= ATTR_CONTROL;
+        }
+        if self.delete_horizon.is_some() {
+            attributes |= ATTR_DELETE_HORIZON;
         }
         let mut buf = BytesMut::with_capacity(total);
         buf.put_i64(self.base_offset);

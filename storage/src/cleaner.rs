@@ -43,6 +43,9 @@ pub struct CompactionStats {
     pub aborted_records_removed: u64,
     /// Transaction markers removed (their transaction had no batch left).
     pub markers_removed: u64,
+    /// Batches given a delete horizon (KIP-534): they hold a tombstone, or are a marker no
+    /// longer needed, that the pass found for the first time.
+    pub horizons_set: u64,
 }
 
 enum Cleaned {
@@ -80,10 +83,10 @@ fn for_each_key(h: &RecordBatchHeader, batch: &[u8], mut f: impl FnMut(&[u8], i6
 }
 
 /// What one pass keeps: the latest offset of every key in the dirty part of the log up to
-/// `end`, and the time before which tombstones expire.
+/// `end`, and the pass's clock for delete horizons.
 struct OffsetMap {
     latest: HashMap<Vec<u8>, i64>,
-    tombstone_horizon: i64,
+    horizons: Horizons,
     /// The last offset the map covers; records after it are kept as they are (a tombstone
     /// there may still hide an earlier record of its key).
     end: i64,
@@ -117,7 +120,13 @@ impl OffsetMap {
                 keep_whole,
                 stats,
                 |r| (r.key, h.base_offset + r.offset_delta as i64, r.value),
-                |kept| Some(rebuild_uncompressed(batch, kept)),
+                |kept, horizon| match horizon {
+                    // A new horizon moves the base timestamp every record's delta counts from.
+                    Some(horizon) if !h.has_delete_horizon() => {
+                        rebuild_decoded(h, batch, Compression::None, kept, horizon)
+                    }
+                    _ => Some(rebuild_uncompressed(batch, kept)),
+                },
             );
         }
         let (Ok(codec), Ok((_, records))) = (
@@ -133,14 +142,16 @@ impl OffsetMap {
             keep_whole,
             stats,
             |r| (r.key.as_deref(), r.offset, r.value.as_deref()),
-            |kept| rebuild_compressed(h, codec, kept),
+            |kept, horizon| rebuild_compressed(h, codec, kept, horizon),
         )
     }
 
-    /// Drops the records a later one with the same key supersedes and the tombstones past
-    /// their horizon; `fields` gives a record's (key, offset, value), `rebuild` makes the
-    /// batch of the records kept (`None`: keep the batch as it is). With no record left, the
-    /// producer's last batch (`keep_whole`) stays as an empty header.
+    /// Drops the records a later one with the same key supersedes and the tombstones whose
+    /// batch's delete horizon has passed; `fields` gives a record's (key, offset, value),
+    /// `rebuild` makes the batch of the records kept under a delete horizon (`None`: keep the
+    /// batch as it is). A batch that keeps a tombstone and has no horizon yet gets one (KIP-534),
+    /// so every tombstone is readable for `delete.retention.ms` after a pass first finds it. With
+    /// no record left, the producer's last batch (`keep_whole`) stays as an empty header.
     #[allow(clippy::too_many_arguments)]
     fn filter<R>(
         &self,
@@ -150,7 +161,7 @@ impl OffsetMap {
         keep_whole: bool,
         stats: &mut CompactionStats,
         fields: impl Fn(&R) -> (Option<&[u8]>, i64, Option<&[u8]>),
-        rebuild: impl FnOnce(&[R]) -> Option<Vec<u8>>,
+        rebuild: impl FnOnce(&[R], Option<i64>) -> Option<Vec<u8>>,
     ) -> Cleaned {
         let total = records.len();
         let (mut superseded, mut tombstones) = (0u64, 0u64);
@@ -166,29 +177,33 @@ impl OffsetMap {
                     superseded += 1;
                     return false;
                 }
-                // Tombstones live for delete.retention.ms after their batch's timestamp.
-                if value.is_none() && h.max_timestamp < self.tombstone_horizon {
+                if value.is_none() && self.horizons.passed(h) {
                     tombstones += 1;
                     return false;
                 }
                 true
             })
             .collect();
-        if kept.len() == total {
+        let set_horizon = !h.has_delete_horizon() && kept.iter().any(|r| fields(r).2.is_none());
+        if kept.len() == total && !set_horizon {
             return Cleaned::Keep;
         }
+        let horizon = h
+            .delete_horizon_ms()
+            .or(set_horizon.then_some(self.horizons.new_horizon));
         let cleaned = if kept.is_empty() && keep_whole {
             Cleaned::Rewrite(empty_batch(batch))
         } else if kept.is_empty() {
             Cleaned::Drop
         } else {
-            match rebuild(&kept) {
+            match rebuild(&kept, horizon) {
                 Some(out) => Cleaned::Rewrite(out),
                 None => return Cleaned::Keep,
             }
         };
         stats.records_removed += superseded;
         stats.tombstones_removed += tombstones;
+        stats.horizons_set += u64::from(set_horizon && !kept.is_empty());
         cleaned
     }
 }
@@ -198,7 +213,8 @@ impl OffsetMap {
 /// timestamps the batch's maximum. The producer state it carries survives a reload.
 fn empty_batch(batch: &[u8]) -> Vec<u8> {
     let mut out = batch[..RECORD_BATCH_OVERHEAD].to_vec();
-    out[22] &= !0x07;
+    // Uncompressed, and no delete horizon: the base timestamp becomes the maximum.
+    out[22] &= !0x47;
     let max_timestamp = [
         out[35], out[36], out[37], out[38], out[39], out[40], out[41], out[42],
     ];
@@ -228,18 +244,47 @@ fn seal(out: &mut [u8], records: i32) {
     out[17..21].copy_from_slice(&crc.to_be_bytes());
 }
 
-/// The `kept` records recompressed with `codec` under `h`'s base offset, epoch and producer.
+/// The records of `batch` at the offsets of `kept`, rebuilt with `codec` under delete
+/// horizon `horizon` (see [`rebuild_compressed`]).
+fn rebuild_decoded(
+    h: &RecordBatchHeader,
+    batch: &[u8],
+    codec: Compression,
+    kept: &[RecordView<'_>],
+    horizon: i64,
+) -> Option<Vec<u8>> {
+    let (_, records) = decode_records(batch, MAX_DECOMPRESSED_BYTES).ok()?;
+    let offsets: std::collections::HashSet<i64> = kept
+        .iter()
+        .map(|r| h.base_offset + r.offset_delta as i64)
+        .collect();
+    let records: Vec<Record> = records
+        .into_iter()
+        .filter(|r| offsets.contains(&r.offset))
+        .collect();
+    (records.len() == kept.len())
+        .then(|| rebuild_compressed(h, codec, &records, Some(horizon)))
+        .flatten()
+}
+
+/// The `kept` records recompressed with `codec` under `h`'s base offset, epoch, producer and
+/// kind, with `horizon` as the batch's delete horizon if given.
 fn rebuild_compressed(
     h: &RecordBatchHeader,
     codec: Compression,
     kept: &[Record],
+    horizon: Option<i64>,
 ) -> Option<Vec<u8>> {
     let mut builder = RecordBatchBuilder::new(codec)
         .base_offset(h.base_offset)
         .partition_leader_epoch(h.partition_leader_epoch)
         .timestamp_type(h.timestamp_type())
         .producer(h.producer_id, h.producer_epoch, h.base_sequence)
-        .transactional(h.is_transactional());
+        .transactional(h.is_transactional())
+        .control(h.is_control());
+    if let Some(horizon) = horizon {
+        builder = builder.delete_horizon(horizon);
+    }
     for r in kept {
         builder
             .push_with_offset(
@@ -418,7 +463,10 @@ fn compact_pass(log: &Log, now_ms: i64, limits: &PassLimits<'_>) -> Result<Compa
 
     let mut map = OffsetMap {
         latest: HashMap::new(),
-        tombstone_horizon: now_ms.saturating_sub(config.delete_retention_ms),
+        horizons: Horizons {
+            now_ms,
+            new_horizon: now_ms.saturating_add(config.delete_retention_ms),
+        },
         end: section.dirty_end - 1,
     };
     let mut txns = TxnWalk::new(log.aborted_transactions(section.first_dirty, section.dirty_end));
@@ -482,7 +530,7 @@ fn compact_pass(log: &Log, now_ms: i64, limits: &PassLimits<'_>) -> Result<Compa
                     h,
                     batch,
                     keep_whole,
-                    map.tombstone_horizon,
+                    &map.horizons,
                     &mut aborts,
                     &mut stats,
                 );
@@ -533,20 +581,58 @@ fn compact_pass(log: &Log, now_ms: i64, limits: &PassLimits<'_>) -> Result<Compa
     Ok(stats)
 }
 
+/// The clock of one pass for KIP-534's delete horizons.
+struct Horizons {
+    now_ms: i64,
+    /// The horizon a batch gets when a pass first finds a tombstone in it, or finds it a marker
+    /// no longer needed: `delete.retention.ms` from now.
+    new_horizon: i64,
+}
+
+impl Horizons {
+    /// Whether `h` has a delete horizon and it has passed (Kafka keeps a tombstone while the
+    /// clock is before the horizon).
+    fn passed(&self, h: &RecordBatchHeader) -> bool {
+        h.delete_horizon_ms()
+            .is_some_and(|horizon| self.now_ms >= horizon)
+    }
+}
+
 /// A transaction marker goes once no batch of its transaction is left and its delete horizon
-/// (`delete.retention.ms` after it was written) has passed; a kept abort marker whose
-/// transaction still has batches keeps its transaction index entry (`aborts`).
+/// has passed: the first pass that finds it so gives it a horizon (`delete.retention.ms`
+/// later), as Kafka's cleaner does (KIP-534). A kept abort marker whose transaction still has
+/// batches keeps its transaction index entry (`aborts`).
 fn clean_marker(
     txns: &mut TxnWalk,
     h: &RecordBatchHeader,
     batch: &[u8],
     keep_whole: bool,
-    horizon: i64,
+    horizons: &Horizons,
     aborts: &mut Vec<AbortedTxn>,
     stats: &mut CompactionStats,
 ) -> Cleaned {
     match txns.marker(h, batch) {
-        MarkerFate::Unneeded if !keep_whole && h.max_timestamp < horizon => {
+        MarkerFate::Unneeded if !h.has_delete_horizon() => {
+            let rebuilt =
+                decode_records(batch, MAX_DECOMPRESSED_BYTES)
+                    .ok()
+                    .and_then(|(_, records)| {
+                        rebuild_compressed(
+                            h,
+                            Compression::None,
+                            &records,
+                            Some(horizons.new_horizon),
+                        )
+                    });
+            match rebuilt {
+                Some(out) => {
+                    stats.horizons_set += 1;
+                    Cleaned::Rewrite(out)
+                }
+                None => Cleaned::Keep,
+            }
+        }
+        MarkerFate::Unneeded if !keep_whole && horizons.passed(h) => {
             stats.markers_removed += 1;
             Cleaned::Drop
         }
@@ -637,6 +723,24 @@ mod tests {
         (out, batches)
     }
 
+    /// Every batch of the log, compressed or not, with its header.
+    fn batches(log: &Log) -> Vec<(RecordBatchHeader, Vec<u8>)> {
+        let mut out = Vec::new();
+        let mut next = log.log_start_offset();
+        while next < log.log_end_offset() {
+            let r = log.read(next, 1 << 20, None, true).unwrap();
+            if r.records.is_empty() {
+                break;
+            }
+            for item in BatchIter::new(&r.records) {
+                let (h, b) = item.unwrap();
+                next = h.next_offset();
+                out.push((h, b.to_vec()));
+            }
+        }
+        out
+    }
+
     #[test]
     fn keeps_latest_value_per_key_at_its_offset() {
         let dir = tempfile::tempdir().unwrap();
@@ -696,13 +800,11 @@ mod tests {
         fill(&whole);
         whole.compact(5000).unwrap();
         let expected = dump(&whole).0;
-        assert!(!expected.iter().any(|r| r.1 == "k0"), "{expected:?}");
+        // The tombstone stays, now with a delete horizon: only k0's tombstone is left of it.
+        let k0: Vec<_> = expected.iter().filter(|r| r.1 == "k0").collect();
+        assert!(k0.len() == 1 && k0[0].2.is_none(), "{expected:?}");
 
-        let every_dirty_byte = LogConfig {
-            min_cleanable_dirty_ratio: 0.0,
-            ..compact_config()
-        };
-        let stepped = Log::open(b.path(), every_dirty_byte).unwrap();
+        let stepped = Log::open(b.path(), every_dirty_byte()).unwrap();
         fill(&stepped);
         let seen = std::cell::Cell::new(0u64);
         let throttle = |n: u64| seen.set(seen.get() + n);
@@ -734,6 +836,15 @@ mod tests {
         );
         assert!(seen.get() > 0, "the pass reports its I/O to the throttle");
         assert_eq!(dump(&stepped).0, expected);
+        // Past the horizon the next pass removes the tombstone in both.
+        for log in [&whole, &stepped] {
+            kv(log, &[("more", Some("m"))], 6000);
+            log.roll().unwrap();
+            log.update_config(every_dirty_byte());
+            assert_eq!(log.compact(6000).unwrap().tombstones_removed, 1);
+            assert!(!dump(log).0.iter().any(|r| r.1 == "k0"));
+        }
+        assert_eq!(dump(&whole).0, dump(&stepped).0);
     }
 
     /// Appends a transactional batch of producer `pid` (epoch 0) with sequence `seq`.
@@ -806,11 +917,19 @@ mod tests {
         assert_eq!(markers(&log), vec![2, 4]);
         assert_eq!(log.aborted_transactions(0, 10), vec![abort]);
 
-        // Past the horizon, with no batch of its transaction left, the abort marker goes and
-        // its index entry with it; the commit marker stays while its record does.
+        // The next pass finds no batch of its transaction left: the abort marker gets a delete
+        // horizon (KIP-534) and loses its index entry; the commit marker stays while its
+        // record does.
         kv(&log, &[("more", Some("x"))], 5000);
         log.roll().unwrap();
         let stats = log.compact(5000).unwrap();
+        assert_eq!((stats.markers_removed, stats.horizons_set), (0, 1));
+        assert_eq!(markers(&log), vec![2, 4]);
+        assert_eq!(log.aborted_transactions(0, 10), vec![]);
+        // Past the horizon, the abort marker goes.
+        kv(&log, &[("more", Some("x"))], 6000);
+        log.roll().unwrap();
+        let stats = log.compact(6000).unwrap();
         assert_eq!(stats.markers_removed, 1);
         assert_eq!(markers(&log), vec![4]);
         assert_eq!(log.aborted_transactions(0, 10), vec![]);
@@ -825,7 +944,7 @@ mod tests {
                 .filter(|r| r.0 != 4)
                 .map(|r| (r.0, r.1.as_str()))
                 .collect::<Vec<_>>(),
-            vec![(0, "k"), (3, "j"), (5, "other"), (6, "more")]
+            vec![(0, "k"), (3, "j"), (5, "other"), (7, "more")]
         );
     }
 
@@ -842,7 +961,15 @@ mod tests {
         kv(&log, &[("other", Some("x"))], 1000);
         log.roll().unwrap();
         let stats = log.compact(5000).unwrap();
-        assert_eq!((stats.records_removed, stats.tombstones_removed), (1, 1));
+        // The tombstone stays for delete.retention.ms from this pass (its delete horizon).
+        assert_eq!(
+            (
+                stats.records_removed,
+                stats.tombstones_removed,
+                stats.horizons_set
+            ),
+            (1, 0, 1)
+        );
         let keys = |log: &Log| -> Vec<String> {
             dump(log)
                 .0
@@ -851,16 +978,22 @@ mod tests {
                 .map(|r| r.1)
                 .collect()
         };
-        // Kafka's behaviour: the transactional value does not come back once the tombstone goes.
-        assert_eq!(keys(&log), vec!["j", "other"]);
+        assert_eq!(keys(&log), vec!["k", "j", "other"]);
         // Its commit marker stayed for this pass (its batch was there when the pass began);
-        // the next one finds no batch of that transaction and removes it.
+        // the next one finds no batch of that transaction and gives it a horizon.
         assert_eq!(markers(&log), vec![1, 4]);
         kv(&log, &[("more", Some("x"))], 5000);
         log.roll().unwrap();
-        assert_eq!(log.compact(5000).unwrap().markers_removed, 1);
+        assert_eq!(log.compact(5000).unwrap().horizons_set, 1);
+        assert_eq!(markers(&log), vec![1, 4]);
+        // Past both horizons the tombstone and the marker go. Kafka's behaviour: the
+        // transactional value does not come back once the tombstone goes.
+        kv(&log, &[("later", Some("x"))], 6000);
+        log.roll().unwrap();
+        let stats = log.compact(6000).unwrap();
+        assert_eq!((stats.tombstones_removed, stats.markers_removed), (1, 1));
         assert_eq!(markers(&log), vec![4]);
-        assert_eq!(keys(&log), vec!["j", "other", "more"]);
+        assert_eq!(keys(&log), vec!["j", "other", "more", "later"]);
     }
 
     #[test]
@@ -888,7 +1021,11 @@ mod tests {
         assert_eq!(markers(&log), vec![1, 4]);
         kv(&log, &[("more", Some("x"))], 5000);
         log.roll().unwrap();
-        assert_eq!(log.compact(5000).unwrap().markers_removed, 1);
+        assert_eq!(log.compact(5000).unwrap().horizons_set, 1);
+        assert_eq!(snapshots()[0], 1, "the marker is still there");
+        kv(&log, &[("later", Some("x"))], 6000);
+        log.roll().unwrap();
+        assert_eq!(log.compact(6000).unwrap().markers_removed, 1);
         assert_eq!(markers(&log), vec![4]);
         assert!(
             snapshots().iter().all(|&at| at > 1),
@@ -1024,6 +1161,83 @@ mod tests {
         );
     }
 
+    /// KIP-534: a tombstone lives `delete.retention.ms` from the pass that first finds it,
+    /// however old its timestamp. That pass writes the horizon into its batch (attribute bit 6,
+    /// base timestamp), in compressed batches too, and the records keep their timestamps.
+    #[test]
+    fn a_tombstone_lives_delete_retention_from_the_pass_that_finds_it() {
+        use tern_protocol::records::RecordBatchBuilder;
+        let dir = tempfile::tempdir().unwrap();
+        let log = Log::open(dir.path(), every_dirty_byte()).unwrap();
+        kv(&log, &[("a", Some("1")), ("b", Some("1"))], 0);
+        // Written long ago (timestamp 0), as a producer may stamp records.
+        kv(&log, &[("a", None), ("c", Some("kept"))], 0);
+        let mut zstd = RecordBatchBuilder::new(Compression::Zstd);
+        zstd.push(50, Some(&b"b"[..]), None, &[]).unwrap();
+        zstd.push(60, Some(&b"d"[..]), Some(&b"kept"[..]), &[])
+            .unwrap();
+        log.append_as_leader(BytesMut::from(&zstd.build().unwrap()[..]), 0)
+            .unwrap();
+        log.roll().unwrap();
+        let with_tombstones = |log: &Log| -> Vec<RecordBatchHeader> {
+            batches(log)
+                .into_iter()
+                .filter(|(_, b)| {
+                    decode_records(b, 1 << 20)
+                        .unwrap()
+                        .1
+                        .iter()
+                        .any(|r| r.value.is_none())
+                })
+                .map(|(h, _)| h)
+                .collect()
+        };
+
+        let stats = log.compact(100_000).unwrap();
+        assert_eq!(
+            (
+                stats.records_removed,
+                stats.tombstones_removed,
+                stats.horizons_set
+            ),
+            (2, 0, 2)
+        );
+        let marked = with_tombstones(&log);
+        assert_eq!(marked.len(), 2);
+        assert!(marked
+            .iter()
+            .all(|h| h.delete_horizon_ms() == Some(101_000)));
+        assert_eq!(marked[1].compression().unwrap(), Compression::Zstd);
+        let timestamps: Vec<(i64, i64)> = batches(&log)
+            .into_iter()
+            .flat_map(|(_, b)| {
+                validate_batch(&b).unwrap();
+                decode_records(&b, 1 << 20).unwrap().1
+            })
+            .map(|r| (r.offset, r.timestamp))
+            .collect();
+        assert_eq!(timestamps, vec![(2, 0), (3, 1), (4, 50), (5, 60)]);
+
+        // Before the horizon the tombstones stay and their batches are left as they are.
+        kv(&log, &[("e", Some("1"))], 100_500);
+        log.roll().unwrap();
+        let stats = log.compact(100_999).unwrap();
+        assert_eq!((stats.tombstones_removed, stats.horizons_set), (0, 0));
+        assert_eq!(with_tombstones(&log), marked);
+
+        // At the horizon they go; the records around them stay.
+        kv(&log, &[("f", Some("1"))], 101_000);
+        log.roll().unwrap();
+        assert_eq!(log.compact(101_000).unwrap().tombstones_removed, 2);
+        assert!(with_tombstones(&log).is_empty());
+        let keys: Vec<Vec<u8>> = batches(&log)
+            .into_iter()
+            .flat_map(|(_, b)| decode_records(&b, 1 << 20).unwrap().1)
+            .map(|r| r.key.unwrap().to_vec())
+            .collect();
+        assert_eq!(keys, [b"c", b"d", b"e", b"f"]);
+    }
+
     #[test]
     fn tombstones_expire_after_delete_retention() {
         let dir = tempfile::tempdir().unwrap();
@@ -1147,7 +1361,10 @@ mod tests {
             let mut stats = CompactionStats::default();
             let map = OffsetMap {
                 latest: HashMap::from([(b"a".to_vec(), 1i64)]),
-                tombstone_horizon: 0,
+                horizons: Horizons {
+                    now_ms: 0,
+                    new_horizon: 0,
+                },
                 end: i64::MAX,
             };
             match map.clean_batch(&h, &original, false, &mut stats) {

@@ -30,3 +30,16 @@ pub(super) fn compress(input: &[u8], level: Option<i32>) -> Result<Vec<u8>, Comp
         detail: e.to_string(),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    /// Every level Kafka's `compression.zstd.level` accepts (-131072 to 22) the linked
+    /// libzstd compresses at, so a topic config that validated never fails a produce.
+    #[test]
+    fn libzstd_takes_every_level_kafka_accepts() {
+        assert_eq!(::zstd::compression_level_range(), -131_072..=22);
+        for level in [-131_072, -1, 1, 22] {
+            super::compress(b"some bytes", Some(level)).unwrap();
+        }
+    }
+}
