@@ -382,6 +382,7 @@ impl RecordBatchBuilder {
     /// KIP-534: the batch carries `horizon` as its delete horizon (attribute bit 6), in the base
     /// timestamp that record timestamps are deltas from. Set it before pushing records.
     pub fn delete_horizon(mut self, horizon: i64) -> Self {
+        debug_assert_eq!(self.count, 0, "the horizon is set before the records");
         self.delete_horizon = Some(horizon);
         self.base_timestamp = horizon;
         self
@@ -437,7 +438,8 @@ impl RecordBatchBuilder {
     }
 
     /// Appends a record at the next offset (the base offset, then one past the last record).
-    /// The first record's timestamp is the batch's base timestamp; deltas wrap as in Java.
+    /// The first record's timestamp is the batch's base timestamp (unless a delete horizon
+    /// holds it); deltas wrap as in Java.
     pub fn push(
         &mut self,
         timestamp: i64,

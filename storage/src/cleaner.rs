@@ -7,7 +7,9 @@
 //! rewrites every inactive segment keeping, per key, only the latest record. As in Kafka,
 //! records of committed transactions are compacted like any others, those of aborted
 //! transactions are removed, and a transaction marker goes once no batch of its transaction
-//! is left and `delete.retention.ms` has passed since it was written (cleaner_txn). Offsets never change: a batch keeps its base
+//! is left (cleaner_txn). Tombstones and such markers stay for `delete.retention.ms` from the
+//! pass that first finds them, which writes that delete horizon into their batch (KIP-534).
+//! Offsets never change: a batch keeps its base
 //! offset and last offset delta, so gaps stay gaps. Batches where nothing is removed are copied
 //! byte for byte. A rewritten segment is written as `.log.cleaned`, fsynced, renamed to
 //! `.log.swap` (the commit point), then renamed over `.log`; recovery finishes a committed swap.
@@ -522,8 +524,7 @@ fn compact_pass(log: &Log, now_ms: i64, limits: &PassLimits<'_>) -> Result<Compa
         let mut last_marker_removed = None;
         let end = s.scan(0, size, false, |_, h, batch| {
             (limits.throttle)(batch.len() as u64);
-            let keep_whole = h.has_producer_id()
-                && log.producer_last_offset(h.producer_id) == Some(h.last_offset());
+            let keep_whole = log.is_producers_last_batch(h);
             let cleaned = if h.is_control() {
                 let cleaned = clean_marker(
                     &mut txns,
@@ -632,9 +633,15 @@ fn clean_marker(
                 None => Cleaned::Keep,
             }
         }
-        MarkerFate::Unneeded if !keep_whole && horizons.passed(h) => {
+        MarkerFate::Unneeded if horizons.passed(h) && !keep_whole => {
             stats.markers_removed += 1;
             Cleaned::Drop
+        }
+        // The producer's last batch keeps its epoch for fencing: its header stays, without the
+        // marker's record, as Kafka's cleaner leaves it.
+        MarkerFate::Unneeded if horizons.passed(h) && h.records_count > 0 => {
+            stats.markers_removed += 1;
+            Cleaned::Rewrite(empty_batch(batch))
         }
         MarkerFate::Needed(Some(txn)) => {
             aborts.push(txn);
@@ -922,10 +929,40 @@ mod tests {
         // record does.
         kv(&log, &[("more", Some("x"))], 5000);
         log.roll().unwrap();
+        let marker_at = |log: &Log, offset: i64| {
+            batches(log)
+                .into_iter()
+                .find(|(h, _)| h.base_offset == offset)
+                .unwrap()
+        };
+        let (before, _) = marker_at(&log, 2);
         let stats = log.compact(5000).unwrap();
         assert_eq!((stats.markers_removed, stats.horizons_set), (0, 1));
         assert_eq!(markers(&log), vec![2, 4]);
         assert_eq!(log.aborted_transactions(0, 10), vec![]);
+        // The same marker but for its horizon: only attributes, base timestamp, CRC and length
+        // (the record's timestamp delta is longer) change.
+        let (after, bytes) = marker_at(&log, 2);
+        assert_eq!(after.delete_horizon_ms(), Some(6000));
+        assert_eq!(
+            RecordBatchHeader {
+                attributes: before.attributes,
+                base_timestamp: before.base_timestamp,
+                crc: before.crc,
+                batch_length: before.batch_length,
+                ..after
+            },
+            before
+        );
+        let (_, control) = decode_records(&bytes, 1 << 20).unwrap();
+        assert_eq!(control.len(), 1);
+        assert_eq!(control[0].timestamp, 1000);
+        assert_eq!(control[0].key.as_deref(), Some(&[0u8, 0, 0, 0][..])); // ABORT
+                                                                          // Before the horizon it stays.
+        kv(&log, &[("more", Some("x"))], 5999);
+        log.roll().unwrap();
+        assert_eq!(log.compact(5999).unwrap().markers_removed, 0);
+        assert_eq!(markers(&log), vec![2, 4]);
         // Past the horizon, the abort marker goes.
         kv(&log, &[("more", Some("x"))], 6000);
         log.roll().unwrap();
@@ -944,8 +981,50 @@ mod tests {
                 .filter(|r| r.0 != 4)
                 .map(|r| (r.0, r.1.as_str()))
                 .collect::<Vec<_>>(),
-            vec![(0, "k"), (3, "j"), (5, "other"), (7, "more")]
+            vec![(0, "k"), (3, "j"), (5, "other"), (8, "more")]
         );
+    }
+
+    /// A marker that is its producer's last batch (its epoch bump left the producer no data
+    /// batch) outlives its horizon as an empty control batch, as Kafka leaves it: it keeps the
+    /// producer's epoch for fencing and ends no transaction on reload.
+    #[test]
+    fn a_producers_last_marker_becomes_an_empty_header_past_its_horizon() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = Log::open(dir.path(), every_dirty_byte()).unwrap();
+        txn_kv(&log, 5, 0, &[("k", Some("aborted"))], 1000);
+        // The coordinator aborts on a timeout with the epoch bumped (transaction version 2).
+        let bumped = BatchSpec {
+            producer_epoch: 1,
+            ..txn_spec(5, -1, 1000)
+        };
+        let m = crate::record::build_control_batch(&bumped, false);
+        log.append_as_leader(BytesMut::from(&m[..]), 0).unwrap();
+        kv(&log, &[("other", Some("x"))], 1000);
+        log.roll().unwrap();
+        assert_eq!(log.compact(5000).unwrap().aborted_records_removed, 1);
+        kv(&log, &[("more", Some("x"))], 5000);
+        log.roll().unwrap();
+        assert_eq!(log.compact(5000).unwrap().horizons_set, 1);
+        kv(&log, &[("later", Some("x"))], 6000);
+        log.roll().unwrap();
+        assert_eq!(log.compact(6000).unwrap().markers_removed, 1);
+        let (h, _) = batches(&log)
+            .into_iter()
+            .find(|(h, _)| h.base_offset == 1)
+            .unwrap();
+        assert!(h.is_control() && h.is_transactional());
+        assert_eq!(
+            (h.records_count, h.producer_id, h.producer_epoch),
+            (0, 5, 1)
+        );
+        assert_eq!(h.delete_horizon_ms(), None);
+        assert_eq!(h.base_timestamp, h.max_timestamp);
+        drop(log);
+        let log = Log::open(dir.path(), every_dirty_byte()).unwrap();
+        assert_eq!(log.first_unstable_offset(), None);
+        assert_eq!(log.producer_state(5).map(|e| e.producer_epoch), Some(1));
+        assert_eq!(log.aborted_transactions(0, 10), vec![]);
     }
 
     #[test]
@@ -1111,7 +1190,7 @@ mod tests {
         let (h, b) = BatchIter::new(&r.records).next().unwrap().unwrap();
         validate_batch(b).unwrap();
         assert_eq!((h.base_offset, h.records_count, h.producer_id), (2, 0, 5));
-        assert_eq!(log.producer_last_offset(5), Some(2));
+        assert_eq!(log.producer_state(5).map(|e| e.last_offset()), Some(2));
         drop(log);
         let log = Log::open(dir.path(), every_dirty_byte()).unwrap();
         assert_eq!(log.producer_state(5).map(|e| e.last_sequence()), Some(0));
@@ -1178,6 +1257,8 @@ mod tests {
             .unwrap();
         log.append_as_leader(BytesMut::from(&zstd.build().unwrap()[..]), 0)
             .unwrap();
+        // A tombstone and a record its own batch supersedes: the batch is rebuilt without it.
+        kv(&log, &[("x", Some("1")), ("g", None), ("x", Some("2"))], 0);
         log.roll().unwrap();
         let with_tombstones = |log: &Log| -> Vec<RecordBatchHeader> {
             batches(log)
@@ -1192,6 +1273,16 @@ mod tests {
                 .map(|(h, _)| h)
                 .collect()
         };
+        let timestamps = |log: &Log| -> Vec<(i64, i64)> {
+            batches(log)
+                .into_iter()
+                .flat_map(|(_, b)| {
+                    validate_batch(&b).unwrap();
+                    decode_records(&b, 1 << 20).unwrap().1
+                })
+                .map(|r| (r.offset, r.timestamp))
+                .collect()
+        };
 
         let stats = log.compact(100_000).unwrap();
         assert_eq!(
@@ -1200,42 +1291,51 @@ mod tests {
                 stats.tombstones_removed,
                 stats.horizons_set
             ),
-            (2, 0, 2)
+            (3, 0, 3)
         );
         let marked = with_tombstones(&log);
-        assert_eq!(marked.len(), 2);
+        assert_eq!(marked.len(), 3);
         assert!(marked
             .iter()
             .all(|h| h.delete_horizon_ms() == Some(101_000)));
         assert_eq!(marked[1].compression().unwrap(), Compression::Zstd);
-        let timestamps: Vec<(i64, i64)> = batches(&log)
-            .into_iter()
-            .flat_map(|(_, b)| {
-                validate_batch(&b).unwrap();
-                decode_records(&b, 1 << 20).unwrap().1
-            })
-            .map(|r| (r.offset, r.timestamp))
-            .collect();
-        assert_eq!(timestamps, vec![(2, 0), (3, 1), (4, 50), (5, 60)]);
+        assert_eq!(
+            timestamps(&log),
+            vec![(2, 0), (3, 1), (4, 50), (5, 60), (7, 1), (8, 2)]
+        );
 
-        // Before the horizon the tombstones stay and their batches are left as they are.
-        kv(&log, &[("e", Some("1"))], 100_500);
+        // Before the horizon the tombstones stay; batches rebuilt for other reasons keep the
+        // horizon they have.
+        kv(&log, &[("c", Some("new")), ("d", Some("new"))], 100_500);
         log.roll().unwrap();
         let stats = log.compact(100_999).unwrap();
-        assert_eq!((stats.tombstones_removed, stats.horizons_set), (0, 0));
-        assert_eq!(with_tombstones(&log), marked);
+        assert_eq!(
+            (
+                stats.records_removed,
+                stats.tombstones_removed,
+                stats.horizons_set
+            ),
+            (2, 0, 0)
+        );
+        let kept = with_tombstones(&log);
+        assert_eq!(kept.len(), 3);
+        assert!(kept.iter().all(|h| h.delete_horizon_ms() == Some(101_000)));
+        assert_eq!(
+            timestamps(&log),
+            vec![(2, 0), (4, 50), (7, 1), (8, 2), (9, 100_500), (10, 100_501)]
+        );
 
         // At the horizon they go; the records around them stay.
         kv(&log, &[("f", Some("1"))], 101_000);
         log.roll().unwrap();
-        assert_eq!(log.compact(101_000).unwrap().tombstones_removed, 2);
+        assert_eq!(log.compact(101_000).unwrap().tombstones_removed, 3);
         assert!(with_tombstones(&log).is_empty());
         let keys: Vec<Vec<u8>> = batches(&log)
             .into_iter()
             .flat_map(|(_, b)| decode_records(&b, 1 << 20).unwrap().1)
             .map(|r| r.key.unwrap().to_vec())
             .collect();
-        assert_eq!(keys, [b"c", b"d", b"e", b"f"]);
+        assert_eq!(keys, [b"x", b"c", b"d", b"f"]);
     }
 
     #[test]

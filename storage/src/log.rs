@@ -1040,11 +1040,22 @@ impl Log {
         self.producers.lock().first_unstable_offset()
     }
 
-    pub(crate) fn producer_last_offset(&self, producer_id: i64) -> Option<i64> {
-        self.producers
-            .lock()
-            .get(producer_id)
-            .map(|e| e.last_offset())
+    /// Whether `h` is the batch that holds its producer's state, which compaction keeps (as an
+    /// empty header if nothing else of it is left), as Kafka's cleaner does: the producer's last
+    /// data batch, or, when the producer has none (an epoch bump cleared them), a marker of its
+    /// current epoch.
+    pub(crate) fn is_producers_last_batch(&self, h: &RecordBatchHeader) -> bool {
+        if !h.has_producer_id() {
+            return false;
+        }
+        let producers = self.producers.lock();
+        let Some(entry) = producers.get(h.producer_id) else {
+            return false;
+        };
+        match entry.last_offset() {
+            -1 => h.is_control() && h.producer_epoch == entry.producer_epoch,
+            last => h.last_offset() == last,
+        }
     }
 }
 

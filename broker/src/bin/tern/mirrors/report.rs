@@ -89,17 +89,19 @@ async fn source_side(
         return Ok((hw, 0.0));
     }
     let records = source.batches(topic, partition, offset).await?;
+    // A compacted batch's base timestamp may be its delete horizon (KIP-534), not a record's
+    // time: its max timestamp is one then.
     let first_timestamp = BatchIter::new(&records)
         .filter_map(|b| b.ok())
-        .map(|(_, bytes)| bytes)
-        .find(|b| {
-            b.len() >= 61 && {
-                let base = i64::from_be_bytes(b[0..8].try_into().unwrap_or_default());
-                let last_delta = i32::from_be_bytes(b[23..27].try_into().unwrap_or_default());
-                base + last_delta as i64 >= offset
+        .map(|(h, _)| h)
+        .find(|h| h.last_offset() >= offset)
+        .map(|h| {
+            if h.has_delete_horizon() {
+                h.max_timestamp
+            } else {
+                h.base_timestamp
             }
-        })
-        .map(|b| i64::from_be_bytes(b[27..35].try_into().unwrap_or_default()));
+        });
     let lag = first_timestamp
         .map(|ts| ((at_ms - ts).max(0)) as f64 / 1000.0)
         .unwrap_or(0.0);
