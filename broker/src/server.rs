@@ -90,6 +90,12 @@ impl Server {
             broker.metrics.clone(),
             shutdown_rx.clone(),
         ));
+        tasks.push(crate::replication::offline_replicas::spawn(
+            broker.config.node_id,
+            broker.replicas.clone(),
+            broker.controller.clone(),
+            shutdown_rx.clone(),
+        ));
         broker.groups.spawn_ticker();
         broker.txns.spawn_timers();
         crate::share::ShareManager::spawn_flusher(Arc::downgrade(&broker));

@@ -147,6 +147,8 @@ pub enum Command {
     DescribeQuorum,
     /// A partition leader changes the ISR (AlterPartition).
     AlterPartition(crate::controller::AlterPartition),
+    /// A partition leader's replica went offline: hand the partition to another ISR member.
+    ReplicaOffline(crate::controller::ReplicaOffline),
     /// Elect leaders (ElectLeaders); all partitions when None.
     ElectLeaders {
         /// The partitions.
@@ -222,6 +224,7 @@ impl Command {
             Command::AllocateProducerIds => "AllocateProducerIds",
             Command::DescribeQuorum => "DescribeQuorum",
             Command::AlterPartition(_) => "AlterPartition",
+            Command::ReplicaOffline(_) => "ReplicaOffline",
             Command::ElectLeaders { .. } => "ElectLeaders",
             Command::AlterReassignments { .. } => "AlterReassignments",
             Command::RaiseLeaderEpoch { .. } => "RaiseLeaderEpoch",
@@ -246,6 +249,8 @@ pub enum Reply {
     Quorum(QuorumDescription),
     /// A partition's ISR and partition epoch after AlterPartition.
     Partition(Vec<i32>, i32),
+    /// A partition's leader now.
+    Leader(i32),
     /// Per-partition outcomes, in request order.
     PartitionResults(Vec<(crate::controller::TopicPartition, Result<(), WireError>)>),
 }

@@ -31,10 +31,12 @@ mod brokers;
 mod elections;
 mod forward;
 mod partitions;
+mod replica_offline;
 
 pub(crate) use elections::TopicPartition;
 pub use elections::{ElectionType, LeaderRebalance};
 pub use partitions::AlterPartition;
+pub use replica_offline::ReplicaOffline;
 
 use brokers::Liveness;
 
@@ -404,6 +406,7 @@ impl Controller {
             Command::AlterPartition(r) => self
                 .do_alter_partition(r)
                 .map(|(isr, epoch)| Reply::Partition(isr, epoch)),
+            Command::ReplicaOffline(r) => self.do_replica_offline(r).map(Reply::Leader),
             Command::RaiseLeaderEpoch {
                 topic_id,
                 partition,

@@ -25,7 +25,7 @@ pub use acls::{
 pub use commands::{BrokerRegistration, ReplicaDescription};
 pub use controller::{
     validate_topic_name, AlterPartition, Controller, ControllerConfig, CreateTopic, ElectionType,
-    LeaderRebalance,
+    LeaderRebalance, ReplicaOffline,
 };
 pub use image::{BrokerInfo, MetadataImage, PartitionInfo, ScramCredentialImage, TopicImage};
 pub use metadata_state::{LogEntry, MetadataState, SnapshotPayload};

@@ -12,6 +12,10 @@ disk is full:
    restart, as in Kafka, where the log dir goes offline): produce works again;
 4. the checker reads everything back: every acknowledged record exactly once, in order, bytes
    equal, and offsets without a gap or a duplicate.
+
+In a cluster of three, the leader whose disk fills hands its partitions to another in-sync
+replica, so the producer goes on there without an error it sees, and after the disk is freed
+and the broker restarted its replica catches up and rejoins the ISR.
 """
 
 import os
@@ -126,3 +130,66 @@ def test_full_disk_refuses_writes_and_loses_nothing(small_disk, tmp_path):
         assert len(got) == len(acked), f"read {len(got)}, acknowledged {len(acked)}"
     finally:
         tern.stop()
+
+
+def _leader_and_isr(bootstrap, topic):
+    md = AdminClient({"bootstrap.servers": bootstrap}).list_topics(topic, timeout=10)
+    p = md.topics[topic].partitions[0]
+    return p.leader, sorted(p.isrs)
+
+
+def test_a_cluster_leader_whose_disk_fills_hands_over_and_loses_nothing(small_disk, tmp_path):
+    from test_cluster import COMBINED, Cluster
+
+    cluster = Cluster(tmp_path / "cluster", {0: COMBINED, 1: COMBINED, 2: COMBINED})
+    # Node 1 keeps its logs on the small disk, its metadata log elsewhere.
+    cluster.nodes[1].extra.update({"log.dirs": str(small_disk / "logs"),
+                                   "metadata.log.dir": str(tmp_path / "node-1-metadata")})
+    cluster.start()
+    try:
+        bootstrap = cluster.bootstrap()
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        admin.create_topics([NewTopic("full-leader", num_partitions=1, replica_assignment=[[1, 2, 0]],
+                                      config={"min.insync.replicas": "2"})])["full-leader"].result(30)
+        deadline = time.time() + 30
+        while _leader_and_isr(bootstrap, "full-leader") != (1, [0, 1, 2]) and time.time() < deadline:
+            time.sleep(0.5)
+        assert _leader_and_isr(bootstrap, "full-leader") == (1, [0, 1, 2])
+        p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
+                      "linger.ms": 5, "message.timeout.ms": 60000})
+        acked, failed = [], []
+        produce_round(p, "full-leader", 500, acked, failed)
+        assert not failed and len(acked) == 500
+
+        # Fill node 1's disk: its next append fails and takes the replica offline.
+        with open(small_disk / "filler", "wb") as f:
+            try:
+                while True:
+                    f.write(b"\1" * (1 << 20))
+                    f.flush()
+            except OSError:
+                pass
+        produce_round(p, "full-leader", 1500, acked, failed)
+        assert not failed, f"the producer saw errors: {failed[:3]}"
+        assert len(acked) == 2000
+        leader, isr = _leader_and_isr(bootstrap, "full-leader")
+        assert leader == 2 and isr == [0, 2], (leader, isr)
+        assert "leadership moved to another in-sync replica" in cluster.nodes[1].log_text()
+
+        got = read_all(cluster.bootstrap(0, 2), "full-leader", len(acked))
+        assert [o for o, _ in got] == list(range(len(got))), "a gap or a duplicate in the offsets"
+        assert got == sorted(acked), f"read {len(got)} of {len(acked)} acknowledged"
+
+        # Freed and restarted, node 1 catches up and is in sync again.
+        (small_disk / "filler").unlink()
+        node = cluster.nodes[1]
+        node.terminate()
+        assert node.stop(timeout=30)
+        node.start()
+        deadline = time.time() + 60
+        while _leader_and_isr(bootstrap, "full-leader")[1] != [0, 1, 2] and time.time() < deadline:
+            time.sleep(0.5)
+        assert _leader_and_isr(bootstrap, "full-leader")[1] == [0, 1, 2]
+    finally:
+        cluster.stop()
+        cluster.report()

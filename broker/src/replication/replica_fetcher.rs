@@ -115,7 +115,13 @@ impl ReplicaFetcher {
                     core.next_wakeup_ms(now),
                 )
             };
-            let targets = unthrottled(&ctx, targets, now);
+            // A replica an I/O error took offline fetches nothing until a restart brings it
+            // back: it must not look caught up and rejoin the ISR (Kafka stops fetching for a
+            // failed log dir).
+            let targets: Vec<_> = unthrottled(&ctx, targets, now)
+                .into_iter()
+                .filter(|(_, p)| !p.log.is_offline())
+                .collect();
             if targets.is_empty() {
                 let wait = wakeup.map_or(Duration::from_secs(1), |t| {
                     Duration::from_millis((t - now).max(1) as u64)
