@@ -55,7 +55,8 @@ pub(crate) fn spawn(
             }
             let controller = controller.clone();
             // Controller calls block (they may wait for the quorum).
-            let _ = tokio::task::spawn_blocking(move || {
+            let refused = tokio::task::spawn_blocking(move || {
+                let mut refused = Vec::new();
                 for (p, report) in reports {
                     match controller.replica_offline(report) {
                         Ok(leader) if leader == node_id => tracing::warn!(
@@ -66,14 +67,23 @@ pub(crate) fn spawn(
                             topic = %p.topic, partition = p.index, leader,
                             "this replica is offline: leadership moved to another in-sync replica"
                         ),
-                        Err(e) => tracing::info!(
-                            topic = %p.topic, partition = p.index, error = %e,
-                            "reporting the offline replica was refused"
-                        ),
+                        Err(e) => {
+                            tracing::info!(
+                                topic = %p.topic, partition = p.index, error = %e,
+                                "reporting the offline replica failed; retrying"
+                            );
+                            refused.push((p.topic.clone(), p.index));
+                        }
                     }
                 }
+                refused
             })
-            .await;
+            .await
+            .unwrap_or_default();
+            // A controller moving or a report racing new metadata: ask again next round.
+            for key in refused {
+                reported.remove(&key);
+            }
         }
     })
 }
