@@ -1,6 +1,7 @@
-//! Leaders whose replica an I/O error took offline ask the controller to hand the partition to
-//! another in-sync replica (Kafka moves leadership off a failed log dir), so producers and
-//! consumers go on at the new leader while this broker's copy waits for a restart.
+//! Replicas an I/O error took offline are reported to the controller, as Kafka reports a failed
+//! log dir: a leader hands the partition to another in-sync replica, so producers and consumers
+//! go on there, and a follower leaves the ISR at once, so acks=all writes do not wait
+//! `replica.lag.time.max.ms` for it. This broker's copy waits for a restart.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -11,7 +12,7 @@ use tokio::sync::watch;
 
 use crate::replica_manager::ReplicaManager;
 
-/// How often leaders look for an offline replica of their own.
+/// How often the broker looks for an offline replica of its own.
 const CHECK_INTERVAL: Duration = Duration::from_millis(500);
 
 /// Runs until `shutdown` fires. A partition is reported once per (leader epoch, partition
@@ -31,7 +32,7 @@ pub(crate) fn spawn(
             }
             let mut reports = Vec::new();
             for p in replicas.all_partitions() {
-                if !p.is_leader() || !p.log.is_offline() {
+                if !p.log.is_offline() || !(p.is_leader() || p.in_sync(node_id)) {
                     continue;
                 }
                 let a = p.assignment();
@@ -63,9 +64,13 @@ pub(crate) fn spawn(
                             topic = %p.topic, partition = p.index,
                             "this replica is offline and no other in-sync replica is live: it stays leader, refusing writes"
                         ),
-                        Ok(leader) => tracing::warn!(
+                        Ok(leader) if p.is_leader() => tracing::warn!(
                             topic = %p.topic, partition = p.index, leader,
                             "this replica is offline: leadership moved to another in-sync replica"
+                        ),
+                        Ok(leader) => tracing::warn!(
+                            topic = %p.topic, partition = p.index, leader,
+                            "this replica is offline: it left the ISR"
                         ),
                         Err(e) => {
                             tracing::info!(

@@ -1,7 +1,6 @@
-//! A leader whose replica of a partition an I/O error took offline hands the partition to
-//! another in-sync replica, as Kafka's controller moves leadership off a failed log dir
-//! (KIP-858): the old leader leaves the ISR, and its replica stays out until it catches up
-//! again after a restart.
+//! A broker whose replica of a partition an I/O error took offline leaves the ISR at once, and
+//! as leader hands the partition to another in-sync replica, as Kafka's controller does for a
+//! failed log dir (KIP-858); the replica stays out until it catches up again after a restart.
 
 use std::collections::BTreeSet;
 
@@ -13,25 +12,25 @@ use super::partitions::{elect_from_isr, partition_record};
 use super::{unexpected, Controller};
 use crate::commands::{Command, Reply};
 
-/// A leader's report that its replica of a partition is offline.
+/// A replica's report that its copy of a partition is offline.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ReplicaOffline {
-    /// The leader reporting.
+    /// The broker reporting.
     pub broker_id: i32,
     /// Topic id.
     pub topic_id: Uuid,
     /// Partition index.
     pub partition: i32,
-    /// The leader epoch it leads at.
+    /// The leader epoch of its view of the partition.
     pub leader_epoch: i32,
 }
 
 impl Controller {
-    /// Moves the partition's leadership to the first live ISR member in replica order other
-    /// than the reporting leader, which leaves the ISR; answers the leader now. With no other
-    /// live in-sync replica nothing changes (the old leader keeps serving what its log can still
-    /// read): the answer is the reporter itself. NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH
-    /// when the reporter no longer leads at that epoch.
+    /// Takes the reporting replica out of the ISR; if it leads, leadership moves to the first
+    /// live ISR member in replica order other than it. Answers the leader now. A leader with no
+    /// other live in-sync replica, or the ISR's last member, stays (the old leader keeps serving
+    /// what its log can still read). NOT_LEADER_OR_FOLLOWER when the reporter is no replica,
+    /// FENCED_LEADER_EPOCH when its view of the partition is from another leader epoch.
     pub fn replica_offline(&self, report: ReplicaOffline) -> Result<i32, ApiError> {
         match self.submit(Command::ReplicaOffline(report))? {
             Reply::Leader(leader) => Ok(leader),
@@ -51,10 +50,10 @@ impl Controller {
                     format!("unknown partition {}-{}", r.topic_id, r.partition),
                 )
             })?;
-        if p.leader != r.broker_id {
+        if !p.replicas.contains(&r.broker_id) {
             return Err(ApiError::new(
                 ResponseError::NotLeaderOrFollower,
-                format!("broker {} does not lead this partition", r.broker_id),
+                format!("broker {} is not a replica of this partition", r.broker_id),
             ));
         }
         if r.leader_epoch != p.leader_epoch {
@@ -77,6 +76,21 @@ impl Controller {
             .copied()
             .filter(|b| *b != r.broker_id)
             .collect();
+        if p.leader != r.broker_id {
+            // A follower: out of the ISR now, rather than after replica.lag.time.max.ms.
+            if isr.is_empty() || isr.len() == p.isr.len() {
+                return Ok(p.leader);
+            }
+            self.commit(vec![partition_record(
+                r.topic_id,
+                r.partition,
+                p,
+                isr,
+                p.leader,
+                p.leader_epoch,
+            )])?;
+            return Ok(p.leader);
+        }
         let leader = elect_from_isr(p, &isr, &live);
         if leader == -1 {
             return Ok(r.broker_id);
@@ -132,21 +146,35 @@ mod tests {
             partition: 0,
             leader_epoch,
         };
-        // Only the leader, at its epoch, may report.
+        // Only a replica, at the current leader epoch, may report.
         let err = |r: Result<i32, ApiError>| r.unwrap_err().error;
+        let other = create("other", vec![1]);
         assert_eq!(
-            err(c.replica_offline(report(3, p.leader_epoch))),
+            err(c.replica_offline(ReplicaOffline {
+                topic_id: other,
+                ..report(2, p.leader_epoch)
+            })),
             ResponseError::NotLeaderOrFollower
         );
         assert_eq!(
             err(c.replica_offline(report(2, p.leader_epoch - 1))),
             ResponseError::FencedLeaderEpoch
         );
+        // A follower leaves the ISR; the leader and its epoch stay.
+        assert_eq!(c.replica_offline(report(1, p.leader_epoch)), Ok(2));
+        let now = c.image().topics[&topic_id].partitions[&0].clone();
+        assert_eq!((now.leader, now.isr.clone()), (2, vec![2, 3]));
+        assert_eq!(now.leader_epoch, p.leader_epoch);
+        assert_eq!(now.partition_epoch, p.partition_epoch + 1);
+        // The leader hands over to the next in-sync replica in replica order.
         assert_eq!(c.replica_offline(report(2, p.leader_epoch)), Ok(3));
         let now = c.image().topics[&topic_id].partitions[&0].clone();
-        assert_eq!((now.leader, now.isr), (3, vec![3, 1]));
+        assert_eq!((now.leader, now.isr.clone()), (3, vec![3]));
         assert_eq!(now.leader_epoch, p.leader_epoch + 1);
-        assert_eq!(now.partition_epoch, p.partition_epoch + 1);
+        assert_eq!(now.partition_epoch, p.partition_epoch + 2);
+        // The last member stays.
+        assert_eq!(c.replica_offline(report(3, now.leader_epoch)), Ok(3));
+        assert_eq!(c.image().topics[&topic_id].partitions[&0], now);
 
         // Alone in the ISR: nothing moves, the reporter stays leader.
         let alone = create("alone", vec![1]);
