@@ -138,30 +138,41 @@ def _leader_and_isr(bootstrap, topic):
     return p.leader, sorted(p.isrs)
 
 
-def test_a_cluster_leader_whose_disk_fills_hands_over_and_loses_nothing(small_disk, tmp_path):
+@pytest.mark.parametrize("role", ["leader", "follower"])
+def test_a_cluster_replica_whose_disk_fills_steps_aside_and_loses_nothing(small_disk, tmp_path, role):
+    """Node 1 keeps its logs on the small disk and is the partition's leader or a follower.
+    Its disk fills mid-stream: as leader it hands the partition to the next in-sync replica; as
+    follower it leaves the ISR at once (replica.lag.time.max.ms is ten minutes here, so the lag
+    rule cannot be what drops it). Either way the idempotent acks=all producer sees no error,
+    every acknowledged record is read back once and in order, and after the disk is freed and
+    node 1 restarted it is in sync again."""
     from test_cluster import COMBINED, Cluster
 
-    cluster = Cluster(tmp_path / "cluster", {0: COMBINED, 1: COMBINED, 2: COMBINED})
-    # Node 1 keeps its logs on the small disk, its metadata log elsewhere.
+    cluster = Cluster(tmp_path / "cluster", {0: COMBINED, 1: COMBINED, 2: COMBINED},
+                      {"replica.lag.time.max.ms": "600000"})
     cluster.nodes[1].extra.update({"log.dirs": str(small_disk / "logs"),
                                    "metadata.log.dir": str(tmp_path / "node-1-metadata")})
     cluster.start()
+    replicas, leader_after, said = {
+        "leader": ([1, 2, 0], 2, "leadership moved to another in-sync replica"),
+        "follower": ([2, 1, 0], 2, "it left the ISR"),
+    }[role]
     try:
         bootstrap = cluster.bootstrap()
         admin = AdminClient({"bootstrap.servers": bootstrap})
-        admin.create_topics([NewTopic("full-leader", num_partitions=1, replica_assignment=[[1, 2, 0]],
-                                      config={"min.insync.replicas": "2"})])["full-leader"].result(30)
+        admin.create_topics([NewTopic("full", num_partitions=1, replica_assignment=[replicas],
+                                      config={"min.insync.replicas": "2"})])["full"].result(30)
         deadline = time.time() + 30
-        while _leader_and_isr(bootstrap, "full-leader") != (1, [0, 1, 2]) and time.time() < deadline:
+        while _leader_and_isr(bootstrap, "full") != (replicas[0], [0, 1, 2]) and time.time() < deadline:
             time.sleep(0.5)
-        assert _leader_and_isr(bootstrap, "full-leader") == (1, [0, 1, 2])
+        assert _leader_and_isr(bootstrap, "full") == (replicas[0], [0, 1, 2])
         p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
                       "linger.ms": 5, "message.timeout.ms": 60000})
         acked, failed = [], []
-        produce_round(p, "full-leader", 500, acked, failed)
+        produce_round(p, "full", 500, acked, failed)
         assert not failed and len(acked) == 500
 
-        # Fill node 1's disk: its next append fails and takes the replica offline.
+        # Fill node 1's disk: its next append fails and takes its replica offline.
         with open(small_disk / "filler", "wb") as f:
             try:
                 while True:
@@ -169,14 +180,13 @@ def test_a_cluster_leader_whose_disk_fills_hands_over_and_loses_nothing(small_di
                     f.flush()
             except OSError:
                 pass
-        produce_round(p, "full-leader", 1500, acked, failed)
+        produce_round(p, "full", 1500, acked, failed)
         assert not failed, f"the producer saw errors: {failed[:3]}"
         assert len(acked) == 2000
-        leader, isr = _leader_and_isr(bootstrap, "full-leader")
-        assert leader == 2 and isr == [0, 2], (leader, isr)
-        assert "leadership moved to another in-sync replica" in cluster.nodes[1].log_text()
+        assert _leader_and_isr(bootstrap, "full") == (leader_after, [0, 2])
+        assert said in cluster.nodes[1].log_text()
 
-        got = read_all(cluster.bootstrap(0, 2), "full-leader", len(acked))
+        got = read_all(cluster.bootstrap(0, 2), "full", len(acked))
         assert [o for o, _ in got] == list(range(len(got))), "a gap or a duplicate in the offsets"
         assert got == sorted(acked), f"read {len(got)} of {len(acked)} acknowledged"
 
@@ -187,9 +197,9 @@ def test_a_cluster_leader_whose_disk_fills_hands_over_and_loses_nothing(small_di
         assert node.stop(timeout=30)
         node.start()
         deadline = time.time() + 60
-        while _leader_and_isr(bootstrap, "full-leader")[1] != [0, 1, 2] and time.time() < deadline:
+        while _leader_and_isr(bootstrap, "full")[1] != [0, 1, 2] and time.time() < deadline:
             time.sleep(0.5)
-        assert _leader_and_isr(bootstrap, "full-leader")[1] == [0, 1, 2]
+        assert _leader_and_isr(bootstrap, "full")[1] == [0, 1, 2]
     finally:
         cluster.stop()
         cluster.report()
