@@ -251,6 +251,7 @@ impl ReplicaManager {
             leader: p.leader,
             leader_epoch: p.leader_epoch,
             partition_epoch: p.partition_epoch,
+            offline: p.offline.clone(),
         };
         let leader = p.leader == self.node_id;
         let tp = (partition.topic.clone(), partition.index);
@@ -266,10 +267,10 @@ impl ReplicaManager {
             .store(p.leader_epoch as i64, Ordering::Release);
         let was_leader = partition.is_leader.swap(leader, Ordering::AcqRel);
         match change {
-            RoleChange::BecameFollower(l) if l >= 0 => {
-                self.fetchers
-                    .add_partition(tp, l, p.leader_epoch, partition.clone())
-            }
+            // A replica an I/O error took offline fetches nothing until a restart.
+            RoleChange::BecameFollower(l) if l >= 0 && !partition.log.is_offline() => self
+                .fetchers
+                .add_partition(tp, l, p.leader_epoch, partition.clone()),
             RoleChange::BecameFollower(_) => self.fetchers.remove_partition(&tp),
             RoleChange::BecameLeader | RoleChange::None => {}
         }

@@ -55,6 +55,9 @@ pub struct PartitionInfo {
     pub adding: Vec<i32>,
     /// Replicas a reassignment removes once the added ones are in sync.
     pub removing: Vec<i32>,
+    /// Replicas an I/O error took offline, until their broker restarts: never elected, never
+    /// back in the ISR meanwhile.
+    pub offline: Vec<i32>,
 }
 
 impl PartitionInfo {
@@ -155,6 +158,18 @@ impl MetadataImage {
                 endpoints,
                 incarnation_id,
             } => {
+                // A new incarnation is a restart: its logs were opened again.
+                let restarted = self
+                    .brokers
+                    .get(broker_id)
+                    .is_none_or(|b| b.incarnation_id != *incarnation_id);
+                if restarted {
+                    for topic in self.topics.values_mut() {
+                        for p in topic.partitions.values_mut() {
+                            p.offline.retain(|b| b != broker_id);
+                        }
+                    }
+                }
                 self.brokers.insert(
                     *broker_id,
                     BrokerInfo {
@@ -167,6 +182,21 @@ impl MetadataImage {
                         fenced: false,
                     },
                 );
+            }
+            MetadataRecord::ReplicaOffline {
+                topic_id,
+                partition,
+                broker_id,
+            } => {
+                if let Some(p) = self
+                    .topics
+                    .get_mut(topic_id)
+                    .and_then(|t| t.partitions.get_mut(partition))
+                {
+                    if !p.offline.contains(broker_id) {
+                        p.offline.push(*broker_id);
+                    }
+                }
             }
             MetadataRecord::FenceBroker { broker_id } => {
                 if let Some(b) = self.brokers.get_mut(broker_id) {
@@ -204,11 +234,12 @@ impl MetadataImage {
                 partition_epoch,
             } => {
                 if let Some(topic) = self.topics.get_mut(topic_id) {
-                    // A reassignment in progress outlives leader and ISR changes.
-                    let (adding, removing) = topic
+                    // A reassignment in progress and offline replicas outlive leader and ISR
+                    // changes.
+                    let (adding, removing, offline) = topic
                         .partitions
                         .remove(partition)
-                        .map(|p| (p.adding, p.removing))
+                        .map(|p| (p.adding, p.removing, p.offline))
                         .unwrap_or_default();
                     topic.partitions.insert(
                         *partition,
@@ -220,6 +251,7 @@ impl MetadataImage {
                             partition_epoch: *partition_epoch,
                             adding,
                             removing,
+                            offline,
                         },
                     );
                 }
@@ -360,6 +392,13 @@ impl MetadataImage {
                     leader_epoch: p.leader_epoch,
                     partition_epoch: p.partition_epoch,
                 });
+                for &broker_id in &p.offline {
+                    records.push(MetadataRecord::ReplicaOffline {
+                        topic_id: topic.id,
+                        partition,
+                        broker_id,
+                    });
+                }
                 if p.reassigning() {
                     records.push(MetadataRecord::PartitionReassignment {
                         topic_id: topic.id,

@@ -165,4 +165,14 @@ pub enum MetadataRecord {
         /// The ACL's id.
         id: Uuid,
     },
+    /// A broker's replica of a partition is offline (an I/O error) until the broker restarts
+    /// (Kafka's offline log dir): never elected leader, never back in the ISR meanwhile.
+    ReplicaOffline {
+        /// Topic id.
+        topic_id: Uuid,
+        /// Partition index.
+        partition: i32,
+        /// The broker whose replica it is.
+        broker_id: i32,
+    },
 }

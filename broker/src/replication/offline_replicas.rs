@@ -1,22 +1,28 @@
 //! Replicas an I/O error took offline are reported to the controller, as Kafka reports a failed
 //! log dir: a leader hands the partition to another in-sync replica, so producers and consumers
 //! go on there, and a follower leaves the ISR at once, so acks=all writes do not wait
-//! `replica.lag.time.max.ms` for it. This broker's copy waits for a restart.
+//! `replica.lag.time.max.ms` for it. The controller keeps the replica out of elections and the
+//! ISR until this broker restarts.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use tern_controller::{Controller, ReplicaOffline};
+use tern_protocol::error::ResponseError;
 use tokio::sync::watch;
+use uuid::Uuid;
 
 use crate::replica_manager::ReplicaManager;
 
 /// How often the broker looks for an offline replica of its own.
 const CHECK_INTERVAL: Duration = Duration::from_millis(500);
 
-/// Runs until `shutdown` fires. A partition is reported once per (leader epoch, partition
-/// epoch): again after its ISR changes, when another replica may have caught up.
+/// What a round tells the controller about one partition: (leader epoch, partition epoch) of
+/// the view reported, so a partition is reported again once its leadership or ISR changes.
+type Reported = HashMap<(Uuid, i32), (i32, i32)>;
+
+/// Runs until `shutdown` fires.
 pub(crate) fn spawn(
     node_id: i32,
     replicas: Arc<ReplicaManager>,
@@ -24,71 +30,114 @@ pub(crate) fn spawn(
     mut shutdown: watch::Receiver<bool>,
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
-        let mut reported: HashMap<(String, i32), (i32, i32)> = HashMap::new();
+        let mut reported = Reported::new();
         loop {
             tokio::select! {
                 _ = tokio::time::sleep(CHECK_INTERVAL) => {}
                 _ = shutdown.changed() => return,
             }
-            let mut reports = Vec::new();
-            for p in replicas.all_partitions() {
-                if !p.log.is_offline() || !(p.is_leader() || p.in_sync(node_id)) {
-                    continue;
-                }
-                let a = p.assignment();
-                let key = (p.topic.clone(), p.index);
-                if reported.get(&key) == Some(&(a.leader_epoch, a.partition_epoch)) {
-                    continue;
-                }
-                reported.insert(key, (a.leader_epoch, a.partition_epoch));
-                reports.push((
-                    p.clone(),
-                    ReplicaOffline {
-                        broker_id: node_id,
-                        topic_id: p.topic_id,
-                        partition: p.index,
-                        leader_epoch: a.leader_epoch,
-                    },
-                ));
-            }
+            let reports = to_report(node_id, &replicas, &mut reported);
             if reports.is_empty() {
                 continue;
             }
             let controller = controller.clone();
+            let stopping = shutdown.clone();
             // Controller calls block (they may wait for the quorum).
-            let refused = tokio::task::spawn_blocking(move || {
-                let mut refused = Vec::new();
-                for (p, report) in reports {
-                    match controller.replica_offline(report) {
-                        Ok(leader) if leader == node_id => tracing::warn!(
-                            topic = %p.topic, partition = p.index,
-                            "this replica is offline and no other in-sync replica is live: it stays leader, refusing writes"
-                        ),
-                        Ok(leader) if p.is_leader() => tracing::warn!(
-                            topic = %p.topic, partition = p.index, leader,
-                            "this replica is offline: leadership moved to another in-sync replica"
-                        ),
-                        Ok(leader) => tracing::warn!(
-                            topic = %p.topic, partition = p.index, leader,
-                            "this replica is offline: it left the ISR"
-                        ),
-                        Err(e) => {
-                            tracing::info!(
-                                topic = %p.topic, partition = p.index, error = %e,
-                                "reporting the offline replica failed; retrying"
-                            );
-                            refused.push((p.topic.clone(), p.index));
-                        }
-                    }
-                }
-                refused
-            })
-            .await
-            .unwrap_or_default();
-            // A controller moving or a report racing new metadata: ask again next round.
-            for key in refused {
+            let retry =
+                tokio::task::spawn_blocking(move || send(node_id, &controller, reports, &stopping))
+                    .await
+                    .unwrap_or_default();
+            for key in retry {
                 reported.remove(&key);
             }
         }
     })
+}
+
+/// The offline replicas this broker leads or is in sync for that it has not reported at their
+/// current epochs; forgets partitions no longer offline here.
+fn to_report(
+    node_id: i32,
+    replicas: &ReplicaManager,
+    reported: &mut Reported,
+) -> Vec<(Arc<crate::replica_manager::Partition>, ReplicaOffline)> {
+    let offline: Vec<_> = replicas
+        .all_partitions()
+        .into_iter()
+        .filter(|p| p.log.is_offline())
+        .collect();
+    reported.retain(|key, _| offline.iter().any(|p| (p.topic_id, p.index) == *key));
+    let mut reports = Vec::new();
+    for p in offline {
+        if !(p.is_leader() || p.in_sync(node_id)) {
+            continue;
+        }
+        let a = p.assignment();
+        let view = (a.leader_epoch, a.partition_epoch);
+        if reported.insert((p.topic_id, p.index), view) == Some(view) {
+            continue;
+        }
+        let report = ReplicaOffline {
+            broker_id: node_id,
+            topic_id: p.topic_id,
+            partition: p.index,
+            leader_epoch: a.leader_epoch,
+        };
+        reports.push((p, report));
+    }
+    reports
+}
+
+/// Sends the reports one by one until `stopping`; answers those to send again next round (the
+/// controller was unreachable or moving; a report refused for a stale view waits for the new
+/// one).
+fn send(
+    node_id: i32,
+    controller: &Controller,
+    reports: Vec<(Arc<crate::replica_manager::Partition>, ReplicaOffline)>,
+    stopping: &watch::Receiver<bool>,
+) -> Vec<(Uuid, i32)> {
+    let mut retry = Vec::new();
+    for (p, report) in reports {
+        let key = (p.topic_id, p.index);
+        if *stopping.borrow() {
+            retry.push(key);
+            continue;
+        }
+        match controller.replica_offline(report) {
+            Ok(leader) if leader == node_id => tracing::warn!(
+                topic = %p.topic, partition = p.index,
+                "this replica is offline and no other in-sync replica is live: it stays leader, refusing writes"
+            ),
+            Ok(leader) if p.is_leader() => tracing::warn!(
+                topic = %p.topic, partition = p.index, leader,
+                "this replica is offline: leadership moved to another in-sync replica"
+            ),
+            Ok(leader) => tracing::warn!(
+                topic = %p.topic, partition = p.index, leader,
+                "this replica is offline: it left the ISR"
+            ),
+            Err(e)
+                if matches!(
+                    e.error,
+                    ResponseError::NotLeaderOrFollower
+                        | ResponseError::FencedLeaderEpoch
+                        | ResponseError::UnknownTopicOrPartition
+                ) =>
+            {
+                tracing::debug!(
+                    topic = %p.topic, partition = p.index, error = %e,
+                    "offline replica report refused; waiting for newer metadata"
+                )
+            }
+            Err(e) => {
+                tracing::info!(
+                    topic = %p.topic, partition = p.index, error = %e,
+                    "reporting the offline replica failed; retrying"
+                );
+                retry.push(key);
+            }
+        }
+    }
+    retry
 }

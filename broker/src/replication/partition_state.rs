@@ -42,6 +42,8 @@ pub struct Assignment {
     pub leader_epoch: i32,
     /// Partition epoch (bumped on every change).
     pub partition_epoch: i32,
+    /// Replicas whose copy is offline until their broker restarts: never added to the ISR.
+    pub offline: Vec<i32>,
 }
 
 /// A partition's replication state on this broker.
@@ -227,7 +229,7 @@ impl PartitionState {
         }
         let mut isr = self.assignment.isr.clone();
         for r in &self.assignment.replicas {
-            if isr.contains(r) {
+            if isr.contains(r) || self.assignment.offline.contains(r) {
                 continue;
             }
             if self.followers.get(r).is_some_and(|f| {
@@ -255,6 +257,7 @@ mod tests {
                 leader: 1,
                 leader_epoch: 5,
                 partition_epoch: 9,
+                offline: vec![],
             },
             100,
             1_000,

@@ -183,14 +183,17 @@ impl Controller {
                 }
             }
         }
-        records.push(MetadataRecord::RegisterBroker {
+        let register = MetadataRecord::RegisterBroker {
             broker_id: r.broker_id,
             host: first.map(|e| e.host.clone()).unwrap_or_default(),
             port: first.map(|e| e.port).unwrap_or(0),
             rack: r.rack.clone(),
             endpoints: r.endpoints.clone(),
             incarnation_id: Some(r.incarnation_id),
-        });
+        };
+        // Registered, a restarted broker's replicas are no longer offline: it may lead again.
+        registered_on.apply(&register);
+        records.push(register);
         records.extend(elect_leaders_for_returning(&registered_on, r.broker_id));
         self.commit(records)
     }

@@ -563,6 +563,7 @@ mod tests {
             partition_epoch: 5,
             adding: vec![],
             removing: vec![],
+            offline: vec![],
         }
     }
 

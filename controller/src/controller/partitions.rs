@@ -97,6 +97,12 @@ impl Controller {
                     format!("replica {added} is not a live replica of the partition"),
                 ));
             }
+            if p.offline.contains(added) {
+                return Err(ApiError::new(
+                    ResponseError::IneligibleReplica,
+                    format!("replica {added} is offline until its broker restarts"),
+                ));
+            }
         }
         // Keep the replicas' order, so the ISR reads the same on every broker.
         let isr: Vec<i32> = p
@@ -197,19 +203,24 @@ pub(super) fn partition_record(
 }
 
 /// The leader Kafka elects from an ISR: the first replica, in assignment order (the preferred
-/// leader first), that is in the ISR and in `live`.
+/// leader first), that is in the ISR and in `live`, and whose copy is not offline.
 pub(super) fn elect_from_isr(p: &PartitionInfo, isr: &[i32], live: &BTreeSet<i32>) -> i32 {
     p.replicas
         .iter()
         .copied()
-        .find(|r| isr.contains(r) && live.contains(r))
+        .find(|r| isr.contains(r) && live.contains(r) && !p.offline.contains(r))
         .unwrap_or(-1)
 }
 
-/// With no live in-sync replica and unclean election allowed, the first live replica leads and
-/// is the whole ISR: whatever only the old ISR had is lost (Kafka's unclean election).
+/// With no live in-sync replica and unclean election allowed, the first live replica whose copy
+/// is not offline leads and is the whole ISR: whatever only the old ISR had is lost (Kafka's
+/// unclean election).
 pub(super) fn elect_unclean(p: &PartitionInfo, live: &BTreeSet<i32>) -> Option<(i32, Vec<i32>)> {
-    let leader = p.replicas.iter().copied().find(|r| live.contains(r))?;
+    let leader = p
+        .replicas
+        .iter()
+        .copied()
+        .find(|r| live.contains(r) && !p.offline.contains(r))?;
     Some((leader, vec![leader]))
 }
 
@@ -283,7 +294,7 @@ pub(super) fn elect_leaders_for_returning(
     let mut records = Vec::new();
     for topic in image.topics.values() {
         for (&partition, p) in &topic.partitions {
-            if p.leader >= 0 || !p.isr.contains(&broker_id) {
+            if p.leader >= 0 || !p.isr.contains(&broker_id) || p.offline.contains(&broker_id) {
                 continue;
             }
             records.push(partition_record(
@@ -352,6 +363,7 @@ mod tests {
             partition_epoch: 7,
             adding: vec![],
             removing: vec![],
+            offline: vec![],
         }
     }
 

@@ -11,6 +11,7 @@ use uuid::Uuid;
 use super::partitions::{elect_from_isr, partition_record};
 use super::{unexpected, Controller};
 use crate::commands::{Command, Reply};
+use crate::records::MetadataRecord;
 
 /// A replica's report that its copy of a partition is offline.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -26,10 +27,11 @@ pub struct ReplicaOffline {
 }
 
 impl Controller {
-    /// Takes the reporting replica out of the ISR; if it leads, leadership moves to the first
-    /// live ISR member in replica order other than it. Answers the leader now. A leader with no
-    /// other live in-sync replica, or the ISR's last member, stays (the old leader keeps serving
-    /// what its log can still read). NOT_LEADER_OR_FOLLOWER when the reporter is no replica,
+    /// Marks the reporting replica offline until its broker restarts (never elected, never
+    /// added back to the ISR meanwhile) and takes it out of the ISR; if it leads, leadership
+    /// moves to the first live ISR member in replica order other than it. Answers the leader
+    /// now. A leader with no other live in-sync replica, or the ISR's last member, stays (the
+    /// old leader keeps serving what its log can still read). NOT_LEADER_OR_FOLLOWER when the reporter is no replica,
     /// FENCED_LEADER_EPOCH when its view of the partition is from another leader epoch.
     pub fn replica_offline(&self, report: ReplicaOffline) -> Result<i32, ApiError> {
         match self.submit(Command::ReplicaOffline(report))? {
@@ -70,39 +72,44 @@ impl Controller {
             .into_iter()
             .filter(|b| *b != r.broker_id)
             .collect();
-        let isr: Vec<i32> = p
+        let mut isr: Vec<i32> = p
             .isr
             .iter()
             .copied()
             .filter(|b| *b != r.broker_id)
             .collect();
-        if p.leader != r.broker_id {
-            // A follower: out of the ISR now, rather than after replica.lag.time.max.ms.
-            if isr.is_empty() || isr.len() == p.isr.len() {
-                return Ok(p.leader);
+        let mut leader = p.leader;
+        let mut leader_epoch = p.leader_epoch;
+        if p.leader == r.broker_id {
+            match elect_from_isr(p, &isr, &live) {
+                // Nobody to hand over to: it stays leader and in the ISR.
+                -1 => isr.clone_from(&p.isr),
+                next => (leader, leader_epoch) = (next, p.leader_epoch + 1),
             }
-            self.commit(vec![partition_record(
+        } else if isr.is_empty() {
+            isr.clone_from(&p.isr);
+        }
+        let mut records = Vec::new();
+        if isr != p.isr || leader != p.leader {
+            records.push(partition_record(
                 r.topic_id,
                 r.partition,
                 p,
                 isr,
-                p.leader,
-                p.leader_epoch,
-            )])?;
-            return Ok(p.leader);
+                leader,
+                leader_epoch,
+            ));
         }
-        let leader = elect_from_isr(p, &isr, &live);
-        if leader == -1 {
-            return Ok(r.broker_id);
+        if !p.offline.contains(&r.broker_id) {
+            records.push(MetadataRecord::ReplicaOffline {
+                topic_id: r.topic_id,
+                partition: r.partition,
+                broker_id: r.broker_id,
+            });
         }
-        self.commit(vec![partition_record(
-            r.topic_id,
-            r.partition,
-            p,
-            isr,
-            leader,
-            p.leader_epoch + 1,
-        )])?;
+        if !records.is_empty() {
+            self.commit(records)?;
+        }
         Ok(leader)
     }
 }
@@ -115,10 +122,11 @@ mod tests {
     fn an_offline_leader_hands_over_to_the_next_in_sync_replica() {
         let dir = tempfile::tempdir().unwrap();
         let c = crate::controller::acl_tests::open(dir.path());
+        let incarnations: Vec<Uuid> = (0..=3).map(|_| Uuid::new_v4()).collect();
         for b in 1..=3 {
             c.register_broker(crate::BrokerRegistration {
                 broker_id: b,
-                incarnation_id: Uuid::new_v4(),
+                incarnation_id: incarnations[b as usize],
                 endpoints: vec![],
                 rack: None,
             })
@@ -172,9 +180,48 @@ mod tests {
         assert_eq!((now.leader, now.isr.clone()), (3, vec![3]));
         assert_eq!(now.leader_epoch, p.leader_epoch + 1);
         assert_eq!(now.partition_epoch, p.partition_epoch + 2);
-        // The last member stays.
+        assert_eq!(now.offline, vec![1, 2]);
+        // The last member stays leader and in the ISR, its copy offline.
         assert_eq!(c.replica_offline(report(3, now.leader_epoch)), Ok(3));
-        assert_eq!(c.image().topics[&topic_id].partitions[&0], now);
+        let last = c.image().topics[&topic_id].partitions[&0].clone();
+        assert_eq!(
+            (last.leader, last.isr, last.offline),
+            (3, vec![3], vec![1, 2, 3])
+        );
+        // An offline replica is not taken back into the ISR.
+        let err = c
+            .alter_partition(crate::AlterPartition {
+                broker_id: 3,
+                topic_id,
+                partition: 0,
+                leader_epoch: last.leader_epoch,
+                partition_epoch: last.partition_epoch,
+                new_isr: vec![3, 1],
+            })
+            .unwrap_err();
+        assert_eq!(err.error, ResponseError::IneligibleReplica);
+        // A restart (a new incarnation) brings broker 1's replica back into play.
+        let restart = |old: Uuid| {
+            c.controlled_shutdown(1, old).unwrap();
+            let new = Uuid::new_v4();
+            c.register_broker(crate::BrokerRegistration {
+                broker_id: 1,
+                incarnation_id: new,
+                endpoints: vec![],
+                rack: None,
+            })
+            .unwrap();
+            new
+        };
+        let incarnation = restart(incarnations[1]);
+        assert_eq!(
+            c.image().topics[&topic_id].partitions[&0].offline,
+            vec![2, 3]
+        );
+        // A snapshot keeps what is offline.
+        let image = c.image();
+        let rebuilt = crate::MetadataImage::from_records(&image.to_records(), image.offset);
+        assert_eq!(rebuilt.topics[&topic_id].partitions[&0].offline, vec![2, 3]);
 
         // Alone in the ISR: nothing moves, the reporter stays leader.
         let alone = create("alone", vec![1]);
@@ -191,5 +238,10 @@ mod tests {
             (after.leader, after.isr, after.leader_epoch),
             (p.leader, p.isr, p.leader_epoch)
         );
+        assert_eq!(after.offline, vec![1]);
+        // Its only replica back after a restart, the partition has its leader again.
+        restart(incarnation);
+        let back = c.image().topics[&alone].partitions[&0].clone();
+        assert_eq!((back.leader, back.offline), (1, vec![]));
     }
 }
