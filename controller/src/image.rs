@@ -469,13 +469,13 @@ impl MetadataImage {
             .collect()
     }
 
-    /// The replicas of `p` on brokers that are fenced or not registered (Metadata's
-    /// offline replicas).
+    /// The replicas of `p` on brokers that are fenced or not registered, or that an I/O error
+    /// took offline (Metadata's offline replicas).
     pub fn offline_replicas(&self, p: &PartitionInfo) -> Vec<i32> {
         p.replicas
             .iter()
             .copied()
-            .filter(|r| self.brokers.get(r).is_none_or(|b| b.fenced))
+            .filter(|r| p.offline.contains(r) || self.brokers.get(r).is_none_or(|b| b.fenced))
             .collect()
     }
 

@@ -138,6 +138,19 @@ def _leader_and_isr(bootstrap, topic):
     return p.leader, sorted(p.isrs)
 
 
+def _offline_replicas(bootstrap, topic):
+    """Metadata's offline_replicas of partition 0 (kafka-python's admin client asks v5+)."""
+    from kafka.admin import KafkaAdminClient
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=15000)
+    try:
+        (described,) = admin.describe_topics([topic])
+    finally:
+        admin.close()
+    (p,) = described["partitions"]
+    return sorted(p["offline_replicas"])
+
+
 @pytest.mark.parametrize("role", ["leader", "follower"])
 def test_a_cluster_replica_whose_disk_fills_steps_aside_and_loses_nothing(small_disk, tmp_path, role):
     """Node 1 keeps its logs on the small disk and is the partition's leader or a follower.
@@ -185,6 +198,8 @@ def test_a_cluster_replica_whose_disk_fills_steps_aside_and_loses_nothing(small_
         assert len(acked) == 2000
         assert _leader_and_isr(bootstrap, "full") == (leader_after, [0, 2])
         assert said in cluster.nodes[1].log_text()
+        # Metadata names the replica offline, as Kafka names one on a failed log dir.
+        assert _offline_replicas(bootstrap, "full") == [1]
 
         got = read_all(cluster.bootstrap(0, 2), "full", len(acked))
         assert [o for o, _ in got] == list(range(len(got))), "a gap or a duplicate in the offsets"
@@ -200,6 +215,7 @@ def test_a_cluster_replica_whose_disk_fills_steps_aside_and_loses_nothing(small_
         while _leader_and_isr(bootstrap, "full")[1] != [0, 1, 2] and time.time() < deadline:
             time.sleep(0.5)
         assert _leader_and_isr(bootstrap, "full")[1] == [0, 1, 2]
+        assert _offline_replicas(bootstrap, "full") == []
     finally:
         cluster.stop()
         cluster.report()
