@@ -48,7 +48,7 @@ pub struct Broker {
     /// This broker's advertised (listener name, host, port), ports filled in after binding.
     endpoints: parking_lot::RwLock<Vec<(String, String, u16)>>,
     /// Random per process start: tells this process apart from another with the same node id.
-    incarnation_id: uuid::Uuid,
+    pub(crate) incarnation_id: uuid::Uuid,
     /// Followers' fetchers.
     pub fetchers: Arc<ReplicaFetcherManager>,
     /// Counters for `/metrics`.

@@ -92,6 +92,7 @@ impl Server {
         ));
         tasks.push(crate::replication::offline_replicas::spawn(
             broker.config.node_id,
+            broker.incarnation_id,
             broker.replicas.clone(),
             broker.controller.clone(),
             shutdown_rx.clone(),

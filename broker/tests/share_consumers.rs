@@ -517,7 +517,16 @@ async fn group_configs_set_where_share_partitions_start_and_what_they_deliver() 
     .await;
     assert_eq!(r.responses[0].partition_responses[0].error_code, 0);
     assert_eq!(end(&mut c, "tx", pid, epoch, false).await, 0);
-    assert_eq!(add_partition(&mut c, "tx", pid, epoch, TOPIC, 3).await, 0);
+    // The abort's markers are written after EndTxn answers: until then the coordinator answers
+    // CONCURRENT_TRANSACTIONS, and a producer retries (as Kafka's does).
+    let added = wait_until("the abort's markers", async || {
+        match add_partition(&mut c, "tx", pid, epoch, TOPIC, 3).await {
+            51 => Err("CONCURRENT_TRANSACTIONS".to_string()),
+            code => Ok(code),
+        }
+    })
+    .await;
+    assert_eq!(added, 0);
     let r = produce(&mut c, TOPIC, 0, txn_batch(pid, epoch, 3, &["c1", "c2"])).await;
     assert_eq!(r.responses[0].partition_responses[0].error_code, 0);
     assert_eq!(end(&mut c, "tx", pid, epoch, true).await, 0);

@@ -236,11 +236,13 @@ impl MetadataImage {
                 if let Some(topic) = self.topics.get_mut(topic_id) {
                     // A reassignment in progress and offline replicas outlive leader and ISR
                     // changes.
-                    let (adding, removing, offline) = topic
+                    let (adding, removing, mut offline) = topic
                         .partitions
                         .remove(partition)
                         .map(|p| (p.adding, p.removing, p.offline))
                         .unwrap_or_default();
+                    // A replica removed from the partition took its failed copy with it.
+                    offline.retain(|b| replicas.contains(b));
                     topic.partitions.insert(
                         *partition,
                         PartitionInfo {
@@ -594,6 +596,11 @@ mod tests {
                 partition: 0,
                 adding: vec![2],
                 removing: vec![1],
+            },
+            MetadataRecord::ReplicaOffline {
+                topic_id: t,
+                partition: 0,
+                broker_id: 1,
             },
             MetadataRecord::Config {
                 resource_type: ConfigResourceType::Topic,

@@ -46,13 +46,14 @@ fn run(data: &[u8]) {
 }
 
 /// A log that registers brokers, creates a topic with partitions and configs, reassigns,
-/// fences, adds a mirror, SCRAM credentials and an ACL; a snapshot of it; an empty entry.
+/// marks a replica offline, fences, adds a mirror, SCRAM credentials and an ACL; a snapshot of
+/// it; an empty entry.
 fn make_seeds() -> Vec<Seed> {
     let entries = [
         r#"[{"ClusterId":{"cluster_id":"q1Sh-9_ISia_zwGINzRvyQ"}}]"#,
         r#"[{"RegisterBroker":{"broker_id":1,"host":"127.0.0.1","port":9092,"rack":null,"endpoints":[{"listener":"PLAINTEXT","host":"127.0.0.1","port":9092}],"incarnation_id":"00000000-0000-0000-0000-000000000001"}},{"RegisterBroker":{"broker_id":2,"host":"h2","port":9093,"rack":"r2"}}]"#,
         r#"[{"Topic":{"name":"orders","topic_id":"6f3ad2a4-8b1e-4c37-9a0e-5b4d1f2c3e4a"}},{"Partition":{"topic_id":"6f3ad2a4-8b1e-4c37-9a0e-5b4d1f2c3e4a","partition":0,"replicas":[1,2],"isr":[1,2],"leader":1,"leader_epoch":0,"partition_epoch":0}},{"Config":{"resource_type":"Topic","resource_name":"orders","name":"cleanup.policy","value":"compact"}}]"#,
-        r#"[{"PartitionReassignment":{"topic_id":"6f3ad2a4-8b1e-4c37-9a0e-5b4d1f2c3e4a","partition":0,"adding":[3],"removing":[2]}},{"FenceBroker":{"broker_id":2}},{"UnfenceBroker":{"broker_id":2}},{"ProducerIds":{"next_producer_id":1000}}]"#,
+        r#"[{"PartitionReassignment":{"topic_id":"6f3ad2a4-8b1e-4c37-9a0e-5b4d1f2c3e4a","partition":0,"adding":[3],"removing":[2]}},{"ReplicaOffline":{"topic_id":"6f3ad2a4-8b1e-4c37-9a0e-5b4d1f2c3e4a","partition":0,"broker_id":1}},{"FenceBroker":{"broker_id":2}},{"UnfenceBroker":{"broker_id":2}},{"ProducerIds":{"next_producer_id":1000}}]"#,
         r#"[{"ClusterMirror":{"name":"m","mirror_id":"00000000-0000-0000-0000-0000000000aa","configs":{"bootstrap.servers":"src:9092"}}},{"ScramCredential":{"user":"alice","mechanism":1,"salt":[1,2,3],"stored_key":[4],"server_key":[5],"iterations":4096}},{"RemoveScramCredential":{"user":"bob","mechanism":2}}]"#,
         r#"[{"Config":{"resource_type":"Broker","resource_name":"","name":"log.retention.ms","value":null}},{"RemoveClusterMirror":{"name":"m"}},{"RemoveTopic":{"topic_id":"6f3ad2a4-8b1e-4c37-9a0e-5b4d1f2c3e4a"}},{"RemoveAcl":{"id":"00000000-0000-0000-0000-0000000000bb"}}]"#,
         "",

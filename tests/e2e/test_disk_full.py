@@ -168,7 +168,7 @@ def test_a_cluster_replica_whose_disk_fills_steps_aside_and_loses_nothing(small_
     cluster.start()
     replicas, leader_after, said = {
         "leader": ([1, 2, 0], 2, "leadership moved to another in-sync replica"),
-        "follower": ([2, 1, 0], 2, "it left the ISR"),
+        "follower": ([2, 1, 0], 2, "out of the ISR and of elections until a restart"),
     }[role]
     try:
         bootstrap = cluster.bootstrap()

@@ -103,6 +103,7 @@ pub(crate) fn handle(
                     .with_leader_epoch(p.leader_epoch)
                     .with_replica_nodes(ids(&p.replicas))
                     .with_isr_nodes(ids(&p.isr))
+                    .with_offline_replicas(ids(&image.offline_replicas(p)))
                     .with_eligible_leader_replicas(Some(Vec::new()))
                     .with_last_known_elr(Some(Vec::new())),
             );

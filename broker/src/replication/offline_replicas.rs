@@ -22,9 +22,10 @@ const CHECK_INTERVAL: Duration = Duration::from_millis(500);
 /// the view reported, so a partition is reported again once its leadership or ISR changes.
 type Reported = HashMap<(Uuid, i32), (i32, i32)>;
 
-/// Runs until `shutdown` fires.
+/// Runs until `shutdown` fires; `incarnation_id` is this process's registration.
 pub(crate) fn spawn(
     node_id: i32,
+    incarnation_id: Uuid,
     replicas: Arc<ReplicaManager>,
     controller: Arc<Controller>,
     mut shutdown: watch::Receiver<bool>,
@@ -36,7 +37,7 @@ pub(crate) fn spawn(
                 _ = tokio::time::sleep(CHECK_INTERVAL) => {}
                 _ = shutdown.changed() => return,
             }
-            let reports = to_report(node_id, &replicas, &mut reported);
+            let reports = to_report(node_id, incarnation_id, &replicas, &mut reported);
             if reports.is_empty() {
                 continue;
             }
@@ -54,10 +55,12 @@ pub(crate) fn spawn(
     })
 }
 
-/// The offline replicas this broker leads or is in sync for that it has not reported at their
-/// current epochs; forgets partitions no longer offline here.
+/// The offline replicas of this broker not reported at their current epochs (every one: the
+/// controller keeps even an out-of-sync one out of unclean elections); forgets partitions no
+/// longer offline here.
 fn to_report(
     node_id: i32,
+    incarnation_id: Uuid,
     replicas: &ReplicaManager,
     reported: &mut Reported,
 ) -> Vec<(Arc<crate::replica_manager::Partition>, ReplicaOffline)> {
@@ -69,9 +72,6 @@ fn to_report(
     reported.retain(|key, _| offline.iter().any(|p| (p.topic_id, p.index) == *key));
     let mut reports = Vec::new();
     for p in offline {
-        if !(p.is_leader() || p.in_sync(node_id)) {
-            continue;
-        }
         let a = p.assignment();
         let view = (a.leader_epoch, a.partition_epoch);
         if reported.insert((p.topic_id, p.index), view) == Some(view) {
@@ -79,6 +79,7 @@ fn to_report(
         }
         let report = ReplicaOffline {
             broker_id: node_id,
+            incarnation_id,
             topic_id: p.topic_id,
             partition: p.index,
             leader_epoch: a.leader_epoch,
@@ -115,7 +116,7 @@ fn send(
             ),
             Ok(leader) => tracing::warn!(
                 topic = %p.topic, partition = p.index, leader,
-                "this replica is offline: it left the ISR"
+                "this replica is offline: out of the ISR and of elections until a restart"
             ),
             Err(e)
                 if matches!(

@@ -19,7 +19,7 @@ use crate::start::node_id;
 
 /// The registration of broker `broker_id` if `incarnation_id` is its current process, else
 /// why not.
-fn current_registration(
+pub(super) fn current_registration(
     image: &MetadataImage,
     broker_id: i32,
     incarnation_id: Uuid,

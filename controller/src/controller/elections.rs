@@ -195,7 +195,7 @@ impl Controller {
             for (&partition, p) in &topic.partitions {
                 if let Some(rs) = complete_reassignment(topic.id, partition, p, &live) {
                     records.extend(rs);
-                } else if unclean && p.leader == -1 {
+                } else if unclean && (p.leader == -1 || p.offline.contains(&p.leader)) {
                     // Offline with no in-sync replica back: the topic allows an out-of-sync one.
                     if let Ok((leader, isr)) = elect_any(p, &live) {
                         tracing::warn!(topic = %topic.name, partition, leader, "unclean leader election: records only the lost ISR had are gone");
@@ -269,11 +269,11 @@ fn all_partitions(image: &MetadataImage) -> Vec<(TopicPartition, Option<(Uuid, &
     all
 }
 
-/// The preferred replica is live and in sync but does not lead.
+/// The preferred replica is live, in sync and not offline, but does not lead.
 fn preferred_leader_missing(p: &PartitionInfo, live: &BTreeSet<i32>) -> bool {
-    p.replicas
-        .first()
-        .is_some_and(|&r| p.leader != r && p.isr.contains(&r) && live.contains(&r))
+    p.replicas.first().is_some_and(|&r| {
+        p.leader != r && p.isr.contains(&r) && live.contains(&r) && !p.offline.contains(&r)
+    })
 }
 
 fn elect_preferred(p: &PartitionInfo, live: &BTreeSet<i32>) -> Result<i32, ApiError> {
@@ -289,7 +289,7 @@ fn elect_preferred(p: &PartitionInfo, live: &BTreeSet<i32>) -> Result<i32, ApiEr
             "Leader election not needed for topic partition.",
         ));
     }
-    if !p.isr.contains(&preferred) || !live.contains(&preferred) {
+    if !p.isr.contains(&preferred) || !live.contains(&preferred) || p.offline.contains(&preferred) {
         return Err(ApiError::new(
             ResponseError::PreferredLeaderNotAvailable,
             format!("Failed to elect leader: the preferred replica {preferred} is not live and in sync."),
@@ -299,10 +299,10 @@ fn elect_preferred(p: &PartitionInfo, live: &BTreeSet<i32>) -> Result<i32, ApiEr
 }
 
 /// An unclean election request (Kafka's ElectLeaders UNCLEAN, whatever the topic config): a
-/// partition with a live leader needs none; one without gets an in-sync replica if one is
-/// live, else any live replica, which becomes the whole ISR.
+/// partition with a live leader whose copy is not offline needs none; one without gets an
+/// in-sync replica if one is live, else any live replica, which becomes the whole ISR.
 fn elect_any(p: &PartitionInfo, live: &BTreeSet<i32>) -> Result<(i32, Vec<i32>), ApiError> {
-    if p.leader >= 0 && live.contains(&p.leader) {
+    if p.leader >= 0 && live.contains(&p.leader) && !p.offline.contains(&p.leader) {
         return Err(ApiError::new(
             ResponseError::ElectionNotNeeded,
             "Leader election not needed for topic partition.",
@@ -569,6 +569,31 @@ mod tests {
 
     fn set(ids: &[i32]) -> BTreeSet<i32> {
         ids.iter().copied().collect()
+    }
+
+    /// A replica an I/O error took offline is never elected: not as the preferred leader, not
+    /// from the ISR, not by an unclean election; a leader whose copy is offline counts as gone
+    /// for an unclean election.
+    #[test]
+    fn offline_replicas_are_never_elected() {
+        let live: BTreeSet<i32> = [1, 2, 3].into();
+        let mut x = p(&[1, 2, 3], &[1, 2], 2);
+        x.offline = vec![1];
+        assert!(!preferred_leader_missing(&x, &live));
+        assert_eq!(
+            elect_preferred(&x, &live).unwrap_err().error,
+            ResponseError::PreferredLeaderNotAvailable
+        );
+        let mut y = p(&[1, 2, 3], &[1], 1);
+        y.offline = vec![1];
+        assert_eq!(elect_from_isr(&y, &y.isr, &live), -1);
+        assert_eq!(elect_unclean(&y, &live), Some((2, vec![2])));
+        assert_eq!(elect_any(&y, &live).unwrap(), (2, vec![2]));
+        y.offline.clear();
+        assert_eq!(
+            elect_any(&y, &live).unwrap_err().error,
+            ResponseError::ElectionNotNeeded
+        );
     }
 
     #[test]

@@ -8,7 +8,8 @@ use serde::{Deserialize, Serialize};
 use tern_protocol::error::{ApiError, ResponseError};
 use uuid::Uuid;
 
-use super::partitions::{elect_from_isr, partition_record};
+use super::brokers::current_registration;
+use super::partitions::{elect_from_isr, elect_unclean, partition_record, unclean_allowed};
 use super::{unexpected, Controller};
 use crate::commands::{Command, Reply};
 use crate::records::MetadataRecord;
@@ -18,6 +19,9 @@ use crate::records::MetadataRecord;
 pub struct ReplicaOffline {
     /// The broker reporting.
     pub broker_id: i32,
+    /// Its process (registration incarnation): a report from a process since replaced is
+    /// refused, so it cannot mark the new process's healthy replica offline.
+    pub incarnation_id: Uuid,
     /// Topic id.
     pub topic_id: Uuid,
     /// Partition index.
@@ -42,9 +46,10 @@ impl Controller {
 
     pub(super) fn do_replica_offline(&self, r: &ReplicaOffline) -> Result<i32, ApiError> {
         let image = self.image();
-        let p = image
-            .topics
-            .get(&r.topic_id)
+        current_registration(&image, r.broker_id, r.incarnation_id)
+            .map_err(|why| ApiError::new(ResponseError::StaleBrokerEpoch, why))?;
+        let topic = image.topics.get(&r.topic_id);
+        let p = topic
             .and_then(|t| t.partitions.get(&r.partition))
             .ok_or_else(|| {
                 ApiError::new(
@@ -80,10 +85,19 @@ impl Controller {
             .collect();
         let mut leader = p.leader;
         let mut leader_epoch = p.leader_epoch;
+        let unclean =
+            topic.is_some_and(|t| unclean_allowed(&image, &t.name, self.unclean_default(&image)));
         if p.leader == r.broker_id {
             match elect_from_isr(p, &isr, &live) {
-                // Nobody to hand over to: it stays leader and in the ISR.
-                -1 => isr.clone_from(&p.isr),
+                -1 => match elect_unclean(p, &live).filter(|_| unclean) {
+                    // The topic takes an out-of-sync replica over a failed leader.
+                    Some((next, only)) => {
+                        tracing::warn!(topic_id = %r.topic_id, partition = r.partition, leader = next, "unclean leader election: records only the failed replica had are gone");
+                        (leader, leader_epoch, isr) = (next, p.leader_epoch + 1, only);
+                    }
+                    // Nobody to hand over to: it stays leader and in the ISR.
+                    None => isr.clone_from(&p.isr),
+                },
                 next => (leader, leader_epoch) = (next, p.leader_epoch + 1),
             }
         } else if isr.is_empty() {
@@ -150,6 +164,7 @@ mod tests {
         assert_eq!((p.leader, p.isr.clone()), (2, vec![2, 3, 1]));
         let report = |broker: i32, leader_epoch: i32| ReplicaOffline {
             broker_id: broker,
+            incarnation_id: incarnations[broker as usize],
             topic_id,
             partition: 0,
             leader_epoch,
@@ -167,6 +182,14 @@ mod tests {
         assert_eq!(
             err(c.replica_offline(report(2, p.leader_epoch - 1))),
             ResponseError::FencedLeaderEpoch
+        );
+        // A process since replaced may not report.
+        assert_eq!(
+            err(c.replica_offline(ReplicaOffline {
+                incarnation_id: Uuid::new_v4(),
+                ..report(2, p.leader_epoch)
+            })),
+            ResponseError::StaleBrokerEpoch
         );
         // A follower leaves the ISR; the leader and its epoch stay.
         assert_eq!(c.replica_offline(report(1, p.leader_epoch)), Ok(2));
@@ -228,6 +251,7 @@ mod tests {
         let p = c.image().topics[&alone].partitions[&0].clone();
         let report = ReplicaOffline {
             broker_id: 1,
+            incarnation_id: incarnation,
             topic_id: alone,
             partition: 0,
             leader_epoch: p.leader_epoch,
@@ -240,8 +264,44 @@ mod tests {
         );
         assert_eq!(after.offline, vec![1]);
         // Its only replica back after a restart, the partition has its leader again.
-        restart(incarnation);
+        let incarnation = restart(incarnation);
         let back = c.image().topics[&alone].partitions[&0].clone();
         assert_eq!((back.leader, back.offline), (1, vec![]));
+
+        // A topic that allows unclean elections takes an out-of-sync replica over a failed
+        // leader with no other in-sync one.
+        let unclean = c
+            .create_topic(
+                &crate::CreateTopic {
+                    name: "unclean".into(),
+                    num_partitions: -1,
+                    replication_factor: -1,
+                    assignments: vec![vec![1, 2]],
+                    configs: vec![(crate::topic_configs::UNCLEAN_ELECTION.into(), "true".into())],
+                    ..Default::default()
+                },
+                false,
+            )
+            .unwrap();
+        let p = c.image().topics[&unclean].partitions[&0].clone();
+        c.alter_partition(crate::AlterPartition {
+            broker_id: 1,
+            topic_id: unclean,
+            partition: 0,
+            leader_epoch: p.leader_epoch,
+            partition_epoch: p.partition_epoch,
+            new_isr: vec![1],
+        })
+        .unwrap();
+        let report = ReplicaOffline {
+            broker_id: 1,
+            incarnation_id: incarnation,
+            topic_id: unclean,
+            partition: 0,
+            leader_epoch: p.leader_epoch,
+        };
+        assert_eq!(c.replica_offline(report), Ok(2));
+        let now = c.image().topics[&unclean].partitions[&0].clone();
+        assert_eq!((now.leader, now.isr, now.offline), (2, vec![2], vec![1]));
     }
 }
