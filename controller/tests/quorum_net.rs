@@ -486,6 +486,9 @@ fn first_index(c: &Controller) -> u64 {
 fn snapshots_truncate_the_log_and_a_wiped_voter_catches_up_from_one() {
     let mut cluster = Cluster::with_snapshots(3, Duration::from_secs(60), small_snapshots());
     cluster.wait_for_active();
+    // The active controller writes the cluster id in its housekeeping: before the images are
+    // compared, every node has it.
+    cluster.wait_all("the cluster id", |i: &MetadataImage| i.cluster_id.is_some());
     cluster.register_brokers(3);
     for i in 0..40 {
         cluster
