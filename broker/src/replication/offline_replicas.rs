@@ -63,7 +63,7 @@ fn to_report(
     incarnation_id: Uuid,
     replicas: &ReplicaManager,
     reported: &mut Reported,
-) -> Vec<(Arc<crate::replica_manager::Partition>, ReplicaOffline)> {
+) -> Vec<Report> {
     let offline: Vec<_> = replicas
         .all_partitions()
         .into_iter()
@@ -84,9 +84,22 @@ fn to_report(
             partition: p.index,
             leader_epoch: a.leader_epoch,
         };
-        reports.push((p, report));
+        let led = p.is_leader();
+        reports.push(Report {
+            partition: p,
+            report,
+            led,
+        });
     }
     reports
+}
+
+/// One offline replica to report, and whether this broker led it when the report was made
+/// (the answer comes after new metadata may have arrived).
+struct Report {
+    partition: Arc<crate::replica_manager::Partition>,
+    report: ReplicaOffline,
+    led: bool,
 }
 
 /// Sends the reports one by one until `stopping`; answers those to send again next round (the
@@ -95,11 +108,16 @@ fn to_report(
 fn send(
     node_id: i32,
     controller: &Controller,
-    reports: Vec<(Arc<crate::replica_manager::Partition>, ReplicaOffline)>,
+    reports: Vec<Report>,
     stopping: &watch::Receiver<bool>,
 ) -> Vec<(Uuid, i32)> {
     let mut retry = Vec::new();
-    for (p, report) in reports {
+    for Report {
+        partition: p,
+        report,
+        led,
+    } in reports
+    {
         let key = (p.topic_id, p.index);
         if *stopping.borrow() {
             retry.push(key);
@@ -110,7 +128,7 @@ fn send(
                 topic = %p.topic, partition = p.index,
                 "this replica is offline and no other in-sync replica is live: it stays leader, refusing writes"
             ),
-            Ok(leader) if p.is_leader() => tracing::warn!(
+            Ok(leader) if led => tracing::warn!(
                 topic = %p.topic, partition = p.index, leader,
                 "this replica is offline: leadership moved to another in-sync replica"
             ),
