@@ -61,6 +61,8 @@ fn acknowledged(log: &Log, n: usize) -> Vec<u8> {
 
 fn assert_writes_refused(log: &Log) {
     assert!(log.is_offline());
+    // An I/O error, not a close: the broker reports the replica failed.
+    assert!(log.has_failed());
     assert!(matches!(
         log.append_as_leader(batch("late", "late"), 0),
         Err(StorageError::LogOffline(_))

@@ -29,6 +29,8 @@ pub(crate) struct LocalLog {
     /// Reads refused too: an I/O error other than a full disk, after which the bytes on disk
     /// cannot be trusted (Kafka takes such a log dir wholly offline).
     unreadable: AtomicBool,
+    /// An I/O error (a full disk included) took the log offline, not a close or a delete.
+    failed: AtomicBool,
 }
 
 /// The cleaner's output for one segment, written and fsynced beside it.
@@ -49,6 +51,7 @@ impl LocalLog {
             recovery_point: AtomicI64::new(log_end_offset),
             offline: AtomicBool::new(false),
             unreadable: AtomicBool::new(false),
+            failed: AtomicBool::new(false),
         }
     }
 
@@ -104,6 +107,11 @@ impl LocalLog {
         self.offline.load(Ordering::Acquire)
     }
 
+    /// True once an I/O error took the log offline.
+    pub(crate) fn has_failed(&self) -> bool {
+        self.failed.load(Ordering::Acquire)
+    }
+
     /// True once reads are refused too.
     pub(crate) fn is_unreadable(&self) -> bool {
         self.unreadable.load(Ordering::Acquire)
@@ -121,6 +129,7 @@ impl LocalLog {
     pub(crate) fn io_guard<T>(&self, r: Result<T>) -> Result<T> {
         if let Err(e @ StorageError::Io { source, .. }) = &r {
             let full = matches!(source.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT));
+            self.failed.store(true, Ordering::Release);
             if !full && !self.unreadable.swap(true, Ordering::AcqRel) {
                 self.offline.store(true, Ordering::Release);
                 tracing::error!(dir = %self.dir.display(), error = %e, "log offline after an I/O error: it serves no reads or writes until the broker restarts");

@@ -959,6 +959,12 @@ impl Log {
         self.local.is_offline()
     }
 
+    /// True once an I/O error (a full disk included) has taken the log offline: a failed
+    /// replica, unlike a log closed or deleted.
+    pub fn has_failed(&self) -> bool {
+        self.local.has_failed()
+    }
+
     /// True once an I/O error other than a full disk has taken the log offline for reads too.
     pub fn is_unreadable(&self) -> bool {
         self.local.is_unreadable()

@@ -67,7 +67,8 @@ fn to_report(
     let offline: Vec<_> = replicas
         .all_partitions()
         .into_iter()
-        .filter(|p| p.log.is_offline())
+        // A failed log, not one closed at shutdown or deleted with its partition.
+        .filter(|p| p.log.has_failed())
         .collect();
     reported.retain(|key, _| offline.iter().any(|p| (p.topic_id, p.index) == *key));
     let mut reports = Vec::new();
