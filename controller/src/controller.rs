@@ -1212,6 +1212,21 @@ mod acl_tests {
         crate::open_single_voter(dir, 0, config).unwrap()
     }
 
+    /// Registers brokers 1..=`n` with fresh incarnations; index `b` holds broker `b`'s.
+    pub(super) fn register_brokers(c: &Controller, n: i32) -> Vec<Uuid> {
+        let incarnations: Vec<Uuid> = (0..=n).map(|_| Uuid::new_v4()).collect();
+        for b in 1..=n {
+            c.register_broker(BrokerRegistration {
+                broker_id: b,
+                incarnation_id: incarnations[b as usize],
+                endpoints: vec![],
+                rack: None,
+            })
+            .unwrap();
+        }
+        incarnations
+    }
+
     fn acl(name: &str, pattern: AclPatternType, op: AclOperation) -> AclBinding {
         AclBinding {
             resource_type: AclResourceType::Topic,

@@ -704,30 +704,20 @@ mod tests {
 
     fn dump(log: &Log) -> Dumped {
         let mut out = Vec::new();
-        let mut batches = Vec::new();
-        let mut next = log.log_start_offset();
-        while next < log.log_end_offset() {
-            let r = log.read(next, 1 << 20, None, true).unwrap();
-            if r.records.is_empty() {
-                break;
+        let mut raw = Vec::new();
+        for (h, b) in batches(log) {
+            validate_batch(&b).unwrap();
+            for rec in parse_records(&b[RECORD_BATCH_OVERHEAD..], h.records_count as usize).unwrap()
+            {
+                out.push((
+                    h.base_offset + rec.offset_delta as i64,
+                    String::from_utf8(rec.key.unwrap().to_vec()).unwrap(),
+                    rec.value.map(|v| String::from_utf8(v.to_vec()).unwrap()),
+                ));
             }
-            for item in BatchIter::new(&r.records) {
-                let (h, b) = item.unwrap();
-                validate_batch(b).unwrap();
-                batches.push(b.to_vec());
-                for rec in
-                    parse_records(&b[RECORD_BATCH_OVERHEAD..], h.records_count as usize).unwrap()
-                {
-                    out.push((
-                        h.base_offset + rec.offset_delta as i64,
-                        String::from_utf8(rec.key.unwrap().to_vec()).unwrap(),
-                        rec.value.map(|v| String::from_utf8(v.to_vec()).unwrap()),
-                    ));
-                }
-                next = h.next_offset();
-            }
+            raw.push(b);
         }
-        (out, batches)
+        (out, raw)
     }
 
     /// Every batch of the log, compressed or not, with its header.

@@ -428,12 +428,13 @@ def _transactions_on_a_compacted_topic(bootstrap, topic):
     plain.flush(30)
 
 
-def _read_uncommitted(bootstrap, topic):
-    """Every data record of partition 0 from the start, as (offset, key, value), aborted ones
-    included if they are still there."""
+def _read_until_tail(bootstrap, topic, isolation):
+    """Every record of partition 0 from the start up to the "tail" key, as (offset, key, value)
+    with None for a tombstone's value, read at `isolation` (read_uncommitted shows aborted
+    records if they are still there)."""
     from confluent_kafka import Consumer, TopicPartition
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"read-{time.time_ns()}",
-                  "isolation.level": "read_uncommitted", "enable.auto.commit": False})
+                  "isolation.level": isolation, "enable.auto.commit": False})
     try:
         c.assign([TopicPartition(topic, 0, 0)])
         out, deadline = [], time.time() + 20
@@ -441,7 +442,7 @@ def _read_uncommitted(bootstrap, topic):
             m = c.poll(0.5)
             if m is None or m.error():
                 continue
-            out.append((m.offset(), m.key().decode(), m.value().decode()))
+            out.append((m.offset(), m.key().decode(), m.value() and m.value().decode()))
             if m.key() == b"tail":
                 return out
         raise AssertionError(f"{topic} on {bootstrap}: no tail record after {out}")
@@ -464,33 +465,12 @@ def test_transactions_are_compacted_as_in_kafka(brokers):
     seen = {}
     deadline = time.time() + 90  # Kafka's cleaner looks every log.cleaner.backoff.ms (15 s)
     while time.time() < deadline:
-        seen = {name: _read_uncommitted(b.bootstrap, topic) for name, b in brokers.items()}
+        seen = {name: _read_until_tail(b.bootstrap, topic, "read_uncommitted") for name, b in brokers.items()}
         if all(records == expected for records in seen.values()):
             break
         time.sleep(2)
     assert seen["kafka"] == expected, seen["kafka"]
     assert seen["tern"] == seen["kafka"], seen
-
-
-def _read_all(bootstrap, topic):
-    """Every record of partition 0 from the start up to the "tail" key, as (offset, key, value)
-    with None for a tombstone's value."""
-    from confluent_kafka import Consumer, TopicPartition
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"read-{time.time_ns()}",
-                  "enable.auto.commit": False})
-    try:
-        c.assign([TopicPartition(topic, 0, 0)])
-        out, deadline = [], time.time() + 20
-        while time.time() < deadline:
-            m = c.poll(0.5)
-            if m is None or m.error():
-                continue
-            out.append((m.offset(), m.key().decode(), m.value() and m.value().decode()))
-            if m.key() == b"tail":
-                return out
-        raise AssertionError(f"{topic} on {bootstrap}: no tail record after {out}")
-    finally:
-        c.close()
 
 
 def test_an_old_tombstone_outlives_the_pass_that_finds_it_as_in_kafka(brokers):
@@ -519,7 +499,7 @@ def test_an_old_tombstone_outlives_the_pass_that_finds_it_as_in_kafka(brokers):
     seen = {}
     deadline = time.time() + 90  # Kafka's cleaner looks every log.cleaner.backoff.ms (15 s)
     while time.time() < deadline:
-        seen = {name: _read_all(b.bootstrap, topic) for name, b in brokers.items()}
+        seen = {name: _read_until_tail(b.bootstrap, topic, "read_committed") for name, b in brokers.items()}
         if all(records[0][0] != 0 for records in seen.values()):
             break
         time.sleep(2)

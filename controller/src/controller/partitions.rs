@@ -428,16 +428,7 @@ mod tests {
     fn alter_partition_checks_leader_epochs_and_new_members() {
         let dir = tempfile::tempdir().unwrap();
         let c = crate::controller::acl_tests::open(dir.path());
-        let incarnations: Vec<Uuid> = (0..=3).map(|_| Uuid::new_v4()).collect();
-        for b in 1..=3 {
-            c.register_broker(crate::BrokerRegistration {
-                broker_id: b,
-                incarnation_id: incarnations[b as usize],
-                endpoints: vec![],
-                rack: None,
-            })
-            .unwrap();
-        }
+        let incarnations = crate::controller::acl_tests::register_brokers(&c, 3);
         let topic_id = c
             .create_topic(
                 &crate::CreateTopic {

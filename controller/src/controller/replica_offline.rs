@@ -136,16 +136,7 @@ mod tests {
     fn an_offline_leader_hands_over_to_the_next_in_sync_replica() {
         let dir = tempfile::tempdir().unwrap();
         let c = crate::controller::acl_tests::open(dir.path());
-        let incarnations: Vec<Uuid> = (0..=3).map(|_| Uuid::new_v4()).collect();
-        for b in 1..=3 {
-            c.register_broker(crate::BrokerRegistration {
-                broker_id: b,
-                incarnation_id: incarnations[b as usize],
-                endpoints: vec![],
-                rack: None,
-            })
-            .unwrap();
-        }
+        let incarnations = crate::controller::acl_tests::register_brokers(&c, 3);
         let create = |name: &str, replicas: Vec<i32>| {
             c.create_topic(
                 &crate::CreateTopic {
